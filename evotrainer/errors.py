@@ -1,0 +1,41 @@
+"""Error hierarchy.
+
+Systemic failures (bad config, malformed data file, missing model, broken archive) raise an
+``EvoTrainerError`` subclass that also inherits the matching builtin, so callers may catch either
+(the pattern Nevergrad uses). A single failing example never raises: it gets a fallback score.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ArchiveError",
+    "ConfigError",
+    "DataError",
+    "EvoTrainerError",
+    "ModelError",
+    "OperatorError",
+]
+
+
+class EvoTrainerError(Exception):
+    """Base class of every error EvoTrainer raises on purpose."""
+
+
+class ConfigError(EvoTrainerError, ValueError):
+    """A config key has a missing, unknown or out-of-range value. The message names the key."""
+
+
+class DataError(EvoTrainerError, ValueError):
+    """A data file is malformed. The message names ``file:line`` and what was expected."""
+
+
+class ModelError(EvoTrainerError, RuntimeError):
+    """A model or embedder cannot be located or loaded."""
+
+
+class ArchiveError(EvoTrainerError, RuntimeError):
+    """An archive file is missing, corrupt, foreign, or of an unknown schema version."""
+
+
+class OperatorError(EvoTrainerError, TypeError):
+    """A variation operator returned something that is not a list of valid policies."""
