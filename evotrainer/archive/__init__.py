@@ -1,0 +1,28 @@
+"""The lineage archive: an append-only, schema-versioned SQLite file per run, and queries over it."""
+
+from evotrainer.archive.schema import (
+    APPLICATION_ID,
+    EVALUATION_KINDS,
+    SCHEMA_VERSION,
+    EvaluationRow,
+    EventRow,
+    HarnessCandidateRow,
+    LineageNode,
+    RunInfo,
+)
+from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path, open_archive
+
+__all__ = [
+    "APPLICATION_ID",
+    "DEFAULT_ARCHIVE_NAME",
+    "EVALUATION_KINDS",
+    "SCHEMA_VERSION",
+    "ArchiveStore",
+    "EvaluationRow",
+    "EventRow",
+    "HarnessCandidateRow",
+    "LineageNode",
+    "RunInfo",
+    "archive_path",
+    "open_archive",
+]

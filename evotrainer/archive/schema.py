@@ -1,0 +1,245 @@
+"""Archive schema: the DDL, its version, the migrations, and the records rows travel in.
+
+One SQLite file per run (several runs may share one file). The file is marked as ours by
+``PRAGMA application_id`` (:data:`APPLICATION_ID`) and carries its schema version in
+``PRAGMA user_version``. Each version bump adds exactly one function to :data:`MIGRATIONS` that takes a
+file from the previous version to the new one; a fresh file runs them all, in order, inside the opening
+transaction (SQLite DDL is transactional).
+
+Every table is append-only: rows are inserted, never updated or deleted. A record whose state changes
+over time (an incumbent, a rollback) is written as a new :data:`events` row instead.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from evotrainer.search.genome import Policy
+
+__all__ = [
+    "APPLICATION_ID",
+    "EVALUATION_KINDS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "EvaluationRow",
+    "EventRow",
+    "HarnessCandidateRow",
+    "LineageNode",
+    "RunInfo",
+]
+
+APPLICATION_ID = 0x45564F54
+"""``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
+
+SCHEMA_VERSION = 1
+"""``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
+
+EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout")
+"""Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
+meta-validation on the fixed screening subset; a held-out report set never used for selection."""
+
+_V1: tuple[str, ...] = (
+    """CREATE TABLE runs (
+        run_id TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        config_json TEXT NOT NULL,
+        code_version TEXT NOT NULL,
+        host TEXT NOT NULL
+    )""",
+    """CREATE TABLE policies (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        policy_id TEXT NOT NULL,
+        genome_json TEXT NOT NULL,
+        genome_hash TEXT NOT NULL,
+        parent_ids_json TEXT NOT NULL,
+        operator TEXT NOT NULL,
+        generation INTEGER NOT NULL,
+        root_id TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, policy_id)
+    )""",
+    """CREATE TABLE policy_parents (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        child_id TEXT NOT NULL,
+        parent_id TEXT NOT NULL,
+        position INTEGER NOT NULL,
+        PRIMARY KEY (run_id, child_id, position)
+    )""",
+    """CREATE TABLE evaluations (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        policy_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        batch_id TEXT NOT NULL,
+        total REAL NOT NULL,
+        components_json TEXT NOT NULL,
+        n_tasks INTEGER NOT NULL,
+        generated_tokens INTEGER NOT NULL,
+        seconds REAL NOT NULL,
+        harness_id TEXT,
+        outer_generation INTEGER,
+        inner_generation INTEGER,
+        cached INTEGER NOT NULL,
+        error TEXT,
+        created_at TEXT NOT NULL
+    )""",
+    """CREATE TABLE harness_candidates (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        harness_id TEXT NOT NULL,
+        outer_generation INTEGER NOT NULL,
+        cand_index INTEGER NOT NULL,
+        vector_json TEXT NOT NULL,
+        values_json TEXT NOT NULL,
+        s_val REAL,
+        screen_s_val REAL,
+        best_policy_id TEXT,
+        status TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, harness_id)
+    )""",
+    """CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        kind TEXT NOT NULL,
+        payload_json TEXT NOT NULL,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX idx_parents_child ON policy_parents(run_id, child_id)",
+    "CREATE INDEX idx_parents_parent ON policy_parents(run_id, parent_id)",
+    "CREATE INDEX idx_policies_generation ON policies(run_id, generation)",
+    "CREATE INDEX idx_eval_policy ON evaluations(run_id, policy_id, kind)",
+    "CREATE INDEX idx_eval_kind_total ON evaluations(run_id, kind, total DESC)",
+    "CREATE INDEX idx_harness_outer ON harness_candidates(run_id, outer_generation, cand_index)",
+    "CREATE INDEX idx_events_kind ON events(run_id, kind, id)",
+)
+
+
+def _migrate_to_1(conn: sqlite3.Connection) -> None:
+    """Version 0 (empty file) -> 1: create every table and index."""
+    for stmt in _V1:
+        conn.execute(stmt)
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1}
+"""Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
+must not use ``executescript``, which commits)."""
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One run of the archive.
+
+    Attributes:
+        run_id: unique id of the run.
+        seed: the run's root seed.
+        config: the resolved config, as a JSON-ready dict.
+        code_version: package version and/or git describe of the code that ran.
+        host: machine name (informational; excluded from determinism dumps).
+        created_at: ISO 8601 UTC timestamp.
+    """
+
+    run_id: str
+    seed: int
+    config: dict[str, Any]
+    code_version: str
+    host: str = ""
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class EvaluationRow:
+    """One evaluation of one policy on one batch (inner fitness or meta-validation).
+
+    Attributes:
+        policy_id: the evaluated policy (archived first with ``add_policies``).
+        kind: one of :data:`EVALUATION_KINDS`.
+        batch_id: id of the task batch (e.g. a hash of task ids, or the validation-set name).
+        total: mean score over the batch, finite, higher is better (rewards and S_val in [0, 1]).
+        components: mean of each reward / metric component over the batch, by name, finite.
+        n_tasks: tasks in the batch, >= 0.
+        generated_tokens: tokens generated for this evaluation (0 when cached), >= 0.
+        seconds: wall time spent, >= 0 (excluded from determinism dumps).
+        harness_id: the harness candidate it ran under, if any.
+        outer_generation: outer (CMA-ES) generation, if any.
+        inner_generation: inner (GA) generation, if any.
+        cached: served from the fitness cache rather than computed.
+        error: None, or why the evaluation fell back to its fallback score.
+    """
+
+    policy_id: str
+    kind: str
+    batch_id: str
+    total: float
+    components: Mapping[str, float] = field(default_factory=dict)
+    n_tasks: int = 0
+    generated_tokens: int = 0
+    seconds: float = 0.0
+    harness_id: str | None = None
+    outer_generation: int | None = None
+    inner_generation: int | None = None
+    cached: bool = False
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class HarnessCandidateRow:
+    """One outer-loop harness candidate, written once its scores are known.
+
+    Attributes:
+        harness_id: unique in the run (e.g. ``"h{outer_generation}.{index}"``).
+        outer_generation: CMA-ES generation, >= 0.
+        index: position in that generation's ask, >= 0.
+        vector: the normalised search point, each coordinate in [0, 1].
+        values: the decoded named values (e.g. ``Harness.as_dict()``), JSON-ready.
+        s_val: meta-validation score of the best resulting policy, higher is better; None when not
+            reached (screened out or failed).
+        screen_s_val: score on the screening subset, or None.
+        best_policy_id: the policy ``s_val`` belongs to, or None.
+        status: free text, e.g. "evaluated", "screened_out", "failed".
+    """
+
+    harness_id: str
+    outer_generation: int
+    index: int
+    vector: tuple[float, ...]
+    values: Mapping[str, Any]
+    s_val: float | None = None
+    screen_s_val: float | None = None
+    best_policy_id: str | None = None
+    status: str = "evaluated"
+
+
+@dataclass(frozen=True)
+class EventRow:
+    """A logged event: phase timings, incumbent changes, rollbacks, ...
+
+    Attributes:
+        id: insertion order in the file (increasing).
+        kind: free text, e.g. "phase", "incumbent", "rollback".
+        payload: the JSON payload.
+        created_at: ISO 8601 UTC timestamp.
+    """
+
+    id: int
+    kind: str
+    payload: dict[str, Any]
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class LineageNode:
+    """One ancestor (or the start policy itself) in a lineage query.
+
+    Attributes:
+        policy: the archived policy.
+        parent_ids: its parents' ids, in order (empty for seeds).
+        depth: 0 for the start policy, 1 for its parents, ... (shortest path when reached twice).
+    """
+
+    policy: Policy
+    parent_ids: tuple[str, ...]
+    depth: int
