@@ -1,0 +1,86 @@
+"""Builds the real components a run needs from its config (the app boundary).
+
+Core code receives typed objects; this module is the one place that turns config sections into a
+backend, a task family, decoding settings and the validation data.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict
+
+from evotrainer.backends.base import LLM, SamplingParams
+from evotrainer.config import Config, DecodingConfig, ModelConfig, resolve_path
+from evotrainer.errors import ConfigError
+from evotrainer.search.genome import Policy, load_population
+from evotrainer.tasks import get_task_family
+from evotrainer.tasks.base import MeetingTask, TaskFamily
+
+__all__ = ["build_family", "build_llm", "load_seed_population", "load_validation", "sampling_from"]
+
+log = logging.getLogger(__name__)
+
+
+def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") -> LLM:
+    """Load the backend of one model role (``model`` = policy model, ``mutator``).
+
+    Raises:
+        ModelError: the model cannot be located or loaded (the message names the path).
+    """
+    if cfg.backend == "vllm":
+        from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
+
+        if not cfg.path:
+            raise ConfigError(f"{role}.path: the vllm backend needs a Hugging Face model folder or id")
+        return VLLMBackend(VLLMBackendConfig(path=cfg.path, max_context=cfg.max_context))
+    from evotrainer.backends.hf import HFBackend, HFBackendConfig
+
+    return HFBackend(HFBackendConfig(
+        path=cfg.path, gguf_file=cfg.gguf_file, dtype=cfg.dtype, batch_size=cfg.batch_size,
+        max_context=cfg.max_context, threads=cfg.threads, progress=progress,
+    ))
+
+
+def build_family(cfg: Config) -> TaskFamily:
+    """The task family of ``task.name``, its knobs validated (ConfigError names the key)."""
+    family = get_task_family(cfg.task.name, action_band=tuple(cfg.task.action_band))
+    if cfg.task.name == "meeting_minutes":
+        from evotrainer.tasks.meeting_minutes import resolve_difficulty
+
+        resolve_difficulty(asdict(cfg.task.difficulty))
+    unknown = set(cfg.task.reward_weights) - set(family.reward_components)
+    if unknown:
+        raise ConfigError(
+            f"task.reward_weights: unknown component(s) {sorted(unknown)}; "
+            f"expected names from {list(family.reward_components)}"
+        )
+    return family
+
+
+def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
+    """Default rollout decoding from config."""
+    return SamplingParams(
+        temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens, seed=seed,
+        repetition_penalty=cfg.repetition_penalty, no_repeat_ngram_size=cfg.no_repeat_ngram_size,
+    )
+
+
+def load_validation(cfg: Config, family: TaskFamily) -> list[MeetingTask]:
+    """The meta-validation items of ``task.validation_path`` (first ``task.validation_limit``)."""
+    path = resolve_path(cfg.task.validation_path, "task.validation_path")
+    return family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
+
+
+def load_seed_population(cfg: Config) -> list[Policy]:
+    """The seed population, restricted to ``evaluation.policies`` when that list is non-empty."""
+    path = resolve_path(cfg.evaluation.population_path, "evaluation.population_path")
+    population = load_population(path)
+    wanted = list(cfg.evaluation.policies)
+    if wanted:
+        by_id = {p.id: p for p in population}
+        missing = [w for w in wanted if w not in by_id]
+        if missing:
+            raise ConfigError(f"evaluation.policies: unknown policy id(s) {missing} in {path}; "
+                              f"known: {sorted(by_id)}")
+        population = [by_id[w] for w in wanted]
+    return population

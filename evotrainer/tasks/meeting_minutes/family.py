@@ -1,0 +1,80 @@
+"""The meeting-minutes task family: generator, prompts, rewards, meta metric and loader in one object."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evotrainer.backends.base import Message
+from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown
+from evotrainer.tasks.meeting_minutes import generator, rewards
+from evotrainer.tasks.meeting_minutes.data import load_tasks
+from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
+from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
+from evotrainer.tasks.meeting_minutes.prompts import build_messages as _build_messages
+
+__all__ = ["MeetingMinutes"]
+
+
+class MeetingMinutes:
+    """Meeting transcripts in; minutes with topics, decisions and owned action items out.
+
+    Implements :class:`evotrainer.tasks.base.TaskFamily`.
+
+    Args:
+        action_band: ``(lo, hi)`` number of action-item bullets that earns a full ``action_count``
+            reward; integers with ``0 <= lo <= hi``.
+
+    Raises:
+        ConfigError: a bad ``action_band`` (names ``task.action_band``).
+    """
+
+    name = "meeting_minutes"
+    scorer_version = SCORER_VERSION
+
+    def __init__(self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND) -> None:
+        self.action_band = rewards.validate_action_band(tuple(action_band))
+
+    def __repr__(self) -> str:
+        return f"MeetingMinutes(action_band={self.action_band})"
+
+    @property
+    def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
+        """Knob -> (low, high) in natural units (see :data:`generator.DIFFICULTY_BOUNDS`)."""
+        return dict(generator.DIFFICULTY_BOUNDS)
+
+    @property
+    def default_difficulty(self) -> Mapping[str, float]:
+        return dict(generator.DEFAULT_DIFFICULTY)
+
+    @property
+    def reward_components(self) -> tuple[str, ...]:
+        return rewards.REWARD_COMPONENTS
+
+    @property
+    def default_reward_weights(self) -> Mapping[str, float]:
+        return dict(rewards.DEFAULT_REWARD_WEIGHTS)
+
+    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int) -> list[MeetingTask]:
+        """See :func:`evotrainer.tasks.meeting_minutes.generator.generate`."""
+        return generator.generate(rng, difficulty, n)
+
+    def build_messages(self, sections: Sequence[tuple[str, str]], task: MeetingTask) -> tuple[Message, ...]:
+        """See :func:`evotrainer.tasks.meeting_minutes.prompts.build_messages`."""
+        return _build_messages(sections, task)
+
+    def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
+        """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
+        return rewards.reward(output, task, weights, self.action_band)
+
+    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
+        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score`."""
+        return _meta_score(output, task)
+
+    def load_validation(
+        self, path: str | Path, limit: int | None = None, field_map: Mapping[str, str] | None = None
+    ) -> list[MeetingTask]:
+        """See :func:`evotrainer.tasks.meeting_minutes.data.load_tasks`."""
+        return load_tasks(path, limit=limit, field_map=field_map)

@@ -1,0 +1,31 @@
+"""The chat a meeting-minutes policy sends: its system prompt and a short fixed user turn."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evotrainer.backends.base import Message
+from evotrainer.search.genome import render_system_prompt
+from evotrainer.tasks.base import MeetingTask
+
+__all__ = ["USER_TEMPLATE", "build_messages"]
+
+USER_TEMPLATE = "Meeting transcript:\n\n{transcript}\n\nWrite the minutes of this meeting."
+"""The fixed user turn; only the policy's system prompt evolves."""
+
+
+def build_messages(sections: Sequence[tuple[str, str]], task: MeetingTask) -> tuple[Message, ...]:
+    """The chat for ``task`` under a policy's prompt ``sections``.
+
+    Args:
+        sections: ordered ``(name, text)`` prompt sections of a genome.
+        task: the meeting.
+
+    Returns:
+        ``(system, user)``: the system message is :func:`render_system_prompt` of ``sections``, sent
+        even when empty (chat templates otherwise inject a default persona); the user message is
+        :data:`USER_TEMPLATE` filled with the transcript.
+    """
+    system = render_system_prompt(sections)
+    user = USER_TEMPLATE.format(transcript=task.transcript.strip())
+    return ({"role": "system", "content": system}, {"role": "user", "content": user})

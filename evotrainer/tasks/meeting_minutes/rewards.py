@@ -1,0 +1,149 @@
+"""Harness reward components for meeting minutes, each in [0, 1], higher is better.
+
+- ``completeness``: share of ground-truth topics covered by the output (content-stem overlap, see
+  :func:`evotrainer.tasks.meeting_minutes.matching.topic_coverage`); 1.0 when the task lists none.
+- ``format``: mean of four checks: a topics header, a decisions header, an action-items header (or
+  equivalent labels, see :mod:`~evotrainer.tasks.meeting_minutes.minutes_format`), and at least two
+  bullet lines.
+- ``action_count``: with ``n`` parsed action items and band ``(lo, hi)``: 1.0 when ``lo <= n <= hi``;
+  ``n / lo`` below the band; ``max(0, 1 - (n - hi) / max(hi, 1))`` above it (so ``2 * hi`` items
+  score 0).
+- ``action_f1``: F1 of parsed action items against the ground truth (owner and task-word match, see
+  :func:`evotrainer.tasks.meeting_minutes.matching.action_f1`); when the task has no action items,
+  1.0 if the output lists none, else 0.0.
+
+``total = sum_i w_i * R_i`` with weights validated and renormalised onto the simplex; the total is
+0.0 (components still reported) when the degenerate-output guard fires.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+from evotrainer.errors import ConfigError
+from evotrainer.tasks.base import MeetingTask, RewardBreakdown
+from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
+from evotrainer.tasks.meeting_minutes.matching import action_f1, topic_coverage
+from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
+
+__all__ = [
+    "DEFAULT_ACTION_BAND",
+    "DEFAULT_REWARD_WEIGHTS",
+    "REWARD_COMPONENTS",
+    "action_count_score",
+    "reward",
+    "reward_components",
+    "validate_action_band",
+    "validate_weights",
+]
+
+REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1")
+DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
+    "completeness": 0.5,
+    "format": 0.2,
+    "action_count": 0.3,
+    "action_f1": 0.0,
+}
+DEFAULT_ACTION_BAND: tuple[int, int] = (2, 5)
+
+
+def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
+    """Check reward weights and renormalise them onto the simplex.
+
+    Args:
+        weights: component name -> weight, each finite and >= 0; missing components weigh 0.
+
+    Returns:
+        Every component of :data:`REWARD_COMPONENTS` with weights summing to 1.
+
+    Raises:
+        ConfigError: unknown component, non-numeric, negative or non-finite weight, or all zero;
+            the message names ``reward.weights.<name>``.
+    """
+    out = dict.fromkeys(REWARD_COMPONENTS, 0.0)
+    for key, raw in weights.items():
+        if key not in out:
+            raise ConfigError(f"reward.weights.{key}: unknown reward component; expected one of {list(out)}")
+        try:
+            value = float(raw)
+        except (TypeError, ValueError):
+            raise ConfigError(f"reward.weights.{key}: expected a number >= 0, got {raw!r}") from None
+        if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
+            raise ConfigError(f"reward.weights.{key}: expected a finite number >= 0, got {raw!r}")
+        out[key] = value
+    total = sum(out.values())
+    if total <= 0:
+        raise ConfigError("reward.weights: at least one weight must be > 0")
+    return {k: v / total for k, v in out.items()}
+
+
+def validate_action_band(band: tuple[int, int]) -> tuple[int, int]:
+    """Check an action-count band ``(lo, hi)``: integers with ``0 <= lo <= hi``.
+
+    Raises:
+        ConfigError: naming ``task.action_band`` and what was expected.
+    """
+    try:
+        lo, hi = band
+    except (TypeError, ValueError):
+        raise ConfigError(f"task.action_band: expected a pair (lo, hi), got {band!r}") from None
+    def whole(v: object) -> bool:
+        if isinstance(v, bool):
+            return False
+        return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
+
+    if not (whole(lo) and whole(hi)) or not 0 <= lo <= hi:
+        raise ConfigError(f"task.action_band: expected integers 0 <= lo <= hi, got {band!r}")
+    return int(lo), int(hi)
+
+
+def action_count_score(n: int, band: tuple[int, int]) -> float:
+    """1.0 inside ``band``, linear decay outside (see the module docstring), in [0, 1]."""
+    lo, hi = band
+    if n < lo:
+        return n / lo
+    if n > hi:
+        return max(0.0, 1.0 - (n - hi) / max(hi, 1))
+    return 1.0
+
+
+def reward_components(output: str, task: MeetingTask, band: tuple[int, int] = DEFAULT_ACTION_BAND) -> dict[str, float]:
+    """Every reward component of ``output`` on ``task``, each in [0, 1] (no guard, no weights)."""
+    parsed = parse_minutes(output)
+    checks = [kind in parsed.sections for kind in ("topics", "decisions", "actions")]
+    checks.append(parsed.n_bullets >= 2)
+    return {
+        "completeness": topic_coverage(task.topics, output),
+        "format": sum(checks) / len(checks),
+        "action_count": action_count_score(len(parsed.action_items), band),
+        "action_f1": action_f1(parsed.action_items, task.action_items),
+    }
+
+
+def reward(
+    output: str,
+    task: MeetingTask,
+    weights: Mapping[str, float] | None = None,
+    band: tuple[int, int] = DEFAULT_ACTION_BAND,
+) -> RewardBreakdown:
+    """Harness reward of ``output`` on ``task``.
+
+    Args:
+        output: model minutes (untrusted text).
+        task: the meeting with its ground truth.
+        weights: reward weights (see :func:`validate_weights`); None uses
+            :data:`DEFAULT_REWARD_WEIGHTS`.
+        band: action-count band ``(lo, hi)``.
+
+    Returns:
+        total in [0, 1] (0.0 when the guard fires), the components, and the guard's reason.
+
+    Raises:
+        ConfigError: bad weights.
+    """
+    norm = validate_weights(DEFAULT_REWARD_WEIGHTS if weights is None else weights)
+    components = reward_components(output, task, band)
+    reason = degenerate_reason(output, task.transcript)
+    total = 0.0 if reason else sum(norm[k] * components[k] for k in REWARD_COMPONENTS)
+    return RewardBreakdown(total=min(1.0, max(0.0, total)), components=components, degenerate=reason)
