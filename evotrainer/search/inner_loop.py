@@ -1,0 +1,403 @@
+"""The inner generation loop: select -> vary -> evaluate the new -> hall of fame -> statistics.
+
+One function, :func:`run_inner_loop`, meant to be read top to bottom (DEAP's own ``eaSimple`` says
+such loops exist to be rewritten; this is ours). Helpers below it do the bookkeeping: checking what
+operators return, the one batched mutator call, and evaluation with failures turned into None.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from deap import base, tools
+
+from evotrainer.backends.base import LLM
+from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.search.genome import Policy
+from evotrainer.search.operators import MutationPlan, validity_problem
+from evotrainer.search.toolbox import GenomeHallOfFame, InnerLoopConfig, build_toolbox
+
+__all__ = ["GenerationReport", "InnerResult", "run_inner_loop"]
+
+logger = logging.getLogger(__name__)
+
+Evaluate = Callable[[Sequence[Policy]], Sequence["float | None"]]
+
+LOGBOOK_HEADER = ("gen", "nevals", "rejected", "max", "mean", "min", "std", "t_select", "t_vary",
+                  "t_evaluate", "skipped")
+
+
+@dataclass(frozen=True)
+class GenerationReport:
+    """What one generation did; passed to ``on_generation``.
+
+    Attributes:
+        generation: generation number (``start_generation`` for the initial evaluation).
+        initial: True for the report of the initial population's evaluation (no variation).
+        population: the population after this generation (each member has a fitness).
+        fitness: id -> fitness of every population member (float, higher is better).
+        children: new genomes made and evaluated this generation (parent ids and operator on each),
+            including those whose evaluation failed.
+        child_fitness: id -> fitness of each child, None where its evaluation failed.
+        rejected: LLM answers rejected plus invalid or duplicate children replaced this generation.
+        skipped: True when every evaluation failed and the population was kept unchanged.
+        record: this generation's logbook record (see ``LOGBOOK_HEADER``).
+        timings: seconds per phase: ``select``, ``vary``, ``evaluate``.
+        hall_of_fame: best distinct genomes so far, best first.
+        mutator_error: the error string when the batched mutator call raised, else None.
+    """
+
+    generation: int
+    initial: bool
+    population: tuple[Policy, ...]
+    fitness: Mapping[str, float]
+    children: tuple[Policy, ...]
+    child_fitness: Mapping[str, float | None]
+    rejected: int
+    skipped: bool
+    record: Mapping[str, Any]
+    timings: Mapping[str, float]
+    hall_of_fame: tuple[Policy, ...]
+    mutator_error: str | None = None
+
+
+@dataclass(frozen=True)
+class InnerResult:
+    """Outcome of :func:`run_inner_loop`.
+
+    Attributes:
+        population: the final population.
+        fitness: id -> fitness of every policy evaluated successfully during the call (the final
+            population included).
+        hall_of_fame: best distinct genomes of the call, best first.
+        logbook: DEAP ``Logbook``, one record per generation (initial evaluation included).
+        best: the best policy of the call (hall of fame's first).
+        best_fitness: its fitness.
+        skipped_generations: generations in which every evaluation failed.
+    """
+
+    population: tuple[Policy, ...]
+    fitness: Mapping[str, float]
+    hall_of_fame: tuple[Policy, ...]
+    logbook: tools.Logbook
+    best: Policy
+    best_fitness: float
+    skipped_generations: tuple[int, ...] = field(default=())
+
+
+def run_inner_loop(
+    population: Sequence[Policy],
+    *,
+    generations: int,
+    evaluate: Evaluate,
+    mutator: LLM | None,
+    cfg: InnerLoopConfig,
+    rng: random.Random,
+    start_generation: int = 0,
+    on_generation: Callable[[GenerationReport], None] | None = None,
+    toolbox: base.Toolbox | None = None,
+) -> InnerResult:
+    """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
+
+    Per generation: the ``cfg.elites`` best distinct genomes pass unchanged; the other
+    ``population_size - elites`` slots are filled by tournament selection then variation (pairs
+    crossed with ``cx_prob``, each offspring mutated with ``mut_prob``; LLM rewrites and merges of the
+    whole generation go to the mutator in one ``generate`` call). Rejected LLM answers and invalid or
+    already-seen genomes are replaced by a structural mutation, or by a copy of the parent. Only new
+    genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
+    previous population; a generation in which every evaluation fails is skipped (population kept,
+    logged). The hall of fame and a logbook record follow, then ``on_generation(report)``.
+
+    Args:
+        population: initial individuals (any number >= 1); evaluated at the start of the call (the
+            fitness cache makes this free for already-scored genomes on the same batch).
+        generations: generations to run, >= 1.
+        evaluate: scores policies on one fixed task batch (common random numbers for the whole call):
+            returns one value per policy, a finite float (higher is better) or None (failed). Non-finite
+            values count as failed.
+        mutator: the model for LLM rewrites and merges; None uses model-free operators only.
+        cfg: loop settings (validated here).
+        rng: the only random source of the loop and its operators.
+        start_generation: number of the generation before the first one run here (children of the
+            first generation get ``start_generation + 1``).
+        on_generation: called after the initial evaluation and after each generation.
+        toolbox: operators by role (default :func:`build_toolbox` of ``cfg``).
+
+    Returns:
+        The final population, all fitnesses, hall of fame, logbook and best policy.
+
+    Raises:
+        ConfigError: a bad setting (key ``inner.<field>``), an empty population or a non-Policy in it.
+        OperatorError: an operator, ``evaluate`` or the mutator returned the wrong type or shape.
+        EvoTrainerError: every policy of the initial population failed evaluation.
+    """
+    cfg.validate(generations=generations)
+    population = _checked_population(population, cfg)
+    toolbox = toolbox if toolbox is not None else build_toolbox(cfg)
+    logbook = tools.Logbook()
+    logbook.header = list(LOGBOOK_HEADER)
+    hall_of_fame = GenomeHallOfFame(cfg.hall_of_fame_size)
+    fitness: dict[str, float] = {}
+    skipped_generations: list[int] = []
+
+    # --- generation 0 of this call: score the initial population --------------------------------
+    t0 = time.perf_counter()
+    initial = list({p.id: p for p in population}.values())
+    scores = _evaluate(evaluate, initial)
+    fitness.update({p.id: s for p, s in zip(initial, scores, strict=True) if s is not None})
+    failed = [p.id for p, s in zip(initial, scores, strict=True) if s is None]
+    if failed:
+        logger.warning("initial evaluation failed for %d policies, dropped: %s", len(failed), failed)
+    population = [p for p in population if p.id in fitness]
+    if not population:
+        raise EvoTrainerError("inner loop: every policy of the initial population failed evaluation")
+    hall_of_fame.update(population, fitness)
+    timings = {"select": 0.0, "vary": 0.0, "evaluate": time.perf_counter() - t0}
+    record = _record(logbook, start_generation, population, fitness, len(initial), 0, timings, False)
+    if on_generation is not None:
+        on_generation(GenerationReport(
+            start_generation, True, tuple(population), {p.id: fitness[p.id] for p in population},
+            (), {}, 0, False, record, timings, hall_of_fame.items))
+    seen_genomes = {p.genome_hash for p in population}
+
+    for gen in range(start_generation + 1, start_generation + generations + 1):
+        # --- select: elites pass unchanged, tournaments pick the parents of the rest ------------
+        t0 = time.perf_counter()
+        ranked = _ranked(population, fitness)
+        elites = _distinct_best(ranked, cfg.elites)
+        n_offspring = cfg.population_size - len(elites)
+        pop_fitness = [fitness[p.id] for p in population]
+        parents = _checked_list(toolbox.select(population, pop_fitness, n_offspring, rng), "select", n_offspring)
+        t_select = time.perf_counter() - t0
+
+        # --- vary: crossover, mutation, one batched mutator call, validity and novelty ------------
+        t0 = time.perf_counter()
+        offspring, rejected, mutator_error = _vary(parents, gen, toolbox, cfg, rng, mutator, seen_genomes)
+        t_vary = time.perf_counter() - t0
+
+        # --- evaluate the new genomes only --------------------------------------------------------
+        t0 = time.perf_counter()
+        children = list({p.id: p for p in offspring if p.id not in fitness}.values())
+        child_scores = _evaluate(evaluate, children) if children else []
+        child_fitness = {p.id: s for p, s in zip(children, child_scores, strict=True)}
+        t_evaluate = time.perf_counter() - t0
+        timings = {"select": t_select, "vary": t_vary, "evaluate": t_evaluate}
+        seen_genomes.update(p.genome_hash for p in children)
+
+        skipped = bool(children) and all(s is None for s in child_scores)
+        if skipped:
+            logger.warning("generation %d skipped: all %d evaluations failed; population kept", gen, len(children))
+            skipped_generations.append(gen)
+        else:
+            fitness.update({pid: s for pid, s in child_fitness.items() if s is not None})
+            survivors = elites + [p for p in offspring if p.id in fitness]
+            refill = [p for p in ranked if p.id not in {s.id for s in survivors}]
+            population = (survivors + refill)[: cfg.population_size]
+            hall_of_fame.update(population, fitness)
+
+        # --- statistics and report ---------------------------------------------------------------
+        record = _record(logbook, gen, population, fitness, len(children), rejected, timings, skipped)
+        logger.info("gen %d: nevals=%d rejected=%d max=%.4f mean=%.4f", gen, len(children), rejected,
+                    record["max"], record["mean"])
+        if on_generation is not None:
+            on_generation(GenerationReport(
+                gen, False, tuple(population), {p.id: fitness[p.id] for p in population}, tuple(children),
+                child_fitness, rejected, skipped, record, timings, hall_of_fame.items, mutator_error))
+
+    best = hall_of_fame.items[0]
+    return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
+                       hall_of_fame.fitness[0], tuple(skipped_generations))
+
+
+# -------------------------------------------------------------------------------------------------
+# variation
+
+
+def _vary(
+    parents: list[Policy],
+    gen: int,
+    toolbox: base.Toolbox,
+    cfg: InnerLoopConfig,
+    rng: random.Random,
+    mutator: LLM | None,
+    seen_genomes: set[str],
+) -> tuple[list[Policy], int, str | None]:
+    """Offspring of ``parents`` (same length), the number of rejections, and the mutator's error.
+
+    An offspring is either an unchanged parent (keeps its fitness) or a new, valid genome never seen
+    before in this call.
+    """
+    slots = list(parents)
+    varied = [False] * len(parents)
+    plans: dict[int, MutationPlan] = {}
+
+    for i in range(0, len(parents) - 1, 2):  # crossover of consecutive pairs
+        if rng.random() >= cfg.cx_prob:
+            continue
+        slots[i], slots[i + 1] = _checked_pair(toolbox.mate(parents[i], parents[i + 1], rng, gen), "mate")
+        varied[i] = varied[i + 1] = True
+        if mutator is not None and rng.random() < cfg.llm_merge_share:
+            plan = toolbox.plan_merge(parents[i], parents[i + 1], rng, gen)
+            if plan is not None:
+                plans[i] = _checked_plan(plan, "plan_merge")
+
+    for i in range(len(slots)):  # mutation
+        if i in plans or rng.random() >= cfg.mut_prob:
+            continue
+        if mutator is not None and rng.random() < cfg.llm_mutation_share:
+            plans[i] = _checked_plan(toolbox.plan_rewrite(slots[i], rng, gen), "plan_rewrite")
+        else:
+            slots[i] = _checked_policy(toolbox.mutate(slots[i], rng, gen), "mutate")
+        varied[i] = True
+
+    rejected = 0
+    mutator_error = None
+    if plans:
+        order = sorted(plans)
+        texts, mutator_error = _generate(mutator, [plans[i].request for i in order])
+        for i, text in zip(order, texts, strict=True):
+            child = None if text is None else toolbox.apply_plan(plans[i], text)
+            if child is None:
+                rejected += 1  # the slot keeps its pre-plan content (crossover child or parent)
+            else:
+                slots[i] = _checked_policy(child, "apply_plan")
+
+    offspring = []
+    for i, child in enumerate(slots):
+        if varied[i] and not _is_new_and_valid(child, toolbox, seen_genomes):
+            rejected += 1
+            child = _replacement(child, parents[i], gen, toolbox, rng, seen_genomes)
+        if child is not parents[i]:
+            seen_genomes.add(child.genome_hash)
+        offspring.append(child)
+    return offspring, rejected, mutator_error
+
+
+def _is_new_and_valid(policy: Policy, toolbox: base.Toolbox, seen_genomes: set[str]) -> bool:
+    return policy.genome_hash not in seen_genomes and bool(toolbox.is_valid(policy))
+
+
+def _replacement(
+    child: Policy, parent: Policy, gen: int, toolbox: base.Toolbox, rng: random.Random, seen: set[str]
+) -> Policy:
+    """A structural mutation of the rejected child, else of its parent, else the parent itself."""
+    for source in (child, parent):
+        candidate = _checked_policy(toolbox.mutate(source, rng, gen), "mutate")
+        if _is_new_and_valid(candidate, toolbox, seen):
+            return candidate
+    return parent
+
+
+def _generate(mutator: LLM | None, requests: list) -> tuple[list[str | None], str | None]:
+    """One batched mutator call; on an exception every answer is None and the error is returned."""
+    try:
+        generations = mutator.generate(requests)  # type: ignore[union-attr]
+    except Exception as exc:  # a failing mutator batch never stops the loop: children fall back
+        logger.warning("mutator call failed for %d requests: %r", len(requests), exc)
+        return [None] * len(requests), f"{type(exc).__name__}: {exc}"
+    if not isinstance(generations, Sequence) or len(generations) != len(requests):
+        got = len(generations) if isinstance(generations, Sequence) else type(generations).__name__
+        raise OperatorError(f"mutator.generate: expected {len(requests)} generations, got {got}")
+    return [g.text if isinstance(getattr(g, "text", None), str) else None for g in generations], None
+
+
+# -------------------------------------------------------------------------------------------------
+# checks and bookkeeping
+
+
+def _checked_population(population: Sequence[Policy], cfg: InnerLoopConfig) -> list[Policy]:
+    if isinstance(population, (str, bytes)) or not isinstance(population, Sequence) or not population:
+        raise ConfigError("inner.population: expected a non-empty list of Policy records")
+    for i, p in enumerate(population):
+        if not isinstance(p, Policy):
+            raise ConfigError(f"inner.population[{i}]: expected a Policy, got {type(p).__name__}")
+        problem = validity_problem(p, cfg.required_sections, cfg.max_prompt_words)
+        if problem:
+            logger.warning("initial policy %s is not a valid genome (%s); kept as given", p.id, problem)
+    return list(population)
+
+
+def _checked_policy(result: object, op: str) -> Policy:
+    if not isinstance(result, Policy):
+        raise OperatorError(f"operator {op!r} must return a Policy, got {type(result).__name__}")
+    return result
+
+
+def _checked_pair(result: object, op: str) -> tuple[Policy, Policy]:
+    if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(p, Policy) for p in result)):
+        shape = f"tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
+        raise OperatorError(f"operator {op!r} must return a tuple of two Policy records, got {shape}")
+    return result
+
+
+def _checked_plan(result: object, op: str) -> MutationPlan:
+    if not isinstance(result, MutationPlan):
+        raise OperatorError(f"operator {op!r} must return a MutationPlan, got {type(result).__name__}")
+    return result
+
+
+def _checked_list(result: object, op: str, k: int) -> list[Policy]:
+    if not (isinstance(result, Sequence) and len(result) == k and all(isinstance(p, Policy) for p in result)):
+        raise OperatorError(f"operator {op!r} must return a list of {k} Policy records")
+    return list(result)
+
+
+def _evaluate(evaluate: Evaluate, policies: list[Policy]) -> list[float | None]:
+    """Scores of ``policies``: finite floats, or None for failed or non-finite evaluations."""
+    scores = evaluate(policies)
+    if isinstance(scores, (str, bytes)) or not isinstance(scores, Sequence) or len(scores) != len(policies):
+        raise OperatorError(f"evaluate must return one score per policy ({len(policies)}), got {scores!r:.80}")
+    out: list[float | None] = []
+    for s in scores:
+        if s is None:
+            out.append(None)
+        elif isinstance(s, (int, float, np.floating, np.integer)) and not isinstance(s, bool):
+            out.append(float(s) if math.isfinite(float(s)) else None)
+        else:
+            raise OperatorError(f"evaluate must return floats or None, got {type(s).__name__}")
+    return out
+
+
+def _ranked(population: list[Policy], fitness: Mapping[str, float]) -> list[Policy]:
+    """Population sorted by fitness, best first; ties keep population order."""
+    return sorted(population, key=lambda p: -fitness[p.id])
+
+
+def _distinct_best(ranked: list[Policy], k: int) -> list[Policy]:
+    out: list[Policy] = []
+    genomes: set[str] = set()
+    for p in ranked:
+        if len(out) == k:
+            break
+        if p.genome_hash not in genomes:
+            genomes.add(p.genome_hash)
+            out.append(p)
+    return out
+
+
+def _record(
+    logbook: tools.Logbook,
+    gen: int,
+    population: list[Policy],
+    fitness: Mapping[str, float],
+    nevals: int,
+    rejected: int,
+    timings: Mapping[str, float],
+    skipped: bool,
+) -> dict[str, Any]:
+    values = np.array([fitness[p.id] for p in population], dtype=float)
+    record = {
+        "gen": gen, "nevals": nevals, "rejected": rejected,
+        "max": float(values.max()), "mean": float(values.mean()), "min": float(values.min()),
+        "std": float(values.std()), "t_select": timings["select"], "t_vary": timings["vary"],
+        "t_evaluate": timings["evaluate"], "skipped": int(skipped),
+    }
+    logbook.record(**record)
+    return record

@@ -1,0 +1,432 @@
+"""Variation and selection operators on :class:`~evotrainer.search.genome.Policy` genomes.
+
+Every operator is a pure function named by kind, as in DEAP (``sel*``, ``cx*``, ``mut*``): it takes
+its inputs and an injected ``random.Random``, never mutates its arguments, never reads globals, and
+returns new policies made with :meth:`Policy.child` (parent ids, operator name and generation set).
+Operator names are ``kind`` or ``kind/detail`` (e.g. ``mut_structural/drop``,
+``mut_llm_rewrite/stricter``); ``operator.split("/")[0]`` gives the kind.
+
+LLM operators run in two phases so that a whole generation's model calls go out in one batch (batched
+generation is ~5x faster per token on CPU): ``*_plan`` picks what to change and builds the
+:class:`~evotrainer.backends.base.GenerationRequest`; the loop sends all plans' requests in one
+``mutator.generate`` call; :func:`apply_rewrite` turns each returned text into a child, or None when the
+text is rejected.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+
+from evotrainer.backends.base import GenerationRequest, SamplingParams
+from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
+from evotrainer.search.genome import REQUIRED_SECTIONS, Policy
+from evotrainer.search.mutation_prompts import (
+    DEFAULT_RULE_PHRASES,
+    DOMAIN_VOCABULARY,
+    MUTATION_STYLES,
+    MutationStyle,
+    build_merge_messages,
+    build_rewrite_messages,
+    styles_for,
+)
+
+__all__ = [
+    "MUTATOR_PARAMS",
+    "MutationPlan",
+    "apply_rewrite",
+    "cx_llm_merge_plan",
+    "cx_sections",
+    "is_valid",
+    "join_sentences",
+    "mut_llm_rewrite_plan",
+    "mut_structural",
+    "sel_tournament",
+    "split_sentences",
+    "validity_problem",
+]
+
+MUTATOR_PARAMS = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=96, no_repeat_ngram_size=4)
+"""Default mutator decoding: sampled (diverse rewrites), each plan with its own seed drawn from the
+loop's rng, so a rewrite depends only on the request and not on the rest of the batch."""
+
+
+# ---------------------------------------------------------------------------------------------------
+# validity
+
+
+def validity_problem(
+    policy: object,
+    required_sections: Sequence[str] = REQUIRED_SECTIONS,
+    max_words: int = 160,
+    may_be_empty: Sequence[str] = ("role",),
+) -> str | None:
+    """Why ``policy`` is not a valid genome, or None when it is.
+
+    Args:
+        policy: the candidate (anything; non-policies are invalid).
+        required_sections: section names that must be present.
+        max_words: word budget of the whole prompt (all sections together), >= 1.
+        may_be_empty: required sections allowed to hold empty text (the role may be empty).
+
+    Returns:
+        A short reason ("missing section 'rules'", "142 words > 120", ...) or None.
+    """
+    if not isinstance(policy, Policy):
+        return f"not a Policy but {type(policy).__name__}"
+    names = [name for name, _ in policy.sections]
+    if len(set(names)) != len(names):
+        return "duplicate section names"
+    if any(not isinstance(name, str) or not name for name in names):
+        return "empty section name"
+    if any(not isinstance(text, str) for _, text in policy.sections):
+        return "section text is not a string"
+    texts = dict(policy.sections)
+    for name in required_sections:
+        if name not in texts:
+            return f"missing section {name!r}"
+        if not texts[name].strip() and name not in may_be_empty:
+            return f"section {name!r} is empty"
+    total = sum(word_count(text) for text in texts.values())
+    if total > max_words:
+        return f"{total} words > {max_words}"
+    for name, value in policy.decoding:
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            return f"decoding gene {name!r} is not a finite number"
+    return None
+
+
+def is_valid(
+    policy: object,
+    required_sections: Sequence[str] = REQUIRED_SECTIONS,
+    max_words: int = 160,
+    may_be_empty: Sequence[str] = ("role",),
+) -> bool:
+    """True when ``policy`` is a Policy with the required sections, non-empty where required
+    (``may_be_empty`` excepted), within ``max_words`` words in total. See :func:`validity_problem`."""
+    return validity_problem(policy, required_sections, max_words, may_be_empty) is None
+
+
+# ---------------------------------------------------------------------------------------------------
+# selection
+
+
+def sel_tournament(
+    population: Sequence[Policy], fitness: Sequence[float], k: int, rng: random.Random, tournsize: int
+) -> list[Policy]:
+    """Tournament selection (as DEAP's ``selTournament``, but with an injected rng).
+
+    Each of the ``k`` winners is the fittest of ``tournsize`` aspirants drawn uniformly *with*
+    replacement (DEAP's ``selRandom`` semantics); ties go to the first aspirant drawn.
+
+    Args:
+        population: individuals, length n >= 1.
+        fitness: shape (n,), finite, higher is better; ``fitness[i]`` belongs to ``population[i]``.
+        k: number of winners, >= 0.
+        rng: random source.
+        tournsize: aspirants per tournament, >= 1.
+
+    Returns:
+        ``k`` policies (the same objects as in ``population``; repeats possible).
+    """
+    n = len(population)
+    chosen: list[Policy] = []
+    for _ in range(k):
+        aspirants = [rng.randrange(n) for _ in range(tournsize)]
+        best = max(aspirants, key=lambda i: fitness[i])  # max keeps the first of equal keys
+        chosen.append(population[best])
+    return chosen
+
+
+# ---------------------------------------------------------------------------------------------------
+# crossover without a model
+
+
+def cx_sections(p1: Policy, p2: Policy, rng: random.Random, generation: int) -> tuple[Policy, Policy]:
+    """Section-wise uniform crossover, aligned by section name.
+
+    Each section name both parents carry is swapped between the children with probability 1/2;
+    when the parents differ in at least two shared sections, at least one is swapped and at least
+    one is not (so a child is never a plain copy of a parent). A section only one parent carries
+    stays with the child of that parent. Decoding genes recombine the same way, by name; each child
+    keeps its first parent's adapter. Children contain only sections (names and texts) of the parents.
+
+    Args:
+        p1: first parent (first parent of child 1, co-parent of child 2).
+        p2: second parent.
+        rng: random source.
+        generation: generation number stamped on the children.
+
+    Returns:
+        ``(child1, child2)``, operator ``"cx_sections"``.
+    """
+    t1, t2 = dict(p1.sections), dict(p2.sections)
+    shared = [name for name, _ in p1.sections if name in t2]
+    differing = [name for name in shared if t1[name] != t2[name]]
+    swap = {name: rng.random() < 0.5 for name in shared}
+    if len(differing) >= 2:
+        n_swapped = sum(swap[name] for name in differing)
+        if n_swapped == 0:
+            swap[rng.choice(differing)] = True
+        elif n_swapped == len(differing):
+            swap[rng.choice(differing)] = False
+    sections1 = [(name, t2[name] if swap.get(name) else text) for name, text in p1.sections]
+    sections2 = [(name, t1[name] if swap.get(name) else text) for name, text in p2.sections]
+
+    d1, d2 = dict(p1.decoding), dict(p2.decoding)
+    dswap = {name: rng.random() < 0.5 for name, _ in p1.decoding if name in d2}
+    decoding1 = [(name, d2[name] if dswap.get(name) else value) for name, value in p1.decoding]
+    decoding2 = [(name, d1[name] if dswap.get(name) else value) for name, value in p2.decoding]
+
+    child1 = p1.child(sections1, operator="cx_sections", generation=generation, parents=(p2,), decoding=decoding1)
+    child2 = p2.child(sections2, operator="cx_sections", generation=generation, parents=(p1,), decoding=decoding2)
+    return child1, child2
+
+
+# ---------------------------------------------------------------------------------------------------
+# structural mutation without a model
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a section into rule sentences: one per line, and lines further at sentence ends.
+
+    Bullet markers stay on their sentence. Empty pieces are dropped.
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(piece.strip() for piece in _SENTENCE_END.split(line.strip()) if piece.strip())
+    return out
+
+
+def join_sentences(sentences: Sequence[str], like: str) -> str:
+    """Join rule sentences the way ``like`` was laid out (one per line if it had line breaks)."""
+    return ("\n" if "\n" in like.strip() else " ").join(sentences)
+
+
+def _norm(text: str) -> str:
+    return " ".join(_BULLET.sub("", text).lower().split())
+
+
+def mut_structural(
+    parent: Policy,
+    rng: random.Random,
+    generation: int,
+    *,
+    phrase_bank: Sequence[str] = DEFAULT_RULE_PHRASES,
+    section: str = "rules",
+    max_words: int = 160,
+) -> Policy:
+    """Add, drop or swap one rule sentence of one section (no model needed).
+
+    The edit kind is drawn uniformly among those that apply: ``add`` (a bank phrase not already
+    present, if the prompt stays within ``max_words``), ``drop`` (needs >= 2 sentences), ``swap``
+    (two sentences change places; needs >= 2). In a bulleted section an added phrase gets the
+    section's bullet marker. When no kind applies the child has the parent's genome (operator
+    ``mut_structural/none``; the loop rejects it as a duplicate).
+
+    Args:
+        parent: the policy to edit (not modified).
+        rng: random source.
+        generation: generation number stamped on the child.
+        phrase_bank: candidate sentences for ``add``.
+        section: section to edit; when absent or empty, a random non-empty section is edited.
+        max_words: word budget of the whole prompt.
+
+    Returns:
+        The child, operator ``mut_structural/<add|drop|swap|none>``.
+    """
+    texts = dict(parent.sections)
+    if not texts.get(section, "").strip():
+        candidates = [name for name, text in parent.sections if text.strip()]
+        if not candidates:
+            return parent.child(parent.sections, operator="mut_structural/none", generation=generation)
+        section = rng.choice(candidates)
+    text = texts[section]
+    sentences = split_sentences(text)
+    present = {_norm(s) for s in sentences}
+    fresh = [p for p in phrase_bank if _norm(p) not in present]
+    total_words = sum(word_count(t) for t in texts.values())
+    kinds = []
+    if fresh and any(total_words + word_count(p) <= max_words for p in fresh):
+        kinds.append("add")
+    if len(sentences) >= 2:
+        kinds += ["drop", "swap"]
+    if not kinds:
+        return parent.child(parent.sections, operator="mut_structural/none", generation=generation)
+    kind = rng.choice(kinds)
+    new = list(sentences)
+    if kind == "add":
+        phrase = rng.choice([p for p in fresh if total_words + word_count(p) <= max_words])
+        bullet = _BULLET.match(sentences[-1]) if sentences else None
+        if bullet and all(_BULLET.match(s) for s in sentences):
+            phrase = bullet.group(0).lstrip() + phrase
+        new.insert(rng.randrange(len(new) + 1), phrase)
+    elif kind == "drop":
+        del new[rng.randrange(len(new))]
+    else:
+        i, j = rng.sample(range(len(new)), 2)
+        new[i], new[j] = new[j], new[i]
+    new_text = join_sentences(new, text)
+    sections = [(name, new_text if name == section else t) for name, t in parent.sections]
+    return parent.child(sections, operator=f"mut_structural/{kind}", generation=generation)
+
+
+# ---------------------------------------------------------------------------------------------------
+# LLM operators, two-phase
+
+
+@dataclass(frozen=True)
+class MutationPlan:
+    """A pending LLM variation: what to change and the request that asks the mutator to change it.
+
+    Attributes:
+        parent: first parent (the child is built from it).
+        section: name of the section being rewritten or merged.
+        operator: operator name the child will carry (``mut_llm_rewrite/<style>`` or ``cx_llm_merge``).
+        instruction: the change requested (echoes of it in the answer are rejected).
+        request: the mutator chat; send ``plan.request`` for every plan in one ``generate`` call.
+        generation: generation number the child will carry.
+        co_parent: second parent of a merge; None for a rewrite.
+    """
+
+    parent: Policy
+    section: str
+    operator: str
+    instruction: str
+    request: GenerationRequest
+    generation: int
+    co_parent: Policy | None = None
+
+
+def _seeded(params: SamplingParams, rng: random.Random) -> SamplingParams:
+    return replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
+
+
+def mut_llm_rewrite_plan(
+    parent: Policy,
+    rng: random.Random,
+    generation: int,
+    *,
+    params: SamplingParams = MUTATOR_PARAMS,
+    styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
+    task_hint: str = "writes meeting minutes",
+) -> MutationPlan:
+    """Plan a semantic mutation: the mutator rewrites one section following one mutation style.
+
+    The section is drawn uniformly among the parent's non-empty sections, the style among
+    :func:`~evotrainer.search.mutation_prompts.styles_for` that section; a sampling seed is drawn from
+    ``rng`` when ``params`` samples. Style source: EvoPrompt / PromptBreeder mutation prompts.
+
+    Args:
+        parent: the policy to mutate (not modified).
+        rng: random source.
+        generation: generation number the child will carry.
+        params: mutator decoding settings (their ``seed`` is replaced by a drawn one when sampling).
+        styles: the mutation style library.
+        task_hint: what the policy does ("an AI that ...") for the mutator's system message.
+
+    Returns:
+        The plan; turn the mutator's answer into a child with :func:`apply_rewrite`.
+    """
+    candidates = [name for name, text in parent.sections if text.strip()] or [n for n, _ in parent.sections]
+    section = rng.choice(candidates)
+    style = rng.choice(styles_for(section, styles))
+    messages = build_rewrite_messages(parent.section(section), style.instruction, task_hint=task_hint)
+    request = GenerationRequest(messages=messages, params=_seeded(params, rng))
+    return MutationPlan(parent, section, f"mut_llm_rewrite/{style.name}", style.instruction, request, generation)
+
+
+def cx_llm_merge_plan(
+    p1: Policy,
+    p2: Policy,
+    rng: random.Random,
+    generation: int,
+    *,
+    params: SamplingParams = MUTATOR_PARAMS,
+    task_hint: str = "writes meeting minutes",
+) -> MutationPlan | None:
+    """Plan a semantic crossover: the mutator merges both parents' versions of one section.
+
+    The section is drawn among those both parents carry with different, non-empty texts.
+
+    Args:
+        p1: first parent (the child is built from it).
+        p2: co-parent.
+        rng: random source.
+        generation: generation number the child will carry.
+        params: mutator decoding settings (seed drawn from ``rng`` when sampling).
+        task_hint: what the policy does, for the mutator's system message.
+
+    Returns:
+        The plan (operator ``cx_llm_merge``), or None when no section differs.
+    """
+    t2 = dict(p2.sections)
+    candidates = [n for n, t in p1.sections if t.strip() and t2.get(n, "").strip() and t2[n] != t]
+    if not candidates:
+        return None
+    section = rng.choice(candidates)
+    messages = build_merge_messages(p1.section(section), t2[section], task_hint=task_hint)
+    request = GenerationRequest(messages=messages, params=_seeded(params, rng))
+    return MutationPlan(p1, section, "cx_llm_merge", "Combine A and B", request, generation, co_parent=p2)
+
+
+def apply_rewrite(
+    plan: MutationPlan,
+    text: str,
+    *,
+    required_sections: Sequence[str] = REQUIRED_SECTIONS,
+    max_words: int = 160,
+    similarity: Callable[[str, str], float] | None = None,
+    similarity_band: tuple[float, float] = (0.0, 1.0),
+    min_on_topic: float = 0.0,
+    vocabulary: frozenset[str] = DOMAIN_VOCABULARY,
+    max_growth: float | None = None,
+) -> Policy | None:
+    """Turn the mutator's answer to ``plan`` into a child, or None when the answer is rejected.
+
+    The answer is cleaned (:func:`~evotrainer.search.cleaning.clean_mutator_text`); it is rejected
+    when nothing valid remains, when it equals the section it replaces, when fewer than
+    ``min_on_topic`` of its content words occur in the parent section(s) or ``vocabulary``
+    (:func:`~evotrainer.search.cleaning.on_topic_fraction`), when it has more than
+    ``max(max_growth * old words, 30)`` words, when ``similarity`` to the
+    parent's section (for a merge: the higher of the two parents') falls outside ``similarity_band``
+    (inclusive; e.g. embedding cosine, to drop off-topic or unchanged rewrites), or when the child is
+    not a valid genome (:func:`is_valid`).
+
+    Args:
+        plan: the plan the answer belongs to.
+        text: the mutator's raw answer (untrusted).
+        required_sections: sections the child must carry.
+        max_words: word budget of the whole prompt.
+        similarity: optional ``(old, new) -> float`` score, higher means more similar.
+        similarity_band: ``(low, high)`` accepted similarity.
+        min_on_topic: lowest accepted on-topic share of content words, in [0, 1] (0 disables).
+        vocabulary: domain words that count as on topic.
+        max_growth: largest accepted length ratio new/old section (None disables).
+
+    Returns:
+        The child (operator ``plan.operator``), or None.
+    """
+    old = plan.parent.section(plan.section)
+    cleaned = clean_mutator_text(text, max_words=max_words, echo_of=(plan.instruction,))
+    if cleaned is None or _norm(cleaned) == _norm(old):
+        return None
+    olds = [old] + ([plan.co_parent.section(plan.section)] if plan.co_parent is not None else [])
+    if max_growth is not None and word_count(cleaned) > max(max_growth * max(map(word_count, olds)), 30):
+        return None
+    if min_on_topic > 0 and on_topic_fraction(" ".join(olds), cleaned, vocabulary) < min_on_topic:
+        return None
+    if similarity is not None:
+        score = max(similarity(o, cleaned) for o in olds)
+        if not (similarity_band[0] <= score <= similarity_band[1]):
+            return None
+    sections = [(name, cleaned if name == plan.section else t) for name, t in plan.parent.sections]
+    parents = (plan.co_parent,) if plan.co_parent is not None else ()
+    child = plan.parent.child(sections, operator=plan.operator, generation=plan.generation, parents=parents)
+    return child if is_valid(child, required_sections, max_words) else None

@@ -1,0 +1,52 @@
+"""LLM operators on recorded real calls of the embedded SmolLM2-135M mutator (replayed from a file).
+
+To re-record after changing the mutation prompts or mutator settings (loads the real model, ~1 min):
+``HF_HUB_OFFLINE=1 .venv/bin/python tests/search/test_recorded_mutator.py``
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+from _fakes import seed_population
+
+from evotrainer.backends.replay import ReplayLLM
+from evotrainer.search.cleaning import on_topic_fraction
+from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
+from evotrainer.search.operators import MutationPlan, cx_llm_merge_plan, is_valid, mut_llm_rewrite_plan
+from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+
+RECORDING = Path(__file__).parent / "data" / "smollm2_mutator.jsonl"
+
+
+def _plans() -> list[MutationPlan]:
+    rng, pop = random.Random(0), seed_population()
+    plans = [mut_llm_rewrite_plan(pop[i % 4], rng, 1) for i in range(12)]
+    merges = (cx_llm_merge_plan(pop[i], pop[(i + 1) % 4], rng, 1) for i in range(4))
+    return plans + [p for p in merges if p is not None]
+
+
+def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> None:
+    plans = _plans()
+    answers = ReplayLLM(RECORDING, name="smollm2").generate([p.request for p in plans])
+    toolbox = build_toolbox(InnerLoopConfig())
+    children = [toolbox.apply_plan(p, a.text) for p, a in zip(plans, answers, strict=True)]
+    kept = [(p, c) for p, c in zip(plans, children, strict=True) if c is not None]
+    assert 1 <= len(kept) < len(plans)  # the small model's output needs the filters
+    for plan, child in kept:
+        assert is_valid(child) and child.operator == plan.operator
+        text = child.section(plan.section)
+        assert on_topic_fraction(plan.parent.section(plan.section), text, DOMAIN_VOCABULARY) >= 0.5
+        assert "rewritten" not in text.lower() and not text.startswith('"')
+    # a raw answer about a wedding cake never becomes a genome
+    assert all("cake" not in c.section(p.section) for p, c in kept)
+
+
+if __name__ == "__main__":  # re-record with the real embedded model
+    from evotrainer.backends.hf import load_backend
+    from evotrainer.backends.replay import RecordingLLM
+
+    RECORDING.unlink(missing_ok=True)
+    RecordingLLM(load_backend(), RECORDING).generate([p.request for p in _plans()])
+    print(f"recorded {len(_plans())} answers to {RECORDING}")
