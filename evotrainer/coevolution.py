@@ -38,7 +38,7 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.config import Config
 from evotrainer.errors import EvoTrainerError
 from evotrainer.harness import CMASearch, Harness, build_default_space
-from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
+from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
 from evotrainer.search.genome import Policy, render_system_prompt
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
@@ -158,7 +158,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     # ---- 2. generation 0 ------------------------------------------------------------------------
     harness0 = space.decode(space.initial_vector())
     tasks0 = _draw_tasks(family, seeds.numpy("tasks/g0"), harness0, cfg.task.tasks_per_generation, forbidden)
-    rec.event("task_batch", outer_generation=0, harness_id="h0", task_ids=[t.task_id for t in tasks0],
+    rec.event("task_batch", outer_generation=0, harness_id="h0", batch_id=batch_id_for(tasks0), task_ids=[t.task_id for t in tasks0],
               content_hashes=[t.content_hash for t in tasks0])
     t0 = time.perf_counter()
     evals0 = evaluator.evaluate(population, tasks0, harness0.reward_weights)
@@ -191,7 +191,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
             harness = space.decode(x)
             hid = f"g{g}c{j}"
             tasks = _draw_tasks(family, seeds.numpy(f"tasks/{hid}"), harness, cfg.task.tasks_per_generation, forbidden)
-            rec.event("task_batch", outer_generation=g, harness_id=hid, task_ids=[t.task_id for t in tasks],
+            rec.event("task_batch", outer_generation=g, harness_id=hid, batch_id=batch_id_for(tasks), task_ids=[t.task_id for t in tasks],
                       content_hashes=[t.content_hash for t in tasks])
             result = _inner(evaluator, mutator, rec, console, timings, population_now, tasks, harness, hid, g,
                             inner_gen, cfg, inner_cfg, seeds)
@@ -269,7 +269,8 @@ def _inner(
             timings[f"inner: {phase}"] += sec
         rec.event("phase", name="inner_generation", harness_id=hid, generation=report.generation, **report.timings)
         rec.event("inner_generation", harness_id=hid, outer_generation=g, generation=report.generation,
-                  record={k: v for k, v in report.record.items() if isinstance(v, (int, float, str))},
+                  record={k: v for k, v in report.record.items()
+                          if isinstance(v, (int, float, str)) and not k.startswith("t_")},
                   children=[c.id for c in report.children], rejected=report.rejected, skipped=report.skipped,
                   mutator_error=report.mutator_error)
         if report.initial:

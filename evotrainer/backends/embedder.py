@@ -45,7 +45,8 @@ class MiniLMEmbedder:
         self.name = "all-MiniLM-L6-v2" if path is None else f"st:{folder.name}"
         self.batch_size = batch_size
         dim_of = getattr(self.model, "get_embedding_dimension", None) or getattr(
-            self.model, "get_sentence_embedding_dimension"  # sentence-transformers < 6
+            self.model,
+            "get_sentence_embedding_dimension",  # sentence-transformers < 6
         )
         self.dim = int(dim_of())
 

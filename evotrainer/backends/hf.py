@@ -145,8 +145,10 @@ def fit_messages(
     msgs = [dict(m) for m in messages]
     if count_tokens(msgs) <= budget:
         return msgs, 0
-    order = sorted(range(len(msgs)), key=lambda j: (msgs[j]["role"] != "user", msgs[j]["role"] == "system",
-                                                  -len(msgs[j]["content"])))
+    order = sorted(
+        range(len(msgs)),
+        key=lambda j: (msgs[j]["role"] != "user", msgs[j]["role"] == "system", -len(msgs[j]["content"])),
+    )
     omitted = 0
     for j in order:
         original = msgs[j]["content"]
@@ -291,7 +293,9 @@ class HFBackend:
             if value is not None and int(value) not in ids:
                 ids.append(int(value))
         if not ids:
-            raise ModelError(f"{self.name}: neither the tokenizer nor the generation config names an eos token")
+            raise ModelError(
+                f"{self.name}: neither the tokenizer nor the generation config names an eos token"
+            )
         return tuple(ids)
 
     def _set_pad_token(self) -> int:
@@ -380,7 +384,10 @@ class HFBackend:
             log.warning(
                 "%d of %d prompts exceeded the %d-token context window minus max_new_tokens; the middle "
                 "of their longest user message was cut (up to %d words omitted)",
-                len(cut), len(prepared), self.context_length, max(p.omitted_words for p in cut),
+                len(cut),
+                len(prepared),
+                self.context_length,
+                max(p.omitted_words for p in cut),
             )
         order = sorted(range(len(requests)), key=lambda i: len(prepared[i].ids))
         chunks = [order[k : k + self.cfg.batch_size] for k in range(0, len(order), self.cfg.batch_size)]
@@ -403,7 +410,9 @@ class HFBackend:
                 yield chunk
                 bar.advance(task)
 
-    def _generate_chunk(self, prepared: list[_Prepared], requests: list[GenerationRequest]) -> list[Generation]:
+    def _generate_chunk(
+        self, prepared: list[_Prepared], requests: list[GenerationRequest]
+    ) -> list[Generation]:
         from transformers import GenerationConfig
 
         width = max(len(p.ids) for p in prepared)
@@ -429,8 +438,10 @@ class HFBackend:
                 **self._adapter_kwargs(requests),
             )
         new_tokens = out[:, width:].cpu()  # (B, T)
-        return [self._finish(new_tokens[row].tolist(), p, params[row].max_new_tokens)
-                for row, p in enumerate(prepared)]
+        return [
+            self._finish(new_tokens[row].tolist(), p, params[row].max_new_tokens)
+            for row, p in enumerate(prepared)
+        ]
 
     def _finish(self, tokens: list[int], prepared: _Prepared, budget: int) -> Generation:
         """Cut one row at its first stop token or its budget and decode it."""
@@ -454,4 +465,3 @@ class HFBackend:
 def load_backend(cfg: HFBackendConfig | None = None) -> HFBackend:
     """Load an :class:`HFBackend` (the model loads once); see :class:`HFBackendConfig` for the fields."""
     return HFBackend(cfg)
-

@@ -202,7 +202,9 @@ def build_processors(
         [
             GeneratedRepetitionPenalty(prompt_length, [p.repetition_penalty for p in params]),
             GeneratedNgramBlocker(prompt_length, [p.no_repeat_ngram_size for p in params]),
-            SeededSampler([p.temperature for p in params], [p.top_p for p in params], [p.seed for p in params]),
+            SeededSampler(
+                [p.temperature for p in params], [p.top_p for p in params], [p.seed for p in params]
+            ),
             RowBudget(prompt_length, [p.max_new_tokens for p in params], stop_token_id),
         ]
     )

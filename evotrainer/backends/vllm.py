@@ -202,8 +202,12 @@ class VLLMBackend:
                 ids = self._encode(messages)
             prompts.append({"prompt_token_ids": ids})
         if any(truncated):
-            log.warning("%d of %d prompts were cut to fit the %d-token context window",
-                        sum(truncated), len(requests), self.context_length)
+            log.warning(
+                "%d of %d prompts were cut to fit the %d-token context window",
+                sum(truncated),
+                len(requests),
+                self.context_length,
+            )
         outputs = self.llm.generate(
             prompts,
             [self._sampling_params(r) for r in requests],

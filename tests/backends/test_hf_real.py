@@ -32,7 +32,8 @@ def test_embedded_model_setup(real: HFBackend) -> None:
 
 def test_stops_at_end_of_turn_and_batches_like_sequential(real: HFBackend) -> None:
     transcript = " ".join(
-        f"Speaker {i % 3}: we agreed that item {i} moves to next week and Dana owns the budget." for i in range(25)
+        f"Speaker {i % 3}: we agreed that item {i} moves to next week and Dana owns the budget."
+        for i in range(25)
     )
     requests = [
         _req("What is the capital of France?", max_new_tokens=24),

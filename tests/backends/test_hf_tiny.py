@@ -39,7 +39,10 @@ def test_pad_token_is_distinct_from_end_of_turn(tiny: HFBackend) -> None:
 
 
 def test_empty_system_turn_is_explicit(tiny: HFBackend) -> None:
-    for chat in ([{"role": "user", "content": "hi"}], [{"role": "system", "content": ""}, {"role": "user", "content": "hi"}]):
+    for chat in (
+        [{"role": "user", "content": "hi"}],
+        [{"role": "system", "content": ""}, {"role": "user", "content": "hi"}],
+    ):
         prompt = tiny.render(chat)
         assert prompt.startswith("<|im_start|>system\n<|im_end|>\n<|im_start|>user\nhi<|im_end|>")
         assert "SmolLM" not in prompt
@@ -84,7 +87,16 @@ def test_sampled_request_same_alone_and_in_mixed_batch(tiny: HFBackend) -> None:
     alone = tiny.generate([sampled])[0]
     mixed = tiny.generate([others[0], sampled, *others[1:]])
     assert mixed[1] == alone
-    assert tiny.generate([sampled.__class__(sampled.messages, SamplingParams(temperature=0.9, top_p=0.95, seed=124, max_new_tokens=16))])[0].text != alone.text
+    assert (
+        tiny.generate(
+            [
+                sampled.__class__(
+                    sampled.messages, SamplingParams(temperature=0.9, top_p=0.95, seed=124, max_new_tokens=16)
+                )
+            ]
+        )[0].text
+        != alone.text
+    )
 
 
 def test_each_row_keeps_its_own_budget(tiny: HFBackend) -> None:
@@ -129,8 +141,12 @@ def test_ngram_blocking_on_generated_ids(tiny: HFBackend) -> None:
         )
         with torch.inference_mode():
             out = tiny.model.generate(
-                **enc, do_sample=False, max_new_tokens=40, pad_token_id=tiny.pad_token_id,
-                eos_token_id=None, logits_processor=processors,
+                **enc,
+                do_sample=False,
+                max_new_tokens=40,
+                pad_token_id=tiny.pad_token_id,
+                eos_token_id=None,
+                logits_processor=processors,
             )
         return out[0, width:].tolist()
 
@@ -198,3 +214,21 @@ def test_bad_config_values_raise_config_error(tiny_model_dir: Path) -> None:
 def test_progress_bar_runs(tiny_model_dir: Path) -> None:
     backend = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=1, progress=True))
     assert len(backend.generate([_req("a", max_new_tokens=2), _req("b", max_new_tokens=2)])) == 2
+
+
+def test_source_resolution_for_gguf_files_and_folders(tmp_path: Path) -> None:
+    from evotrainer.backends.embedded import embedded_gguf
+    from evotrainer.backends.hf import _resolve_source
+
+    gguf = embedded_gguf()
+    assert _resolve_source(HFBackendConfig()) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(HFBackendConfig(path=str(gguf))) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(HFBackendConfig(path=str(gguf.parent))) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(HFBackendConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct")) == (
+        "HuggingFaceTB/SmolLM2-135M-Instruct",
+        None,
+    )
+    with pytest.raises(ModelError, match="gguf_file"):
+        _resolve_source(HFBackendConfig(path=str(tmp_path), gguf_file="missing.gguf"))
+    with pytest.raises(ModelError, match="does not exist"):
+        _resolve_source(HFBackendConfig(path="./relative/missing"))

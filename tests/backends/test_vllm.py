@@ -28,7 +28,9 @@ def test_missing_vllm_names_the_install_command() -> None:
 @pytest.mark.skipif(not HAS_VLLM, reason="vLLM is not installed (pip install 'evotrainer[gpu]')")
 @pytest.mark.skipif(HAS_VLLM and not _has_cuda(), reason="vLLM needs a CUDA GPU")
 def test_vllm_generates_and_stops() -> None:
-    backend = VLLMBackend(VLLMBackendConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct", gpu_memory_utilization=0.3))
+    backend = VLLMBackend(
+        VLLMBackendConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct", gpu_memory_utilization=0.3)
+    )
     chat = ({"role": "user", "content": "What is the capital of France?"},)
     greedy = GenerationRequest(chat, SamplingParams(max_new_tokens=24))
     sampled = GenerationRequest(chat, SamplingParams(temperature=0.8, seed=5, max_new_tokens=24))
