@@ -44,10 +44,9 @@ class MiniLMEmbedder:
             raise ModelError(f"cannot load sentence-transformers model from {folder}: {exc}") from exc
         self.name = "all-MiniLM-L6-v2" if path is None else f"st:{folder.name}"
         self.batch_size = batch_size
-        dim_of = getattr(self.model, "get_embedding_dimension", None) or getattr(
-            self.model,
-            "get_sentence_embedding_dimension",  # sentence-transformers < 6
-        )
+        dim_of = getattr(self.model, "get_embedding_dimension", None)
+        if dim_of is None:  # sentence-transformers < 6
+            dim_of = self.model.get_sentence_embedding_dimension
         self.dim = int(dim_of())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:

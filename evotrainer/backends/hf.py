@@ -67,6 +67,7 @@ class HFBackendConfig:
             ``max_position_embeddings``.
         threads: ``torch.set_num_threads`` value (process-wide); None leaves torch's default.
         progress: show a progress bar over batches (off by default).
+        device: torch device for the model ("cpu", "cuda", "cuda:1", ...).
     """
 
     path: str | None = None
@@ -76,6 +77,7 @@ class HFBackendConfig:
     max_context: int | None = None
     threads: int | None = None
     progress: bool = False
+    device: str = "cpu"
 
 
 @dataclass(frozen=True)
@@ -256,6 +258,10 @@ class HFBackend:
         self.name = f"hf:{gguf_file or source}"
         start = time.perf_counter()
         self.tokenizer, self.model = self._load(source, gguf_file, _DTYPES[cfg.dtype])
+        try:
+            self.model.to(cfg.device).eval()
+        except (RuntimeError, AssertionError) as exc:  # unknown or unavailable device
+            raise ConfigError(f"model.device {cfg.device!r} is not usable: {exc}") from exc
         self.load_seconds = time.perf_counter() - start
         self.stop_token_ids = self._stop_ids()
         self.pad_token_id = self._set_pad_token()
@@ -282,7 +288,6 @@ class HFBackend:
             ) from exc
         if not getattr(tokenizer, "chat_template", None):
             raise ModelError(f"model {source!r} has no chat template; use an instruction-tuned model")
-        model.eval()
         return tokenizer, model
 
     def _stop_ids(self) -> tuple[int, ...]:

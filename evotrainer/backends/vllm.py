@@ -142,7 +142,10 @@ class VLLMBackend:
         self.tokenizer = self.llm.get_tokenizer()
         self.context_length = int(self.llm.llm_engine.model_config.max_model_len)
         ids = [self.tokenizer.eos_token_id]
-        gen_eos = self.llm.llm_engine.model_config.try_get_generation_config().get("eos_token_id")
+        try:
+            gen_eos = self.llm.llm_engine.model_config.try_get_generation_config().get("eos_token_id")
+        except AttributeError:  # vLLM releases without this helper
+            gen_eos = None
         ids += gen_eos if isinstance(gen_eos, list) else [gen_eos]
         self.stop_token_ids = tuple(dict.fromkeys(int(i) for i in ids if i is not None))
 
