@@ -295,8 +295,8 @@ def _fmt(x) -> str:
 
 
 def _fmt_harness(h: Harness) -> str:
-    knobs = " ".join(f"{k}={v:g}" for k, v in h.difficulty.items())
-    weights = " ".join(f"{k[:6]}={v:.2f}" for k, v in h.reward_weights.items())
+    knobs = " ".join(f"{k}={v:.3g}" for k, v in h.difficulty.items())
+    weights = " ".join(f"{k}={v:.2f}" for k, v in h.reward_weights.items())
     return escape(f"[{knobs} | w: {weights}]")
 
 
