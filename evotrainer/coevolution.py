@@ -10,8 +10,9 @@ Read top to bottom (:func:`run_evolve`):
 3. each outer generation: ask CMA-ES for harness candidates; for each, draw a task batch at its
    difficulty, run ``inner.generations`` inner generations from the current population under its
    reward weights, and screen the best policy on the fixed screening subset; tell CMA-ES the
-   screening scores; score the best candidate's best policy on the whole set; it becomes the
-   incumbent if it beats it; the run continues from the best candidate's population;
+   screening scores; if the best candidate beats the incumbent on the screening items, score it
+   on the whole set, and it becomes the incumbent if it beats it there too; the run continues
+   from the best candidate's population;
 4. summary: the incumbent's prompt, S_val of the generation-0 best versus the final best.
 
 Meta-validation items never enter a task batch or inner fitness: batches are generated, and a
@@ -178,6 +179,8 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     rec.event("incumbent", outer_generation=0, policy_id=initial_best.id, s_val=initial_s_val, harness_id="h0")
     console.print(f"gen 0: best seed {initial_best.id} fitness {max(s for s, _ in scored):.4f}, "
                   f"S_val {initial_s_val:.4f} ± {meta0.stderr or 0:.4f} (whole set)")
+    screen_idx = [i for i, t in enumerate(val_items) if any(t is s for s in screen_items)]
+    incumbent_screen = _subset_mean(meta0, screen_idx)
     population_now: tuple[Policy, ...] = tuple(keep)
     s_val_curve = [initial_s_val]
     inner_gen = 0
@@ -211,29 +214,34 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
             continue
         search.tell(xs, scores)
         best_j = int(np.nanargmax(scores))
-        b_harness, b_result, _ = results[best_j]
-        t0 = time.perf_counter()
-        full = evaluator.meta_evaluate([b_result.best], val_items)[0]
-        timings["meta-validation"] += time.perf_counter() - t0
-        rec.meta(full, kind="meta_val", harness_id=f"g{g}c{best_j}", outer_generation=g)
+        b_harness, b_result, b_screen = results[best_j]
+        # Only a candidate that beats the incumbent on the screening items earns a whole-set score.
+        full: MetaEvaluation | None = None
+        if b_screen.s_val is not None and b_screen.s_val > incumbent_screen:
+            t0 = time.perf_counter()
+            full = evaluator.meta_evaluate([b_result.best], val_items)[0]
+            timings["meta-validation"] += time.perf_counter() - t0
+            rec.meta(full, kind="meta_val", harness_id=f"g{g}c{best_j}", outer_generation=g)
         for j, (harness, result, screen) in enumerate(results):
             rec.candidate(HarnessCandidateRow(
                 harness_id=f"g{g}c{j}", outer_generation=g, index=j, vector=[float(v) for v in harness.vector],
-                values=harness.as_dict(), s_val=full.s_val if j == best_j else None,
+                values=harness.as_dict(), s_val=full.s_val if (j == best_j and full) else None,
                 screen_s_val=screen.s_val, best_policy_id=result.best.id,
                 status="best" if j == best_j else "evaluated",
             ))
-        improved = full.s_val is not None and full.s_val > incumbent.s_val
+        improved = full is not None and full.s_val is not None and full.s_val > incumbent.s_val
         if improved:
             incumbent = Incumbent(b_result.best, float(full.s_val), b_harness, b_result.population, g)
+            incumbent_screen = _subset_mean(full, screen_idx)
             rec.event("incumbent", outer_generation=g, policy_id=b_result.best.id, s_val=incumbent.s_val,
                       harness_id=f"g{g}c{best_j}")
         population_now = b_result.population
         s_val_curve.append(incumbent.s_val)
         seconds = time.perf_counter() - t_outer
         rec.event("phase", name="outer_generation", outer_generation=g, seconds=seconds)
-        console.print(f"[bold]outer {g}/{cfg.outer.generations}[/]: best candidate {best_j} S_val {_fmt(full.s_val)} "
-                      f"(whole set); incumbent {incumbent.policy.id} S_val {incumbent.s_val:.4f}"
+        verdict = (f"whole-set S_val {_fmt(full.s_val)}" if full is not None
+                   else f"screen {_fmt(b_screen.s_val)} <= incumbent's {incumbent_screen:.4f}, not promoted")
+        console.print(f"[bold]outer {g}/{cfg.outer.generations}[/]: best candidate {best_j}: {verdict}; incumbent {incumbent.policy.id} S_val {incumbent.s_val:.4f}"
                       f"{' [green](new)[/]' if improved else ''}; CMA sigma {search.sigma:.3f}; {seconds:.0f} s")
 
     # ---- 4. summary -----------------------------------------------------------------------------
@@ -288,6 +296,12 @@ def _inner(
         population, generations=cfg.inner.generations, evaluate=evaluate, mutator=mutator, cfg=inner_cfg,
         rng=seeds.python(f"inner/{hid}"), start_generation=inner_gen, on_generation=on_generation,
     )
+
+
+def _subset_mean(evaluation: MetaEvaluation, indices: Sequence[int]) -> float:
+    """Mean of a whole-set evaluation's per-item values over ``indices`` (failed items count 0)."""
+    vals = [evaluation.per_item[i] or 0.0 for i in indices]
+    return float(np.mean(vals)) if vals else 0.0
 
 
 def _fmt(x) -> str:
