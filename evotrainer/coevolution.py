@@ -1,22 +1,41 @@
 """The two loops together: an outer CMA-ES over the harness, an inner DEAP loop over policies.
 
-Read top to bottom (:func:`run_evolve`):
+Read top to bottom: :func:`run_evolve` sets up and wires the real model into :func:`run_outer_loop`.
 
-1. set up: root seed → named RNG streams; task family, meta-validation set (and its fixed
-   screening subset), seed population, policy model (+ mutator), harness space, CMA-ES, archive;
+1. set up: root seed → named RNG streams; task family; meta-validation set split into a *selection*
+   part and a fixed *held-out* part (``outer.heldout_share``, stratified by length; see
+   ``validation_split``), a fixed screening subset of the selection part; seed population, policy
+   model (+ mutator), both metered for generated tokens; harness space named in config
+   (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.evolve_reward_weights``); CMA-ES with
+   a sigma floor; archive;
 2. generation 0: score the seeds on one batch under the initial harness, keep the best
-   ``inner.population_size``; the best of them, scored on the whole meta-validation set, is the
-   first incumbent;
-3. each outer generation: ask CMA-ES for harness candidates; for each, draw a task batch at its
-   difficulty, run ``inner.generations`` inner generations from the current population under its
-   reward weights, and screen the best policy on the fixed screening subset; tell CMA-ES the
-   screening scores; if the best candidate beats the incumbent on the screening items, score it
-   on the whole set, and it becomes the incumbent if it beats it there too; the run continues
-   from the best candidate's population;
-4. summary: the incumbent's prompt, S_val of the generation-0 best versus the final best.
+   ``inner.population_size``; the best of them, scored on the whole selection set, is the first
+   incumbent and the first archived (harness, population) pair;
+3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
+   apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
+   generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;
+4. the final best (the best archived pair) is scored once on the held-out part; summary.
 
-Meta-validation items never enter a task batch or inner fitness: batches are generated, and a
-batch sharing a transcript with the validation set is an error.
+**What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
+the start the initial harness; after each generation the winner's applied vector; after a rollback
+the restored pair's). Each candidate applies ``a + damping * (x_j - a)`` (:func:`ema_toward`), so the
+applied harness is an exponential moving average of the winning proposals. CMA-ES is told its own
+proposals ``x_j`` (the arrays ``ask`` returned), each with the score obtained under its damped
+harness: CMA-ES searches the landscape as seen through the damping map, and its state (mean, sigma,
+covariance) is undamped. ``damping=1`` applies the proposals as they are.
+
+**Scores.** CMA-ES is told the screening S_val (minus ``outer.hack_check.penalty`` for a candidate
+flagged by the reward-hacking check). Only the generation's best candidate whose screening score beats
+the incumbent's on the screening items is scored on the whole selection set; it becomes the incumbent
+if it beats it there too. Every whole-set score is offered to the top-k archive of pairs, whose first
+pair is always the incumbent: the run never ends worse than its best archived pair. Rollback semantics:
+``harness/rollback.py``. Stopping: ``harness/stopping.py`` (budget, plateau, ``outer.generations``).
+pycma's own termination flags (tolfun, tolflatfitness, ...) are logged but do not stop the run: with a
+few screening scores, often tied, they fire after one flat generation; the sigma floor keeps CMA-ES
+exploring and the plateau rule decides when more generations are not worth it.
+
+Meta-validation items never enter a task batch or inner fitness: batches are generated, and a batch
+sharing a transcript with the validation set is an error. Held-out items are never used to select.
 """
 
 from __future__ import annotations
@@ -24,91 +43,288 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import time
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
-from rich.markup import escape
 
 from evotrainer.archive import ArchiveStore, HarnessCandidateRow, archive_path
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.config import Config
+from evotrainer.config import Config, OuterConfig
 from evotrainer.errors import EvoTrainerError
-from evotrainer.harness import CMASearch, Harness, build_default_space
-from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
+from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
+from evotrainer.harness.objective import CandidateResult, FullScore, Objective
+from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
+from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
+from evotrainer.llm_objective import LLMObjective, TokenMeter
+from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run_report import fmt, fmt_harness, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
-from evotrainer.search.genome import Policy, render_system_prompt
-from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
-from evotrainer.search.toolbox import InnerLoopConfig
+from evotrainer.search.genome import Policy
 from evotrainer.seeding import Seeds
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.validation_split import screening_subset, split_validation
 
-__all__ = ["EvolveSummary", "run_evolve", "screening_subset"]
+__all__ = ["CandidateResult", "EvolveSummary", "FullScore", "OuterResult", "run_evolve", "run_outer_loop",
+           "screening_subset"]
 
 log = logging.getLogger(__name__)
-INTEGER_KNOBS = ("length", "speakers", "topics", "action_items")
 
 
 @dataclass
-class Incumbent:
-    """The best (harness, population, policy) so far, by S_val on the whole meta-validation set."""
+class OuterResult:
+    """What :func:`run_outer_loop` returns.
 
-    policy: Policy
-    s_val: float
+    Attributes:
+        incumbent: the best archived pair (whole-selection-set S_val, higher is better).
+        pairs: the top-k archive, best first (``pairs[0] is incumbent``).
+        s_val_curve: incumbent S_val after each outer generation, generation 0 first (non-decreasing).
+        current_curve: current S_val (screening items) per outer generation, generation 0 first.
+        rollbacks: one dict per rollback (the ``rollback`` event payloads).
+        stop: which limit or criterion stopped the run.
+        usage: seconds, generated tokens and candidate evaluations spent (model load and generation 0
+            included).
+    """
+
+    incumbent: ArchivedPair
+    pairs: tuple[ArchivedPair, ...]
+    s_val_curve: list[float]
+    current_curve: list[float | None]
+    rollbacks: list[dict[str, Any]]
+    stop: StopReason
+    usage: Usage
+
+
+@dataclass
+class _Outcome:
+    """One evaluated candidate of an outer generation."""
+
+    proposal: np.ndarray
     harness: Harness
-    population: tuple[Policy, ...]
-    outer_generation: int
+    harness_id: str
+    result: CandidateResult
+    flagged: bool
+    told: float
+
+
+def run_outer_loop(
+    objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace, search: CMASearch,
+    cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
+    clock: Callable[[], float] = time.perf_counter, started_at: float | None = None,
+) -> OuterResult:
+    """The outer loop (module docstring, step 3), against any objective.
+
+    Args:
+        objective: scores a harness candidate from a population (``harness.objective.Objective``).
+        start: generation 0: the starting population, its best policy, ``full_score`` for the first
+            incumbent, and the tokens spent so far.
+        start_harness: the harness generation 0 ran under.
+        space: the harness space (decodes the applied vectors).
+        search: CMA-ES over ``space`` (maximising; asked, told, moved and shrunk here).
+        cfg: ``outer.*`` settings (generations, damping, rollback, budget, patience, hack check).
+        rec: the run's archive writer (events, candidate rows).
+        console: progress output (a quiet one when None).
+        clock: seconds, monotonic (injected for tests).
+        started_at: ``clock()`` at the run's start (budget seconds count from it); now when None.
+    """
+    console = console or Console(quiet=True)
+    t_start = clock() if started_at is None else started_at
+    limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations)
+    r = cfg.rollback
+    rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
+    check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
+                      cfg.hack_check.penalty)
+    tokens, evaluations = start.generated_tokens, 0
+
+    def usage() -> Usage:
+        return Usage(clock() - t_start, tokens, evaluations)
+
+    # ---- generation 0: the first incumbent -------------------------------------------------------
+    full0 = _safe_full(start)
+    tokens += full0.generated_tokens
+    incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
+                             start.best, 0, "h0")
+    pairs: tuple[ArchivedPair, ...] = (incumbent,)
+    rec.event("incumbent", outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0")
+    console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
+    anchor = np.asarray(start_harness.vector, dtype=float)  # the applied harness `a` we damp from
+    population, current = tuple(start.population), incumbent.screen_s_val
+    history = [current]  # current S_val since the start or the last rollback
+    s_val_curve, current_curve = [incumbent.s_val], [current]
+    rollbacks: list[dict[str, Any]] = []
+    stop: StopReason | None = None
+
+    # ---- outer generations -----------------------------------------------------------------------
+    for g in range(1, cfg.generations + 1):
+        if (stop := budget_stop(usage(), limits)) is not None:
+            break
+        t_outer = clock()
+        xs = search.ask()
+        outcomes: list[_Outcome] = []
+        for j, x in enumerate(xs):
+            if j and (stop := budget_stop(usage(), limits)) is not None:
+                break
+            harness = space.decode(ema_toward(anchor, x, cfg.damping))
+            hid = f"g{g}c{j}"
+            res = _run_candidate(objective, harness, population, hid, g, rec)
+            evaluations += 1
+            tokens += res.generated_tokens
+            delta = None if res.screen_s_val is None else res.screen_s_val - current
+            flagged = hacking_flag(res.inner_gain, delta, check)
+            outcomes.append(_Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check)))
+            if flagged:
+                rec.event("reward_hacking", outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
+                          s_val_delta=delta, penalty=check.penalty)
+            console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
+                          f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
+                          f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
+        if len(outcomes) == len(xs):
+            search.tell(xs, [o.told for o in outcomes])
+        scored = [o for o in outcomes if math.isfinite(o.told)]
+        if not scored:
+            _record_candidates(rec, g, outcomes, None, None)
+            rec.event("outer_skipped", outer_generation=g, reason="no candidate evaluated successfully")
+            console.print(f"outer {g}: no candidate evaluated successfully; nothing promoted")
+            if stop is not None:
+                break
+            continue
+
+        # Promotion: only a candidate that beats the incumbent on the screening items earns a whole-set score.
+        best = max(scored, key=lambda o: o.told)  # first on ties
+        full: FullScore | None = None
+        if best.result.screen_s_val > incumbent.screen_s_val:
+            full = _safe_full(best.result)
+            tokens += full.generated_tokens
+        _record_candidates(rec, g, outcomes, best, full)
+        improved = False
+        if full is not None and full.s_val is not None:
+            pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, best.harness, tuple(best.result.population),
+                                best.result.best, g, best.harness_id)
+            pairs = archive_pair(pairs, pair, r.top_k)
+            if full.s_val > incumbent.s_val:
+                incumbent, improved = pair, True
+                rec.event("incumbent", outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val,
+                          harness_id=pair.harness_id)
+        anchor = np.asarray(best.harness.vector, dtype=float)
+        population, current = tuple(best.result.population), float(best.result.screen_s_val)
+        history.append(current)
+
+        # Rollback: restore the best archived pair when the current S_val regresses or oscillates.
+        trigger = rollback_cause(history, incumbent.screen_s_val, rule) if r.enabled else None
+        if trigger is not None:
+            restored = pairs[0]
+            anchor = np.asarray(restored.harness.vector, dtype=float)
+            population, current = restored.population, restored.screen_s_val
+            history = [current]
+            search.set_mean(anchor)
+            search.shrink_sigma(r.sigma_shrink)
+            event = dict(outer_generation=g, cause=trigger.cause, detail=trigger.detail,
+                         restored_harness_id=restored.harness_id, restored_policy_id=restored.best.id,
+                         s_val=restored.s_val, sigma=search.sigma)
+            rollbacks.append(event)
+            rec.event("rollback", **event)
+            console.print(f"[yellow]rollback[/] at outer {g} ({trigger.cause}): {trigger.detail}; restored "
+                          f"{restored.harness_id}, sigma → {search.sigma:.3f}")
+        s_val_curve.append(incumbent.s_val)
+        current_curve.append(float(best.result.screen_s_val))
+        rec.event("outer_generation", outer_generation=g, current_s_val=float(best.result.screen_s_val),
+                  current_full_s_val=None if full is None else full.s_val, incumbent_s_val=incumbent.s_val,
+                  incumbent_screen_s_val=incumbent.screen_s_val, incumbent_policy_id=incumbent.best.id,
+                  best_harness_id=best.harness_id, rolled_back=trigger is not None, sigma=search.sigma,
+                  told=[o.told if math.isfinite(o.told) else None for o in outcomes],
+                  archive=[[p.harness_id, p.s_val] for p in pairs],
+                  cma_termination={k: str(v) for k, v in search.stop_reasons.items()})
+        rec.event("phase", name="outer_generation", outer_generation=g, seconds=clock() - t_outer)
+        verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
+                   else f"screen {fmt(best.result.screen_s_val)} <= incumbent's {incumbent.screen_s_val:.4f}, "
+                        "not promoted")
+        console.print(f"[bold]outer {g}/{cfg.generations}[/]: best candidate {best.harness_id}: {verdict}; incumbent "
+                      f"{incumbent.best.id} S_val {incumbent.s_val:.4f}{' [green](new)[/]' if improved else ''}; "
+                      f"CMA sigma {search.sigma:.3f}")
+        stop = stop or plateau_stop(s_val_curve, cfg.min_gain, cfg.patience)
+        if stop is not None:
+            break
+    stop = stop or StopReason("outer.generations", f"{cfg.generations} outer generation(s) run")
+    if pairs[0] is not incumbent:  # the invariant the rollback design rests on
+        raise EvoTrainerError("outer loop: the incumbent is not the best archived pair")
+    return OuterResult(incumbent, pairs, s_val_curve, current_curve, rollbacks, stop, usage())
+
+
+def _run_candidate(objective: Objective, harness: Harness, population: Sequence[Any], hid: str, g: int,
+                   rec: RunRecorder) -> CandidateResult:
+    """The objective's result; a crash or a non-finite screen score becomes a failed candidate."""
+    try:
+        res = objective(harness, population, hid, g)
+    except EvoTrainerError:
+        raise  # systemic (bad config, missing model, leaked validation item): stop the run
+    except Exception as exc:  # a failing candidate never raises (it gets the worst penalty)
+        log.exception("harness candidate %s failed", hid)
+        rec.event("candidate_failed", outer_generation=g, harness_id=hid, error=f"{type(exc).__name__}: {exc}")
+        return CandidateResult(best=None, population=tuple(population), screen_s_val=None)
+    s = res.screen_s_val
+    if s is not None and not (isinstance(s, (int, float)) and math.isfinite(s)):
+        rec.event("candidate_failed", outer_generation=g, harness_id=hid, error=f"non-finite screen S_val {s!r}")
+        return CandidateResult(best=res.best, population=tuple(population), screen_s_val=None,
+                               generated_tokens=res.generated_tokens)
+    return res
+
+
+def _safe_full(result: CandidateResult) -> FullScore:
+    """``result.full_score()``; a crash or non-finite score counts as failed (None)."""
+    try:
+        full = result.full_score()
+    except EvoTrainerError:
+        raise
+    except Exception:
+        log.exception("whole-set scoring failed")
+        return FullScore(None, None)
+    ok = full.s_val is not None and math.isfinite(full.s_val)
+    return full if ok else FullScore(None, None, full.generated_tokens)
+
+
+def _record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[_Outcome], best: _Outcome | None,
+                       full: FullScore | None) -> None:
+    for j, o in enumerate(outcomes):
+        is_best = o is best
+        status = ("failed" if o.result.screen_s_val is None else "best" if is_best
+                  else "flagged_reward_hacking" if o.flagged else "evaluated")
+        rec.candidate(HarnessCandidateRow(
+            harness_id=o.harness_id, outer_generation=g, index=j, vector=tuple(float(v) for v in o.harness.vector),
+            values={**o.harness.as_dict(), "proposal": [float(v) for v in o.proposal],
+                    "told": o.told if math.isfinite(o.told) else None, "flagged_reward_hacking": o.flagged},
+            s_val=full.s_val if (is_best and full is not None) else None, screen_s_val=o.result.screen_s_val,
+            best_policy_id=getattr(o.result.best, "id", None), status=status,
+        ))
 
 
 @dataclass
 class EvolveSummary:
-    """What :func:`run_evolve` returns (and prints)."""
+    """What :func:`run_evolve` returns (and prints). S_val values are higher-is-better, in [0, 1]."""
 
     run_id: str
     archive: Path
     initial_best: Policy
     initial_s_val: float
     best: Policy
-    best_s_val: float
+    best_s_val: float  # on the selection set
     rollouts: int
     policy_evaluations: int
     timings: dict[str, float] = field(default_factory=dict)
     s_val_curve: list[float] = field(default_factory=list)
-
-
-def screening_subset(items: Sequence[MeetingTask], k: int) -> list[MeetingTask]:
-    """A fixed subset of ``k`` items stratified by transcript length (evenly spaced ranks).
-
-    Deterministic: depends only on the items, so every candidate is screened on the same items.
-    """
-    if k >= len(items):
-        return list(items)
-    ranked = sorted(items, key=lambda t: (len(t.transcript.split()), t.task_id))
-    picks = np.linspace(0, len(ranked) - 1, k).round().astype(int)
-    return [ranked[i] for i in sorted(set(picks.tolist()))]
-
-
-def _draw_tasks(
-    family: TaskFamily, rng: np.random.Generator, harness: Harness, n: int, forbidden: set[str]
-) -> list[MeetingTask]:
-    tasks = family.generate(rng, harness.difficulty, n)
-    leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
-    if leaked:  # generated transcripts should never coincide with hand-written ones
-        raise EvoTrainerError(f"task batch contains meta-validation transcripts {leaked}")
-    return tasks
-
-
-def _inner_config(cfg: Config) -> InnerLoopConfig:
-    i = cfg.inner
-    return InnerLoopConfig(
-        population_size=i.population_size, elites=i.elites, tournament_size=i.tournament_size,
-        cx_prob=i.cx_prob, mut_prob=i.mut_prob, llm_mutation_share=i.llm_mutation_share,
-        max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
-    )
+    current_curve: list[float | None] = field(default_factory=list)
+    heldout_s_val: float | None = None  # the final best on the held-out part (None: no held-out items)
+    selection_items: int = 0
+    heldout_items: int = 0
+    stop_reason: str = ""
+    stop_detail: str = ""
+    rollbacks: list[dict[str, Any]] = field(default_factory=list)
+    candidates: int = 0
+    generated_tokens: int = 0
 
 
 def _run_id(cfg: Config, config_dict: dict) -> str:
@@ -118,31 +334,35 @@ def _run_id(cfg: Config, config_dict: dict) -> str:
 
 def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None) -> EvolveSummary:
     """Run the co-evolution described in the module docstring; returns and prints the summary."""
+    t_run = time.perf_counter()
     console = Console()
-    timings: dict[str, float] = defaultdict(float)
+    timings: dict[str, float] = {}
     config_dict = config_dict if config_dict is not None else asdict(cfg)
     seeds = Seeds(cfg.seed)
 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
     val_items = load_validation(cfg, family)
-    screen_items = screening_subset(val_items, cfg.outer.screen_size)
-    forbidden = {t.content_hash for t in val_items}
+    selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
+    screen_items = screening_subset(selection, cfg.outer.screen_size)
     population = load_seed_population(cfg)
-    inner_cfg = _inner_config(cfg)
 
     t0 = time.perf_counter()
-    llm = build_llm(cfg.model, progress=True)
-    mutator = llm if cfg.mutator is None else build_llm(cfg.mutator, progress=True, role="mutator")
+    counter = [0]  # generated tokens of the policy model and the mutator together
+    llm = TokenMeter(build_llm(cfg.model, progress=True), counter)
+    mutator = llm if cfg.mutator is None else TokenMeter(build_llm(cfg.mutator, progress=True, role="mutator"),
+                                                         counter)
     timings["model load"] = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
-    space = build_default_space(
-        family.difficulty_bounds, asdict(cfg.task.difficulty), cfg.task.reward_weights,
-        knobs=list(cfg.outer.knobs) or None, reward_logit_bounds=tuple(cfg.outer.reward_weight_bounds),
-        integer_knobs=INTEGER_KNOBS,
+    o = cfg.outer
+    space = space_from_specs(
+        o.space, family.difficulty_bounds, asdict(cfg.task.difficulty), cfg.task.reward_weights, knobs=o.knobs,
+        evolve_reward_weights=o.evolve_reward_weights, reward_logit_bounds=tuple(o.reward_weight_bounds),
+        extras=o.extras,
     )
-    search = CMASearch(space.dim, space.initial_vector(), cfg.outer.sigma0, cfg.outer.popsize, seed=seeds.int("cma"))
+    search = CMASearch(space.dim, space.initial_vector(), o.sigma0, o.popsize, seed=seeds.int("cma"),
+                       sigma_floor=o.sigma_floor)
 
     run_id = _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)
@@ -150,181 +370,57 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     rec = RunRecorder(store, run_id)
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
-    rec.event("setup", validation_items=len(val_items), screen_items=[t.task_id for t in screen_items],
+    rec.event("setup", validation_items=len(val_items), selection_items=[t.task_id for t in selection],
+              heldout_items=[t.task_id for t in heldout], screen_items=[t.task_id for t in screen_items],
               harness_names=list(space.names), population=[p.id for p in population])
     console.print(f"[bold]evolve[/] run {run_id}: {len(population)} seed policies, {len(val_items)} "
-                  f"meta-validation items ({len(screen_items)} screen), harness of {space.dim} params, "
+                  f"meta-validation items ({len(selection)} selection of which {len(screen_items)} screen, "
+                  f"{len(heldout)} held out), harness of {space.dim} params ({', '.join(space.names)}), "
                   f"archive {db_path}")
+    objective = LLMObjective(
+        evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
+        cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
+        forbidden={t.content_hash for t in val_items},
+    )
 
     # ---- 2. generation 0 ------------------------------------------------------------------------
     harness0 = space.decode(space.initial_vector())
-    tasks0 = _draw_tasks(family, seeds.numpy("tasks/g0"), harness0, cfg.task.tasks_per_generation, forbidden)
-    rec.event("task_batch", outer_generation=0, harness_id="h0", batch_id=batch_id_for(tasks0), task_ids=[t.task_id for t in tasks0],
-              content_hashes=[t.content_hash for t in tasks0])
+    tasks0 = objective.draw_tasks(harness0, "h0", 0)
     t0 = time.perf_counter()
     evals0 = evaluator.evaluate(population, tasks0, harness0.reward_weights)
-    timings["inner: evaluate"] += time.perf_counter() - t0
+    timings["inner: evaluate"] = time.perf_counter() - t0
     rec.fitness(evals0, harness_id="h0", outer_generation=0, inner_generation=0)
     scored = [(e.fitness, i) for i, e in enumerate(evals0) if e.fitness is not None]
     if not scored:
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
-    initial_best = keep[0]
-    t0 = time.perf_counter()
-    meta0 = evaluator.meta_evaluate([initial_best], val_items)[0]
-    timings["meta-validation"] += time.perf_counter() - t0
-    rec.meta(meta0, kind="meta_val", harness_id="h0", outer_generation=0)
-    initial_s_val = meta0.s_val or 0.0
-    incumbent = Incumbent(initial_best, initial_s_val, harness0, tuple(keep), 0)
-    rec.event("incumbent", outer_generation=0, policy_id=initial_best.id, s_val=initial_s_val, harness_id="h0")
-    console.print(f"gen 0: best seed {initial_best.id} fitness {max(s for s, _ in scored):.4f}, "
-                  f"S_val {initial_s_val:.4f} ± {meta0.stderr or 0:.4f} (whole set)")
-    screen_idx = [i for i, t in enumerate(val_items) if any(t is s for s in screen_items)]
-    incumbent_screen = _subset_mean(meta0, screen_idx)
-    population_now: tuple[Policy, ...] = tuple(keep)
-    s_val_curve = [initial_s_val]
-    inner_gen = 0
+    start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
+                            full_score=lambda: objective.full_score(keep[0], "h0", 0),
+                            best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
 
     # ---- 3. outer generations -------------------------------------------------------------------
-    for g in range(1, cfg.outer.generations + 1):
-        t_outer = time.perf_counter()
-        xs = search.ask()
-        results: list[tuple[Harness, InnerResult, MetaEvaluation]] = []
-        for j, x in enumerate(xs):
-            harness = space.decode(x)
-            hid = f"g{g}c{j}"
-            tasks = _draw_tasks(family, seeds.numpy(f"tasks/{hid}"), harness, cfg.task.tasks_per_generation, forbidden)
-            rec.event("task_batch", outer_generation=g, harness_id=hid, batch_id=batch_id_for(tasks), task_ids=[t.task_id for t in tasks],
-                      content_hashes=[t.content_hash for t in tasks])
-            result = _inner(evaluator, mutator, rec, console, timings, population_now, tasks, harness, hid, g,
-                            inner_gen, cfg, inner_cfg, seeds)
-            t0 = time.perf_counter()
-            screen = evaluator.meta_evaluate([result.best], screen_items)[0]
-            timings["meta-validation"] += time.perf_counter() - t0
-            rec.meta(screen, kind="meta_screen", harness_id=hid, outer_generation=g)
-            results.append((harness, result, screen))
-            console.print(f"  outer {g} cand {j}: {_fmt_harness(harness)} → best {result.best.id} "
-                          f"fitness {result.best_fitness:.4f}, screen S_val {_fmt(screen.s_val)}")
-        inner_gen += cfg.inner.generations
+    out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run)
 
-        scores = [r[2].s_val if r[2].s_val is not None else float("nan") for r in results]
-        if all(s is None for s in (r[2].s_val for r in results)):
-            rec.event("outer_skipped", outer_generation=g, reason="every screening evaluation failed")
-            console.print(f"outer {g}: every screening evaluation failed; not told to CMA-ES")
-            continue
-        search.tell(xs, scores)
-        best_j = int(np.nanargmax(scores))
-        b_harness, b_result, b_screen = results[best_j]
-        # Only a candidate that beats the incumbent on the screening items earns a whole-set score.
-        full: MetaEvaluation | None = None
-        if b_screen.s_val is not None and b_screen.s_val > incumbent_screen:
-            t0 = time.perf_counter()
-            full = evaluator.meta_evaluate([b_result.best], val_items)[0]
-            timings["meta-validation"] += time.perf_counter() - t0
-            rec.meta(full, kind="meta_val", harness_id=f"g{g}c{best_j}", outer_generation=g)
-        for j, (harness, result, screen) in enumerate(results):
-            rec.candidate(HarnessCandidateRow(
-                harness_id=f"g{g}c{j}", outer_generation=g, index=j, vector=[float(v) for v in harness.vector],
-                values=harness.as_dict(), s_val=full.s_val if (j == best_j and full) else None,
-                screen_s_val=screen.s_val, best_policy_id=result.best.id,
-                status="best" if j == best_j else "evaluated",
-            ))
-        improved = full is not None and full.s_val is not None and full.s_val > incumbent.s_val
-        if improved:
-            incumbent = Incumbent(b_result.best, float(full.s_val), b_harness, b_result.population, g)
-            incumbent_screen = _subset_mean(full, screen_idx)
-            rec.event("incumbent", outer_generation=g, policy_id=b_result.best.id, s_val=incumbent.s_val,
-                      harness_id=f"g{g}c{best_j}")
-        population_now = b_result.population
-        s_val_curve.append(incumbent.s_val)
-        seconds = time.perf_counter() - t_outer
-        rec.event("phase", name="outer_generation", outer_generation=g, seconds=seconds)
-        verdict = (f"whole-set S_val {_fmt(full.s_val)}" if full is not None
-                   else f"screen {_fmt(b_screen.s_val)} <= incumbent's {incumbent_screen:.4f}, not promoted")
-        console.print(f"[bold]outer {g}/{cfg.outer.generations}[/]: best candidate {best_j}: {verdict}; incumbent {incumbent.policy.id} S_val {incumbent.s_val:.4f}"
-                      f"{' [green](new)[/]' if improved else ''}; CMA sigma {search.sigma:.3f}; {seconds:.0f} s")
-
-    # ---- 4. summary -----------------------------------------------------------------------------
+    # ---- 4. held-out score of the final best, summary ---------------------------------------------
+    inc = out.incumbent
+    heldout_s_val = objective.heldout(inc.best, heldout, inc.outer_generation).s_val if heldout else None
     summary = EvolveSummary(
-        run_id=run_id, archive=db_path, initial_best=initial_best, initial_s_val=initial_s_val,
-        best=incumbent.policy, best_s_val=incumbent.s_val, rollouts=evaluator.rollouts,
+        run_id=run_id, archive=db_path, initial_best=keep[0], initial_s_val=out.s_val_curve[0], best=inc.best,
+        best_s_val=inc.s_val, rollouts=evaluator.rollouts,
         policy_evaluations=len(store.evaluations(run_id, kind="fitness")), timings=dict(timings),
-        s_val_curve=s_val_curve,
+        s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
+        selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
+        stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
+        generated_tokens=llm.tokens,
     )
-    rec.event("summary", initial_best=initial_best.id, initial_s_val=initial_s_val, best=incumbent.policy.id,
-              best_s_val=incumbent.s_val, rollouts=evaluator.rollouts, s_val_curve=s_val_curve,
-              stop_reason="outer.generations reached")
-    rec.event("phase", name="totals", **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
+    rec.event("summary", initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id,
+              best_s_val=inc.s_val, best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val,
+              selection_items=len(selection), heldout_items=len(heldout), rollouts=evaluator.rollouts,
+              s_val_curve=out.s_val_curve, current_curve=out.current_curve, rollbacks=len(out.rollbacks),
+              stop_reason=out.stop.key, stop_detail=out.stop.detail, candidates=out.usage.evaluations,
+              generated_tokens=llm.tokens, archive=[[p.harness_id, p.s_val] for p in out.pairs])
+    rec.event("phase", name="totals", seconds=time.perf_counter() - t_run,
+              **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
     store.close()
-    _print_summary(console, summary, incumbent)
+    print_summary(console, summary, inc)
     return summary
-
-
-def _inner(
-    evaluator: RolloutEvaluator, mutator, rec: RunRecorder, console: Console, timings: dict[str, float],
-    population: Sequence[Policy], tasks: Sequence[MeetingTask], harness: Harness, hid: str, g: int,
-    inner_gen: int, cfg: Config, inner_cfg: InnerLoopConfig, seeds: Seeds,
-) -> InnerResult:
-    """K inner generations under one harness candidate, archived as they go."""
-    calls = iter(range(inner_gen, inner_gen + 10**6))
-
-    def on_evaluations(evaluations) -> None:
-        rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
-
-    def on_generation(report: GenerationReport) -> None:
-        rec.policies(report.children)
-        for phase, sec in report.timings.items():
-            timings[f"inner: {phase}"] += sec
-        rec.event("phase", name="inner_generation", harness_id=hid, generation=report.generation, **report.timings)
-        rec.event("inner_generation", harness_id=hid, outer_generation=g, generation=report.generation,
-                  record={k: v for k, v in report.record.items()
-                          if isinstance(v, (int, float, str)) and not k.startswith("t_")},
-                  children=[c.id for c in report.children], rejected=report.rejected, skipped=report.skipped,
-                  mutator_error=report.mutator_error)
-        if report.initial:
-            return
-        r = report.record
-        console.print(
-            f"    gen {report.generation}: max {_fmt(r.get('max'))} mean {_fmt(r.get('mean'))} "
-            f"| {len(report.children)} children, {report.rejected} rejected"
-            f"{' | SKIPPED (all evaluations failed)' if report.skipped else ''} | "
-            + " ".join(f"{k} {v:.1f}s" for k, v in report.timings.items())
-        )
-
-    evaluate = evaluator.fitness_function(tasks, harness.reward_weights, on_evaluations=on_evaluations)
-    return run_inner_loop(
-        population, generations=cfg.inner.generations, evaluate=evaluate, mutator=mutator, cfg=inner_cfg,
-        rng=seeds.python(f"inner/{hid}"), start_generation=inner_gen, on_generation=on_generation,
-    )
-
-
-def _subset_mean(evaluation: MetaEvaluation, indices: Sequence[int]) -> float:
-    """Mean of a whole-set evaluation's per-item values over ``indices`` (failed items count 0)."""
-    vals = [evaluation.per_item[i] or 0.0 for i in indices]
-    return float(np.mean(vals)) if vals else 0.0
-
-
-def _fmt(x) -> str:
-    return "n/a" if x is None else f"{x:.4f}"
-
-
-def _fmt_harness(h: Harness) -> str:
-    knobs = " ".join(f"{k}={v:.3g}" for k, v in h.difficulty.items())
-    weights = " ".join(f"{k}={v:.2f}" for k, v in h.reward_weights.items())
-    return escape(f"[{knobs} | w: {weights}]")
-
-
-def _print_summary(console: Console, s: EvolveSummary, inc: Incumbent) -> None:
-    console.rule("[bold]summary")
-    console.print(f"run {s.run_id}")
-    console.print(f"S_val (whole meta-validation set, higher is better): generation-0 best "
-                  f"{s.initial_best.id} {s.initial_s_val:.4f} → final best {s.best.id} {s.best_s_val:.4f} "
-                  f"({s.best_s_val - s.initial_s_val:+.4f})")
-    console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
-    console.print(f"best harness (outer gen {inc.outer_generation}): {_fmt_harness(inc.harness)}")
-    console.print(f"evaluations: {s.policy_evaluations} policy evaluations on task batches, "
-                  f"{s.rollouts} rollouts (model calls for policies)")
-    console.print("timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in s.timings.items()))
-    console.print(f"archive: {s.archive}")
-    console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")
-    console.print(render_system_prompt(s.best.sections) or "(empty system prompt)", markup=False, highlight=False)

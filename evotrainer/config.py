@@ -24,7 +24,11 @@ __all__ = [
     "EvaluationConfig",
     "InnerConfig",
     "ModelConfig",
+    "BudgetConfig",
+    "HackCheckConfig",
+    "KnobSpec",
     "OuterConfig",
+    "RollbackConfig",
     "TaskConfig",
     "PROJECT_ROOT",
     "register_configs",
@@ -110,15 +114,82 @@ class InnerConfig:
 
 
 @dataclass
+class KnobSpec:
+    """Bounds and scaling of one harness parameter (a difficulty knob or an extra knob), natural units."""
+
+    low: float = 0.0
+    high: float = 1.0
+    log: bool = False  # CMA-ES steps in log space between low and high (needs low > 0)
+    integer: bool = False  # applied value rounded half-up (the search itself stays continuous)
+    init: float | None = None  # extra knobs only (required there); difficulty knobs start at task.difficulty
+
+
+def _default_space() -> dict[str, KnobSpec]:
+    """The meeting-minutes generator's knobs, inside its own bounds (generator.DIFFICULTY_BOUNDS)."""
+    return {
+        "length": KnobSpec(80.0, 900.0, log=True, integer=True),  # words; log: a ratio of 11
+        "speakers": KnobSpec(2.0, 8.0, integer=True),
+        "topics": KnobSpec(1.0, 6.0, integer=True),
+        "noise": KnobSpec(0.0, 0.6),
+        "action_items": KnobSpec(0.0, 8.0, integer=True),
+        "implicit_owner": KnobSpec(0.0, 1.0),
+    }
+
+
+@dataclass
+class RollbackConfig:
+    """When the outer loop restores the best archived (harness, population) pair (harness/rollback.py)."""
+
+    enabled: bool = True
+    top_k: int = 3  # best (harness, population) pairs kept, by whole-selection-set S_val
+    tolerance: float = 0.03  # S_val units: "regressed" = current screen S_val < best's - tolerance
+    generations: int = 2  # ... for this many outer generations in a row
+    oscillation_threshold: float = 0.02  # S_val deltas smaller than this are not counted as swings
+    oscillations: int = 2  # sign changes of the S_val delta (within `window`) that trigger a rollback
+    window: int = 4  # S_val deltas looked at for oscillation
+    sigma_shrink: float = 0.5  # CMA-ES sigma multiplied by this on rollback (then floored)
+
+
+@dataclass
+class BudgetConfig:
+    """Hard limits of an evolve run; null = unlimited. Checked before each harness candidate."""
+
+    seconds: float | None = None  # wall-clock seconds since the run started (model load included)
+    tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
+    evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
+
+
+@dataclass
+class HackCheckConfig:
+    """Reward-hacking flag: inner fitness rose while the screening S_val fell (harness/hacking.py)."""
+
+    enabled: bool = True
+    fitness_rise: float = 0.01  # inner best fitness gain over the run under the candidate, reward units
+    s_val_drop: float = 0.01  # screening S_val fall vs the population it started from, S_val units
+    penalty: float = 0.05  # subtracted from a flagged candidate's score told to CMA-ES
+
+
+@dataclass
 class OuterConfig:
     """Outer CMA-ES loop over the harness."""
 
     generations: int = 2
     popsize: int = 3  # CMA-ES lambda (candidates per outer generation)
     sigma0: float = 0.25  # initial step size in the normalised [0, 1] search space
-    screen_size: int = 8  # meta-validation items used to screen candidates (fixed stratified subset)
-    knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all
+    sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
+    screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
+    heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
+    knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
+    space: dict[str, KnobSpec] = field(default_factory=_default_space)  # bounds/scaling per difficulty knob
+    extras: dict[str, KnobSpec] = field(default_factory=dict)  # extra knobs (need init), e.g. pass_threshold
+    evolve_reward_weights: bool = True  # false: reward weights fixed at task.reward_weights (normalised)
     reward_weight_bounds: list[float] = field(default_factory=lambda: [-2.0, 2.0])  # logit bounds
+    damping: float = 0.5  # applied harness = a + damping * (CMA proposal - a); 1 = undamped
+    patience: int = 3  # early stop: outer generations without an incumbent S_val gain >= min_gain
+    min_gain: float = 0.005  # S_val units
+    rollback: RollbackConfig = field(default_factory=RollbackConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    hack_check: HackCheckConfig = field(default_factory=HackCheckConfig)
 
 
 @dataclass
@@ -212,6 +283,45 @@ def validate(cfg: Config) -> None:
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)
+    _validate_outer_extra(o)
+
+
+def _validate_outer_extra(o: OuterConfig) -> None:
+    """Outer-loop settings of issue 5 (space, damping, rollback, budget, reward-hacking check)."""
+    _check(o.sigma_floor is None or 0 < o.sigma_floor <= 1, "outer.sigma_floor", "in (0, 1] or null",
+           o.sigma_floor)
+    _check(0 <= o.heldout_share < 1, "outer.heldout_share", "in [0, 1)", o.heldout_share)
+    _check(0 < o.damping <= 1, "outer.damping", "in (0, 1] (1 = undamped)", o.damping)
+    _check(o.patience >= 1, "outer.patience", ">= 1", o.patience)
+    _check(o.min_gain >= 0, "outer.min_gain", ">= 0", o.min_gain)
+    for group, specs in (("space", o.space), ("extras", o.extras)):
+        for name, k in specs.items():
+            key = f"outer.{group}.{name}"
+            _check(k.low < k.high, f"{key}.low", f"< high={k.high}", k.low)
+            _check(not k.log or k.low > 0, f"{key}.low", "> 0 with log: true", k.low)
+            if group == "extras":
+                _check(k.init is not None and k.low <= k.init <= k.high, f"{key}.init",
+                       f"a value in [{k.low}, {k.high}]", k.init)
+    unknown = [k for k in o.knobs if k not in o.space]
+    _check(not unknown, "outer.knobs", f"names from outer.space {sorted(o.space)}", o.knobs)
+    _check(o.evolve_reward_weights or bool(o.knobs or o.space) or bool(o.extras), "outer.evolve_reward_weights",
+           "true when the harness has no knob", o.evolve_reward_weights)
+    r = o.rollback
+    _check(r.top_k >= 1, "outer.rollback.top_k", ">= 1", r.top_k)
+    _check(r.tolerance >= 0, "outer.rollback.tolerance", ">= 0", r.tolerance)
+    _check(r.generations >= 1, "outer.rollback.generations", ">= 1", r.generations)
+    _check(r.oscillation_threshold >= 0, "outer.rollback.oscillation_threshold", ">= 0", r.oscillation_threshold)
+    _check(r.oscillations >= 1, "outer.rollback.oscillations", ">= 1", r.oscillations)
+    _check(r.window >= r.oscillations + 1, "outer.rollback.window", f">= oscillations + 1 = {r.oscillations + 1}",
+           r.window)
+    _check(0 < r.sigma_shrink <= 1, "outer.rollback.sigma_shrink", "in (0, 1]", r.sigma_shrink)
+    b = o.budget
+    _check(b.seconds is None or b.seconds > 0, "outer.budget.seconds", "> 0 or null", b.seconds)
+    _check(b.tokens is None or b.tokens >= 1, "outer.budget.tokens", ">= 1 or null", b.tokens)
+    _check(b.evaluations is None or b.evaluations >= 1, "outer.budget.evaluations", ">= 1 or null", b.evaluations)
+    h = o.hack_check
+    for key in ("fitness_rise", "s_val_drop", "penalty"):
+        _check(getattr(h, key) >= 0, f"outer.hack_check.{key}", ">= 0", getattr(h, key))
 
 
 def resolve_path(path: str, key: str) -> Path:

@@ -17,16 +17,20 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, SamplingParams
+from evotrainer.errors import DataError
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.genome import Policy
+from evotrainer.search.reflection import TaskFeedback
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 
 __all__ = [
+    "FeedbackRecorder",
     "MetaEvaluation",
     "PolicyEvaluation",
     "RolloutEvaluator",
     "batch_id_for",
     "sampling_for",
+    "worst_task_feedback",
 ]
 
 
@@ -84,6 +88,8 @@ class PolicyEvaluation:
         cached: True when no request was sent on its behalf (cache hit, or an identical genome earlier
             in the same call).
         error: why it failed, or which tasks failed; None when all went well.
+        per_task_components: reward components per task, in batch order (each in [0, 1]; empty
+            mapping where the task failed); ``()`` when the rollout failed.
     """
 
     policy_id: str
@@ -98,6 +104,7 @@ class PolicyEvaluation:
     seconds: float
     cached: bool
     error: str | None = None
+    per_task_components: tuple[Mapping[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,7 +251,7 @@ class RolloutEvaluator:
             value, parts, error = _aggregate(scores)
             out.append(PolicyEvaluation(
                 policy.id, gh, batch_id, value, parts, scores.values, job.rollout.outputs,
-                scores.degenerate, tokens, seconds, not fresh, error))
+                scores.degenerate, tokens, seconds, not fresh, error, tuple(scores.parts)))
         return out
 
     def meta_evaluate(
@@ -292,6 +299,7 @@ class RolloutEvaluator:
         weights: Mapping[str, float],
         *,
         on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
+        feedback: FeedbackRecorder | None = None,
     ) -> Callable[[Sequence[Policy]], list[float | None]]:
         """An ``evaluate`` callable for the inner loop, bound to one batch and reward weights.
 
@@ -299,11 +307,20 @@ class RolloutEvaluator:
             tasks: the batch (fixed for the whole inner-loop call).
             weights: reward weights.
             on_evaluations: receives the full records of each call (e.g. to archive per-task results).
+            feedback: records each evaluation's worst task for reflective mutation (pass the same
+                recorder to ``run_inner_loop(feedback=...)``); it must be built on ``tasks``.
+
+        Raises:
+            DataError: ``feedback`` was built on another batch.
         """
         batch_id = batch_id_for(tasks)
+        if feedback is not None and feedback.batch_id != batch_id:
+            raise DataError("fitness_function: the feedback recorder was built on another task batch")
 
         def evaluate(policies: Sequence[Policy]) -> list[float | None]:
             evaluations = self.evaluate(policies, tasks, weights, batch_id)
+            if feedback is not None:
+                feedback.record(evaluations)
             if on_evaluations is not None:
                 on_evaluations(evaluations)
             return [e.fitness for e in evaluations]
@@ -420,6 +437,79 @@ class RolloutEvaluator:
         if not any(errors):
             self.cache.put(key, scores)
         return scores
+
+
+def worst_task_feedback(
+    evaluation: PolicyEvaluation, tasks: Sequence[MeetingTask], *, low_below: float = 0.5, max_components: int = 3
+) -> TaskFeedback | None:
+    """The worst-scored task of ``evaluation`` as reflective-mutation feedback.
+
+    The worst task is the one with the lowest total reward among those scored (ties: the first);
+    its low components are those below ``low_below`` (lowest first, at most ``max_components``), or the
+    single lowest one when none is below.
+
+    Args:
+        evaluation: a harness evaluation (not a meta-validation one; this function never sees those).
+        tasks: the batch it was made on, in order.
+        low_below: component value under which it is reported, in [0, 1].
+        max_components: most components reported, >= 1.
+
+    Returns:
+        The feedback, or None when no task was scored.
+    """
+    scored = [(v, i) for i, v in enumerate(evaluation.per_task) if v is not None]
+    if not scored or len(tasks) != len(evaluation.per_task):
+        return None
+    value, i = min(scored)
+    parts = evaluation.per_task_components[i] if i < len(evaluation.per_task_components) else {}
+    ranked = sorted(parts.items(), key=lambda kv: (kv[1], kv[0]))
+    low = [(k, float(v)) for k, v in ranked if v < low_below][:max_components] or [(k, float(v)) for k, v in ranked[:1]]
+    return TaskFeedback(tasks[i].task_id, tasks[i].content_hash, float(value), evaluation.outputs[i], tuple(low))
+
+
+class FeedbackRecorder:
+    """Keeps each evaluated genome's worst-task feedback on one training batch (the reflective seam).
+
+    Call it with a policy to get its :class:`~evotrainer.search.reflection.TaskFeedback` (None when its
+    genome was not evaluated on this batch). Built on the training batch only; it refuses a batch that
+    holds any transcript whose content hash is in ``forbidden`` (the meta-validation set), so no
+    meta-validation item can reach the mutator.
+
+    Args:
+        tasks: the training batch.
+        forbidden: content hashes of the meta-validation items.
+        low_below: see :func:`worst_task_feedback`.
+
+    Raises:
+        DataError: a task of ``tasks`` is a meta-validation transcript.
+    """
+
+    def __init__(
+        self, tasks: Sequence[MeetingTask], *, forbidden: frozenset[str] | set[str] = frozenset(),
+        low_below: float = 0.5,
+    ) -> None:
+        leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
+        if leaked:
+            raise DataError(f"feedback recorder: tasks {leaked} are meta-validation transcripts")
+        self.tasks = tuple(tasks)
+        self.batch_id = batch_id_for(tasks)
+        self.low_below = low_below
+        self._by_genome: dict[str, TaskFeedback] = {}
+
+    def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
+        """Remember the worst task of each evaluation made on this batch (others are ignored)."""
+        for evaluation in evaluations:
+            if evaluation.batch_id != self.batch_id or evaluation.genome_hash in self._by_genome:
+                continue
+            info = worst_task_feedback(evaluation, self.tasks, low_below=self.low_below)
+            if info is not None:
+                self._by_genome[evaluation.genome_hash] = info
+
+    def __call__(self, policy: Policy) -> TaskFeedback | None:
+        return self._by_genome.get(policy.genome_hash)
+
+    def __len__(self) -> int:
+        return len(self._by_genome)
 
 
 def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:

@@ -18,6 +18,7 @@ from evotrainer.coevolution import run_evolve, screening_subset
 from evotrainer.config import PROJECT_ROOT, Config
 from evotrainer.rollout import batch_id_for
 from evotrainer.runtime import build_family, load_validation
+from evotrainer.validation_split import split_validation
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -93,6 +94,34 @@ def test_meta_validation_never_in_task_batches(two_runs) -> None:
     assert batch_id_for(load_validation(cfg, family)) not in fitness_batch_ids
 
 
+def test_incumbent_curve_logged_and_held_out_never_selects(two_runs) -> None:
+    cfg, (a, _) = two_runs
+    items = load_validation(cfg, build_family(cfg))
+    selection, heldout = split_validation(items, cfg.outer.heldout_share)
+    assert heldout and a.heldout_items == len(heldout) and a.selection_items == len(selection)
+    with ArchiveStore(a.archive, read_only=True) as store:
+        gens = store.events(a.run_id, kind="outer_generation")
+        (summary,) = store.events(a.run_id, kind="summary")
+        (setup,) = store.events(a.run_id, kind="setup")
+        meta_val = store.evaluations(a.run_id, kind="meta_val")
+        screens = store.evaluations(a.run_id, kind="meta_screen")
+        held = store.evaluations(a.run_id, kind="meta_heldout")
+    # one event per outer generation with the current and the incumbent S_val
+    assert [e.payload["outer_generation"] for e in gens] == list(range(1, cfg.outer.generations + 1))
+    curve = [summary.payload["initial_s_val"]] + [e.payload["incumbent_s_val"] for e in gens]
+    assert all("current_s_val" in e.payload for e in gens)
+    assert curve == sorted(curve) and curve[-1] == max(curve) == pytest.approx(a.best_s_val)
+    assert summary.payload["stop_reason"] == "outer.generations" == a.stop_reason
+    # selection uses only the selection part; the final best alone is scored on the held-out part
+    held_ids = {t.task_id for t in heldout}
+    assert {e.batch_id for e in meta_val} == {batch_id_for(selection)}
+    assert all(e.n_tasks <= len(selection) for e in screens)
+    assert len(held) == 1 and held[0].batch_id == batch_id_for(heldout) and held[0].policy_id == a.best.id
+    assert summary.payload["heldout_s_val"] == pytest.approx(a.heldout_s_val)
+    assert set(setup.payload["heldout_items"]) == held_ids
+    assert held_ids.isdisjoint(setup.payload["selection_items"] + setup.payload["screen_items"])
+
+
 def test_screening_subset_is_fixed_and_stratified() -> None:
     cfg = Config()
     items = load_validation(cfg, build_family(cfg))
@@ -117,3 +146,23 @@ def test_smoke_experiment_real_model(tmp_path: Path) -> None:
         best, _ = store.best_policy(run.run_id)
         ops = {n.policy.operator for n in store.lineage(run.run_id, best.id)}
     assert "seed" in ops
+
+
+def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``outer.knobs=[length]`` with fixed reward weights runs on the tiny model; the budget stops it."""
+    cfg = _tiny_config(tiny_model_dir)
+    cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
+    cfg.outer.knobs = ["length"]
+    cfg.outer.evolve_reward_weights = False
+    cfg.outer.generations = 3
+    cfg.outer.budget.evaluations = 2
+    summary = run_evolve(cfg, run_dir=tmp_path)
+    assert summary.stop_reason == "outer.budget.evaluations" and summary.candidates == 2
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        (setup,) = store.events(summary.run_id, kind="setup")
+        rows = store.harness_candidates(summary.run_id)
+    assert setup.payload["harness_names"] == ["length"]
+    weights = {k: w / sum(cfg.task.reward_weights.values()) for k, w in cfg.task.reward_weights.items()}
+    for row in rows:
+        assert len(row.vector) == 1 and 80 <= row.values["difficulty"]["length"] <= 900
+        assert row.values["reward_weights"] == pytest.approx(weights)

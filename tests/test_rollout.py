@@ -237,3 +237,66 @@ def test_meta_evaluate() -> None:
 def test_rollout_module_does_not_import_deap() -> None:
     code = "import sys, evotrainer.rollout; assert 'deap' not in sys.modules, 'deap imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- reflective feedback ---------------------------------------------------------------------------
+
+
+def test_per_task_components_and_worst_task_feedback() -> None:
+    from evotrainer.rollout import worst_task_feedback
+
+    evaluator, _, _ = _evaluator()
+    ev = evaluator.evaluate([_policy("a", "Mention the budget.")], TASKS, {"kw": 0.5, "short": 0.5})[0]
+    assert len(ev.per_task_components) == len(TASKS) and set(ev.per_task_components[0]) == {"kw", "short"}
+    info = worst_task_feedback(ev, TASKS)
+    worst = min(range(len(TASKS)), key=lambda i: (ev.per_task[i], i))
+    assert info.task_id == TASKS[worst].task_id and info.content_hash == TASKS[worst].content_hash
+    assert info.output == ev.outputs[worst] and info.score == ev.per_task[worst]
+    assert info.low_components and info.low_components[0][0] == "kw"
+
+
+def test_feedback_recorder_refuses_meta_validation_transcripts_and_other_batches() -> None:
+    from evotrainer.errors import DataError
+    from evotrainer.rollout import FeedbackRecorder
+
+    with pytest.raises(DataError, match="meta-validation"):
+        FeedbackRecorder(TASKS, forbidden={TASKS[1].content_hash})
+    evaluator, _, _ = _evaluator()
+    with pytest.raises(DataError, match="another task batch"):
+        evaluator.fitness_function(TASKS[:2], {"kw": 0.5, "short": 0.5}, feedback=FeedbackRecorder(TASKS))
+
+
+def test_reflective_mutation_sees_training_tasks_only() -> None:
+    from evotrainer.rollout import FeedbackRecorder
+    from evotrainer.search.reflection import TaskFeedback
+
+    validation = [MeetingTask("v1", "Gus: the audit is due\nHal: noted", topics=("audit", "owner"))]
+    forbidden = {t.content_hash for t in validation}
+    recorder = FeedbackRecorder(TASKS, forbidden=forbidden)
+    given: list[TaskFeedback] = []
+
+    def feedback(policy):
+        info = recorder(policy)
+        if info is not None:
+            given.append(info)
+        return info
+
+    class EchoMutator:
+        name = "echo-mutator"
+
+        def generate(self, requests):
+            return [Generation(r.messages[-1]["content"].split("Text:\n")[1].split("\n\n")[0] + " Name the owner.",
+                               5, 5, "stop") for r in requests]
+
+    evaluator, _, _ = _evaluator()
+    evaluator.meta_evaluate([_policy("a")], validation)  # meta-validation runs never reach the recorder
+    evaluate = evaluator.fitness_function(TASKS, {"kw": 0.5, "short": 0.5}, feedback=recorder)
+    cfg = InnerLoopConfig(population_size=4, elites=1, mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0,
+                          reflective_share=1.0, min_on_topic=0.0)
+    population = [_policy("a", "Mention the budget."), _policy("b", "Mention the launch."),
+                  _policy("c", "Be brief."), _policy("d", "Be kind.")]
+    result = run_inner_loop(population, generations=2, evaluate=evaluate, mutator=EchoMutator(), cfg=cfg,
+                            rng=random.Random(0), feedback=feedback)
+    assert given and all(info.content_hash in {t.content_hash for t in TASKS} for info in given)
+    assert not any(info.content_hash in forbidden for info in given)
+    assert "mut_reflective" in result.operator_stats.counts

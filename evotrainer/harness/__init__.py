@@ -8,6 +8,7 @@ from evotrainer.harness.space import (
     HarnessSpace,
     build_default_space,
     ema_toward,
+    space_from_specs,
     weights_to_logits,
 )
 
@@ -20,5 +21,6 @@ __all__ = [
     "HarnessSpace",
     "build_default_space",
     "ema_toward",
+    "space_from_specs",
     "weights_to_logits",
 ]

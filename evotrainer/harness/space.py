@@ -13,6 +13,9 @@ maps a point to named values:
   ``[-2, 2]``); the weights are the softmax of the logits over all reward-weight params, so they lie on
   the simplex (each in (0, 1), summing to 1). With logit bounds ``[-b, b]`` the largest weight ratio
   the search can express is ``exp(2b)``.
+* fixed reward weights: a space may carry no ``reward_weight`` param and instead fixed weights
+  (``fixed_reward_weights``, normalised onto the simplex); every decoded harness then applies them.
+  With one knob and fixed weights the harness is one-dimensional.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ __all__ = [
     "HarnessSpace",
     "build_default_space",
     "ema_toward",
+    "space_from_specs",
     "weights_to_logits",
 ]
 
@@ -166,6 +170,7 @@ class HarnessSpace:
     """
 
     params: tuple[HarnessParam, ...]
+    fixed_reward_weights: Mapping[str, float] = field(default_factory=dict)
     _index: dict[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -173,6 +178,19 @@ class HarnessSpace:
         object.__setattr__(self, "params", params)
         if not params:
             raise ConfigError("config key 'harness.params': expected at least one parameter, got none")
+        fixed = dict(self.fixed_reward_weights)
+        if fixed:
+            if any(p.kind == "reward_weight" for p in params if isinstance(p, HarnessParam)):
+                raise ConfigError("config key 'outer.evolve_reward_weights': fixed reward weights and "
+                                  "reward_weight params exclude each other")
+            for name, w in fixed.items():
+                if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
+                    raise ConfigError(f"config key 'task.reward_weights.{name}': expected a finite number >= 0, got {w!r}")
+            total = sum(fixed.values())
+            if total <= 0:
+                raise ConfigError(f"config key 'task.reward_weights': expected at least one weight > 0, got {fixed}")
+            fixed = {k: float(v) / total for k, v in fixed.items()}
+        object.__setattr__(self, "fixed_reward_weights", fixed)
         index: dict[str, int] = {}
         for i, p in enumerate(params):
             if not isinstance(p, HarnessParam):
@@ -231,10 +249,11 @@ class HarnessSpace:
             values[p.name] = _round_half_up(v) if p.integer else v
         rw_names = self.names_of("reward_weight")
         weights = _softmax([values[n] for n in rw_names])
+        reward_weights = dict(zip(rw_names, weights, strict=True)) if rw_names else dict(self.fixed_reward_weights)
         return Harness(
             values=values,
             difficulty={n: values[n] for n in self.names_of("difficulty")},
-            reward_weights=dict(zip(rw_names, weights, strict=True)),
+            reward_weights=reward_weights,
             extras={n: values[n] for n in self.names_of("extra")},
             vector=tuple(float(u) for u in arr),
         )
@@ -351,11 +370,83 @@ def build_default_space(
     return HarnessSpace(tuple(params))
 
 
+def space_from_specs(
+    specs: Mapping[str, Any],
+    family_bounds: Mapping[str, tuple[float, float]],
+    difficulty_init: Mapping[str, float],
+    reward_init_weights: Mapping[str, float],
+    *,
+    knobs: Sequence[str] = (),
+    evolve_reward_weights: bool = True,
+    reward_logit_bounds: tuple[float, float] = (-2.0, 2.0),
+    extras: Mapping[str, Any] | None = None,
+) -> HarnessSpace:
+    """The harness space named in config (``outer.space``, ``outer.knobs``, ``outer.extras``).
+
+    Parameter order: the chosen difficulty knobs (``knobs`` order, or ``specs`` order when empty), then
+    one logit per reward component (unless ``evolve_reward_weights`` is false: then the weights are
+    fixed at ``reward_init_weights`` normalised), then the extra knobs.
+
+    Args:
+        specs: knob name -> an object with ``low``, ``high``, ``log``, ``integer`` (e.g.
+            ``config.KnobSpec``); natural units, inside ``family_bounds``.
+        family_bounds: what the task generator accepts (``TaskFamily.difficulty_bounds``).
+        difficulty_init: each knob's start value (clipped into its spec's bounds).
+        reward_init_weights: starting (or fixed) reward weights by component, each >= 0.
+        knobs: difficulty knobs the harness moves; empty = every knob of ``specs``. May be empty with
+            ``evolve_reward_weights`` true (a reward-weights-only harness).
+        evolve_reward_weights: false fixes the weights (no reward-weight coordinate).
+        reward_logit_bounds: (low, high) of every reward logit.
+        extras: name -> spec with ``init`` as well (kind "extra": a pass threshold, a replay ratio, ...).
+
+    Raises:
+        ConfigError: an unknown knob, bounds outside the generator's, bad scaling, a missing init, or
+            an empty harness; the message names the ``outer.*`` key.
+    """
+    chosen = list(knobs) if knobs else list(specs)
+    params: list[HarnessParam] = []
+    for name in chosen:
+        if name not in specs:
+            raise ConfigError(f"config key 'outer.knobs': unknown knob {name!r}; known {sorted(specs)}")
+        if name not in family_bounds:
+            raise ConfigError(f"config key 'outer.space.{name}': the task family has no such knob; "
+                              f"known {sorted(family_bounds)}")
+        spec = specs[name]
+        flo, fhi = (float(b) for b in family_bounds[name])
+        low, high = float(spec.low), float(spec.high)
+        if low < flo or high > fhi:
+            raise ConfigError(f"config key 'outer.space.{name}': bounds [{low:g}, {high:g}] must lie inside "
+                              f"the generator's [{flo:g}, {fhi:g}]")
+        if name not in difficulty_init:
+            raise ConfigError(f"config key 'task.difficulty.{name}': missing initial value")
+        init = min(high, max(low, float(difficulty_init[name])))
+        params.append(HarnessParam(name, low, high, init, "difficulty", integer=bool(spec.integer),
+                                   log=bool(spec.log)))
+    fixed: dict[str, float] = {}
+    if evolve_reward_weights:
+        lo, hi = (float(b) for b in reward_logit_bounds)
+        if not lo < hi:
+            raise ConfigError(f"config key 'outer.reward_weight_bounds': expected low < high, got {reward_logit_bounds}")
+        for name, logit in weights_to_logits(reward_init_weights, lo, hi).items():
+            params.append(HarnessParam(name, lo, hi, logit, "reward_weight"))
+    else:
+        fixed = dict(reward_init_weights)
+    for name, spec in (extras or {}).items():
+        if spec.init is None:
+            raise ConfigError(f"config key 'outer.extras.{name}.init': an extra knob needs a start value")
+        params.append(HarnessParam(name, float(spec.low), float(spec.high), float(spec.init), "extra",
+                                   integer=bool(spec.integer), log=bool(spec.log)))
+    if not params:
+        raise ConfigError("config key 'outer.knobs': the harness has no parameter (no knob, reward weights "
+                          "fixed, no extras)")
+    return HarnessSpace(tuple(params), fixed_reward_weights=fixed)
+
+
 def ema_toward(current: Sequence[float] | np.ndarray, target: Sequence[float] | np.ndarray, rate: float) -> np.ndarray:
     """Damped step in the search space: ``current + rate * (target - current)``, clipped into [0, 1].
 
-    For applying a harness that moves only part of the way toward the CMA-ES mean or best point
-    (an exponential moving average of applied harnesses).
+    For applying a harness that moves only part of the way toward a CMA-ES proposal (an exponential
+    moving average of applied harnesses; see ``coevolution.run_outer_loop`` for what is damped).
 
     Args:
         current: shape (dim,), the harness vector applied now.

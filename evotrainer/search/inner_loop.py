@@ -18,10 +18,15 @@ from typing import Any
 import numpy as np
 from deap import base, tools
 
-from evotrainer.backends.base import LLM
+from evotrainer.backends.base import LLM, Embedder
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.genome import Policy
+from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES
+from evotrainer.search.operator_stats import OperatorStats, adapted_probabilities
 from evotrainer.search.operators import MutationPlan, validity_problem
+from evotrainer.search.phrases import PhraseBank
+from evotrainer.search.reflection import Feedback
 from evotrainer.search.toolbox import GenomeHallOfFame, InnerLoopConfig, build_toolbox
 
 __all__ = ["GenerationReport", "InnerResult", "run_inner_loop"]
@@ -31,7 +36,18 @@ logger = logging.getLogger(__name__)
 Evaluate = Callable[[Sequence[Policy]], Sequence["float | None"]]
 
 LOGBOOK_HEADER = ("gen", "nevals", "rejected", "max", "mean", "min", "std", "t_select", "t_vary",
-                  "t_evaluate", "skipped")
+                  "t_evaluate", "skipped", "diversity")
+"""Logbook columns; ``diversity`` is the population's mean pairwise cosine distance (None without an
+embedder, see :func:`~evotrainer.search.diversity.population_diversity`)."""
+
+MUTATION_ROLES = {
+    "mut_llm_rewrite": "plan_rewrite",
+    "mut_reflective": "plan_reflect",
+    "mut_structural": "mutate",
+    "mut_phrase_substitution": "mutate_phrase",
+    "mut_decoding": "mutate_decoding",
+}
+"""Mutation operator kind -> the toolbox alias that performs it."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,10 @@ class GenerationReport:
         timings: seconds per phase: ``select``, ``vary``, ``evaluate``.
         hall_of_fame: best distinct genomes so far, best first.
         mutator_error: the error string when the batched mutator call raised, else None.
+        operator_stats: this generation's children that beat their parents, per operator.
+        mutation_probabilities: mutation operator kind -> probability used this generation (adapted
+            when ``cfg.adaptive_operators``).
+        diversity_swaps: members swapped in to keep ``cfg.min_diversity``.
     """
 
     generation: int
@@ -66,6 +86,9 @@ class GenerationReport:
     timings: Mapping[str, float]
     hall_of_fame: tuple[Policy, ...]
     mutator_error: str | None = None
+    operator_stats: OperatorStats = field(default_factory=OperatorStats)
+    mutation_probabilities: Mapping[str, float] = field(default_factory=dict)
+    diversity_swaps: int = 0
 
 
 @dataclass(frozen=True)
@@ -81,6 +104,7 @@ class InnerResult:
         best: the best policy of the call (hall of fame's first).
         best_fitness: its fitness.
         skipped_generations: generations in which every evaluation failed.
+        operator_stats: children that beat their parents, per operator, summed over the call.
     """
 
     population: tuple[Policy, ...]
@@ -90,6 +114,7 @@ class InnerResult:
     best: Policy
     best_fitness: float
     skipped_generations: tuple[int, ...] = field(default=())
+    operator_stats: OperatorStats = field(default_factory=OperatorStats)
 
 
 def run_inner_loop(
@@ -103,17 +128,23 @@ def run_inner_loop(
     start_generation: int = 0,
     on_generation: Callable[[GenerationReport], None] | None = None,
     toolbox: base.Toolbox | None = None,
+    embedder: Embedder | None = None,
+    phrase_bank: PhraseBank | None = None,
+    feedback: Feedback | None = None,
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
     Per generation: the ``cfg.elites`` best distinct genomes pass unchanged; the other
     ``population_size - elites`` slots are filled by tournament selection then variation (pairs
-    crossed with ``cx_prob``, each offspring mutated with ``mut_prob``; LLM rewrites and merges of the
-    whole generation go to the mutator in one ``generate`` call). Rejected LLM answers and invalid or
-    already-seen genomes are replaced by a structural mutation, or by a copy of the parent. Only new
-    genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
+    crossed with ``cx_prob``, each offspring mutated with ``mut_prob`` by an operator drawn from the
+    mutation probabilities (LLM rewrite, structural edit, phrase substitution, decoding gene; see
+    :class:`InnerLoopConfig`); LLM rewrites and merges of the whole generation go to the mutator in one
+    ``generate`` call). Rejected LLM answers and invalid, already-seen or near-duplicate genomes are
+    replaced by a structural mutation, or by a copy of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
     previous population; a generation in which every evaluation fails is skipped (population kept,
-    logged). The hall of fame and a logbook record follow, then ``on_generation(report)``.
+    logged). With an embedder, the phrase bank then banks the new children's sentences and the
+    population is kept at ``cfg.min_diversity``. Operator statistics, the hall of fame and a logbook
+    record follow, then ``on_generation(report)``.
 
     Args:
         population: initial individuals (any number >= 1); evaluated at the start of the call (the
@@ -128,7 +159,15 @@ def run_inner_loop(
         start_generation: number of the generation before the first one run here (children of the
             first generation get ``start_generation + 1``).
         on_generation: called after the initial evaluation and after each generation.
-        toolbox: operators by role (default :func:`build_toolbox` of ``cfg``).
+        toolbox: operators by role (default :func:`build_toolbox` of ``cfg`` and the phrase bank).
+        embedder: sentence embedder (e.g. ``MiniLMEmbedder()``) enabling phrase substitution,
+            near-duplicate rejection and the diversity floor; None disables them (no model needed).
+        phrase_bank: a bank to grow across calls (keep one per run); by default a new one over
+            ``embedder``, seeded with the default rule phrases. When given, ``embedder`` may be None.
+        feedback: ``policy -> TaskFeedback | None`` from *training* rollouts of this call's batch
+            (e.g. :class:`evotrainer.rollout.FeedbackRecorder`, also given to the fitness function);
+            enables reflective mutation (``cfg.reflective_share`` of LLM mutations). A slot without
+            feedback (e.g. a fresh crossover child) gets a style rewrite instead.
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -140,7 +179,13 @@ def run_inner_loop(
     """
     cfg.validate(generations=generations)
     population = _checked_population(population, cfg)
-    toolbox = toolbox if toolbox is not None else build_toolbox(cfg)
+    bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
+    if bank is not None:
+        if len(bank) == 0:
+            bank.add(("rules", phrase) for phrase in DEFAULT_RULE_PHRASES)
+        bank.add_policies(population)
+    toolbox = toolbox if toolbox is not None else build_toolbox(cfg, phrases=bank, feedback=feedback)
+    operator_stats = OperatorStats()
     logbook = tools.Logbook()
     logbook.header = list(LOGBOOK_HEADER)
     hall_of_fame = GenomeHallOfFame(cfg.hall_of_fame_size)
@@ -160,7 +205,8 @@ def run_inner_loop(
         raise EvoTrainerError("inner loop: every policy of the initial population failed evaluation")
     hall_of_fame.update(population, fitness)
     timings = {"select": 0.0, "vary": 0.0, "evaluate": time.perf_counter() - t0}
-    record = _record(logbook, start_generation, population, fitness, len(initial), 0, timings, False)
+    record = _record(logbook, start_generation, population, fitness, len(initial), 0, timings, False,
+                     _diversity(population, bank))
     if on_generation is not None:
         on_generation(GenerationReport(
             start_generation, True, tuple(population), {p.id: fitness[p.id] for p in population},
@@ -179,7 +225,9 @@ def run_inner_loop(
 
         # --- vary: crossover, mutation, one batched mutator call, validity and novelty ------------
         t0 = time.perf_counter()
-        offspring, rejected, mutator_error = _vary(parents, gen, toolbox, cfg, rng, mutator, seen_genomes)
+        probabilities = _mutation_probabilities(cfg, toolbox, mutator, operator_stats)
+        offspring, origins, rejected, mutator_error = _vary(
+            parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities)
         t_vary = time.perf_counter() - t0
 
         # --- evaluate the new genomes only --------------------------------------------------------
@@ -192,6 +240,7 @@ def run_inner_loop(
         seen_genomes.update(p.genome_hash for p in children)
 
         skipped = bool(children) and all(s is None for s in child_scores)
+        swaps = 0
         if skipped:
             logger.warning("generation %d skipped: all %d evaluations failed; population kept", gen, len(children))
             skipped_generations.append(gen)
@@ -200,41 +249,93 @@ def run_inner_loop(
             survivors = elites + [p for p in offspring if p.id in fitness]
             refill = [p for p in ranked if p.id not in {s.id for s in survivors}]
             population = (survivors + refill)[: cfg.population_size]
+            if bank is not None:
+                bank.add_policies(p for p in children if p.id in fitness)
+                if cfg.min_diversity > 0:
+                    pool = ranked + [p for p in children if p.id in fitness]
+                    population, swaps = enforce_min_diversity(population, pool, fitness, bank.vectors,
+                                                              cfg.min_diversity, protect=max(1, cfg.elites))
             hall_of_fame.update(population, fitness)
 
         # --- statistics and report ---------------------------------------------------------------
-        record = _record(logbook, gen, population, fitness, len(children), rejected, timings, skipped)
+        gen_stats = OperatorStats.from_children(children, child_fitness, _parent_best(offspring, origins, fitness))
+        operator_stats = operator_stats.merged(gen_stats)
+        record = _record(logbook, gen, population, fitness, len(children), rejected, timings, skipped,
+                         _diversity(population, bank))
         logger.info("gen %d: nevals=%d rejected=%d max=%.4f mean=%.4f", gen, len(children), rejected,
                     record["max"], record["mean"])
         if on_generation is not None:
             on_generation(GenerationReport(
                 gen, False, tuple(population), {p.id: fitness[p.id] for p in population}, tuple(children),
-                child_fitness, rejected, skipped, record, timings, hall_of_fame.items, mutator_error))
+                child_fitness, rejected, skipped, record, timings, hall_of_fame.items, mutator_error,
+                gen_stats, probabilities, swaps))
 
     best = hall_of_fame.items[0]
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
-                       hall_of_fame.fitness[0], tuple(skipped_generations))
+                       hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats)
 
 
 # -------------------------------------------------------------------------------------------------
 # variation
 
 
+def _mutation_probabilities(
+    cfg: InnerLoopConfig, toolbox: base.Toolbox, mutator: LLM | None, stats: OperatorStats
+) -> dict[str, float]:
+    """Mutation operator kind -> probability (sums to 1; kinds that cannot run are absent).
+
+    LLM mutations take ``llm_mutation_share`` (0 without a mutator), split into reflective ones
+    (``reflective_share``, 0 without ``plan_reflect``) and style rewrites; the rest is split into phrase
+    substitution (0 without ``mutate_phrase``), decoding mutation and structural edits. Adapted to
+    ``stats`` when ``cfg.adaptive_operators``.
+    """
+    llm = cfg.llm_mutation_share if mutator is not None else 0.0
+    phrase = cfg.phrase_mutation_share if hasattr(toolbox, "mutate_phrase") else 0.0
+    decoding = cfg.decoding_mutation_share if hasattr(toolbox, "mutate_decoding") else 0.0
+    reflective = cfg.reflective_share if hasattr(toolbox, "plan_reflect") else 0.0
+    free = 1.0 - llm
+    base_probs = {"mut_llm_rewrite": llm * (1.0 - reflective), "mut_reflective": llm * reflective,
+                  "mut_structural": free * (1.0 - phrase - decoding),
+                  "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding}
+    base_probs = {k: v for k, v in base_probs.items() if v > 0} or {"mut_structural": 1.0}
+    if cfg.adaptive_operators:
+        return adapted_probabilities(base_probs, stats, mix=cfg.adaptive_mix)
+    total = sum(base_probs.values())
+    return {k: v / total for k, v in base_probs.items()}
+
+
+def _pick(probabilities: Mapping[str, float], rng: random.Random) -> str:
+    """One key drawn with the given probabilities (no draw when there is only one)."""
+    keys = list(probabilities)
+    if len(keys) == 1:
+        return keys[0]
+    u, acc = rng.random(), 0.0
+    for key in keys:
+        acc += probabilities[key]
+        if u < acc:
+            return key
+    return keys[-1]
+
+
 def _vary(
     parents: list[Policy],
+    population: list[Policy],
     gen: int,
     toolbox: base.Toolbox,
     cfg: InnerLoopConfig,
     rng: random.Random,
     mutator: LLM | None,
     seen_genomes: set[str],
-) -> tuple[list[Policy], int, str | None]:
-    """Offspring of ``parents`` (same length), the number of rejections, and the mutator's error.
+    probabilities: Mapping[str, float],
+) -> tuple[list[Policy], list[tuple[str, ...]], int, str | None]:
+    """Offspring of ``parents`` (same length), each slot's origin parent ids, the number of
+    rejections, and the mutator's error.
 
     An offspring is either an unchanged parent (keeps its fitness) or a new, valid genome never seen
-    before in this call.
+    before in this call and not a near-duplicate of a population member or an earlier offspring.
     """
     slots = list(parents)
+    origins: list[tuple[str, ...]] = [(p.id,) for p in parents]
     varied = [False] * len(parents)
     plans: dict[int, MutationPlan] = {}
 
@@ -243,6 +344,7 @@ def _vary(
             continue
         slots[i], slots[i + 1] = _checked_pair(toolbox.mate(parents[i], parents[i + 1], rng, gen), "mate")
         varied[i] = varied[i + 1] = True
+        origins[i] = origins[i + 1] = (parents[i].id, parents[i + 1].id)
         if mutator is not None and rng.random() < cfg.llm_merge_share:
             plan = toolbox.plan_merge(parents[i], parents[i + 1], rng, gen)
             if plan is not None:
@@ -251,10 +353,15 @@ def _vary(
     for i in range(len(slots)):  # mutation
         if i in plans or rng.random() >= cfg.mut_prob:
             continue
-        if mutator is not None and rng.random() < cfg.llm_mutation_share:
+        kind = _pick(probabilities, rng)
+        role = MUTATION_ROLES[kind]
+        plan = toolbox.plan_reflect(slots[i], rng, gen) if kind == "mut_reflective" else None
+        if plan is not None:
+            plans[i] = _checked_plan(plan, role)
+        elif kind in ("mut_llm_rewrite", "mut_reflective"):  # no feedback for this slot: style rewrite
             plans[i] = _checked_plan(toolbox.plan_rewrite(slots[i], rng, gen), "plan_rewrite")
         else:
-            slots[i] = _checked_policy(toolbox.mutate(slots[i], rng, gen), "mutate")
+            slots[i] = _checked_policy(getattr(toolbox, role)(slots[i], rng, gen), role)
         varied[i] = True
 
     rejected = 0
@@ -269,30 +376,50 @@ def _vary(
             else:
                 slots[i] = _checked_policy(child, "apply_plan")
 
-    offspring = []
+    offspring: list[Policy] = []
+    references = list(population)
     for i, child in enumerate(slots):
-        if varied[i] and not _is_new_and_valid(child, toolbox, seen_genomes):
+        if varied[i] and not _is_new_and_valid(child, toolbox, seen_genomes, references):
             rejected += 1
-            child = _replacement(child, parents[i], gen, toolbox, rng, seen_genomes)
+            child = _replacement(child, parents[i], gen, toolbox, rng, seen_genomes, references)
         if child is not parents[i]:
             seen_genomes.add(child.genome_hash)
+            references.append(child)
         offspring.append(child)
-    return offspring, rejected, mutator_error
+    return offspring, origins, rejected, mutator_error
 
 
-def _is_new_and_valid(policy: Policy, toolbox: base.Toolbox, seen_genomes: set[str]) -> bool:
-    return policy.genome_hash not in seen_genomes and bool(toolbox.is_valid(policy))
+def _is_new_and_valid(
+    policy: Policy, toolbox: base.Toolbox, seen_genomes: set[str], references: Sequence[Policy]
+) -> bool:
+    if policy.genome_hash in seen_genomes or not toolbox.is_valid(policy):
+        return False
+    near_duplicate = getattr(toolbox, "near_duplicate", None)
+    return near_duplicate is None or not any(near_duplicate(policy, other) for other in references)
 
 
 def _replacement(
-    child: Policy, parent: Policy, gen: int, toolbox: base.Toolbox, rng: random.Random, seen: set[str]
+    child: Policy, parent: Policy, gen: int, toolbox: base.Toolbox, rng: random.Random, seen: set[str],
+    references: Sequence[Policy],
 ) -> Policy:
     """A structural mutation of the rejected child, else of its parent, else the parent itself."""
     for source in (child, parent):
         candidate = _checked_policy(toolbox.mutate(source, rng, gen), "mutate")
-        if _is_new_and_valid(candidate, toolbox, seen):
+        if _is_new_and_valid(candidate, toolbox, seen, references):
             return candidate
     return parent
+
+
+def _parent_best(
+    offspring: Sequence[Policy], origins: Sequence[tuple[str, ...]], fitness: Mapping[str, float]
+) -> dict[str, float]:
+    """Child id -> best fitness among the parents its slot was varied from (those with a fitness)."""
+    out: dict[str, float] = {}
+    for child, ids in zip(offspring, origins, strict=True):
+        scores = [fitness[pid] for pid in ids if pid in fitness and pid != child.id]
+        if scores and child.id not in out:
+            out[child.id] = max(scores)
+    return out
 
 
 def _generate(mutator: LLM | None, requests: list) -> tuple[list[str | None], str | None]:
@@ -365,6 +492,10 @@ def _evaluate(evaluate: Evaluate, policies: list[Policy]) -> list[float | None]:
     return out
 
 
+def _diversity(population: Sequence[Policy], bank: PhraseBank | None) -> float | None:
+    return population_diversity(population, bank.vectors) if bank is not None else None
+
+
 def _ranked(population: list[Policy], fitness: Mapping[str, float]) -> list[Policy]:
     """Population sorted by fitness, best first; ties keep population order."""
     return sorted(population, key=lambda p: -fitness[p.id])
@@ -391,13 +522,14 @@ def _record(
     rejected: int,
     timings: Mapping[str, float],
     skipped: bool,
+    diversity: float | None,
 ) -> dict[str, Any]:
     values = np.array([fitness[p.id] for p in population], dtype=float)
     record = {
         "gen": gen, "nevals": nevals, "rejected": rejected,
         "max": float(values.max()), "mean": float(values.mean()), "min": float(values.min()),
         "std": float(values.std()), "t_select": timings["select"], "t_vary": timings["vary"],
-        "t_evaluate": timings["evaluate"], "skipped": int(skipped),
+        "t_evaluate": timings["evaluate"], "skipped": int(skipped), "diversity": diversity,
     }
     logbook.record(**record)
     return record

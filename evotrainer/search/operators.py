@@ -38,12 +38,14 @@ __all__ = [
     "MUTATOR_PARAMS",
     "MutationPlan",
     "apply_rewrite",
+    "bullet_prefix",
     "cx_llm_merge_plan",
     "cx_sections",
     "is_valid",
     "join_sentences",
     "mut_llm_rewrite_plan",
     "mut_structural",
+    "normalize_sentence",
     "sel_tournament",
     "split_sentences",
     "validity_problem",
@@ -151,8 +153,9 @@ def cx_sections(p1: Policy, p2: Policy, rng: random.Random, generation: int) -> 
     Each section name both parents carry is swapped between the children with probability 1/2;
     when the parents differ in at least two shared sections, at least one is swapped and at least
     one is not (so a child is never a plain copy of a parent). A section only one parent carries
-    stays with the child of that parent. Decoding genes recombine the same way, by name; each child
-    keeps its first parent's adapter. Children contain only sections (names and texts) of the parents.
+    stays with the child of that parent. Decoding genes recombine by name over the union of both
+    parents' genes (a gene a parent lacks stands for the run default, so a swap may move a gene to the
+    other child or drop it); each child keeps its first parent's adapter. Children contain only sections (names and texts) of the parents.
 
     Args:
         p1: first parent (first parent of child 1, co-parent of child 2).
@@ -176,14 +179,29 @@ def cx_sections(p1: Policy, p2: Policy, rng: random.Random, generation: int) -> 
     sections1 = [(name, t2[name] if swap.get(name) else text) for name, text in p1.sections]
     sections2 = [(name, t1[name] if swap.get(name) else text) for name, text in p2.sections]
 
-    d1, d2 = dict(p1.decoding), dict(p2.decoding)
-    dswap = {name: rng.random() < 0.5 for name, _ in p1.decoding if name in d2}
-    decoding1 = [(name, d2[name] if dswap.get(name) else value) for name, value in p1.decoding]
-    decoding2 = [(name, d1[name] if dswap.get(name) else value) for name, value in p2.decoding]
+    decoding1, decoding2 = _cross_decoding(p1.decoding, p2.decoding, rng)
 
     child1 = p1.child(sections1, operator="cx_sections", generation=generation, parents=(p2,), decoding=decoding1)
     child2 = p2.child(sections2, operator="cx_sections", generation=generation, parents=(p1,), decoding=decoding2)
     return child1, child2
+
+
+def _cross_decoding(
+    g1: Sequence[tuple[str, float]], g2: Sequence[tuple[str, float]], rng: random.Random
+) -> tuple[tuple[tuple[str, float], ...], tuple[tuple[str, float], ...]]:
+    """Uniform crossover of decoding genes by name over the union; children sorted by name."""
+    d1, d2 = dict(g1), dict(g2)
+    if not d1 and not d2:
+        return (), ()
+    out1, out2 = dict(d1), dict(d2)
+    for name in sorted(set(d1) | set(d2)):
+        if rng.random() < 0.5:
+            for src, dst in ((d2, out1), (d1, out2)):
+                if name in src:
+                    dst[name] = src[name]
+                else:
+                    dst.pop(name, None)
+    return tuple(sorted(out1.items())), tuple(sorted(out2.items()))
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -209,8 +227,18 @@ def join_sentences(sentences: Sequence[str], like: str) -> str:
     return ("\n" if "\n" in like.strip() else " ").join(sentences)
 
 
-def _norm(text: str) -> str:
+def normalize_sentence(text: str) -> str:
+    """Comparison key of a sentence: bullet marker dropped, lower case, whitespace collapsed."""
     return " ".join(_BULLET.sub("", text).lower().split())
+
+
+_norm = normalize_sentence
+
+
+def bullet_prefix(sentence: str) -> str:
+    """The bullet marker a sentence starts with ("- ", "1. ", ...), or "" when it has none."""
+    match = _BULLET.match(sentence)
+    return match.group(0) if match else ""
 
 
 def mut_structural(
@@ -222,11 +250,12 @@ def mut_structural(
     section: str = "rules",
     max_words: int = 160,
 ) -> Policy:
-    """Add, drop or swap one rule sentence of one section (no model needed).
+    """Add, drop, swap or move one rule sentence of one section (no model needed).
 
     The edit kind is drawn uniformly among those that apply: ``add`` (a bank phrase not already
     present, if the prompt stays within ``max_words``), ``drop`` (needs >= 2 sentences), ``swap``
-    (two sentences change places; needs >= 2). In a bulleted section an added phrase gets the
+    (two sentences change places; needs >= 2), ``move`` (one sentence moves to another position, the
+    others keep their order; needs >= 3, since with 2 it is a swap). In a bulleted section an added phrase gets the
     section's bullet marker. When no kind applies the child has the parent's genome (operator
     ``mut_structural/none``; the loop rejects it as a duplicate).
 
@@ -239,7 +268,7 @@ def mut_structural(
         max_words: word budget of the whole prompt.
 
     Returns:
-        The child, operator ``mut_structural/<add|drop|swap|none>``.
+        The child, operator ``mut_structural/<add|drop|swap|move|none>``.
     """
     texts = dict(parent.sections)
     if not texts.get(section, "").strip():
@@ -257,6 +286,8 @@ def mut_structural(
         kinds.append("add")
     if len(sentences) >= 2:
         kinds += ["drop", "swap"]
+    if len(sentences) >= 3:
+        kinds.append("move")
     if not kinds:
         return parent.child(parent.sections, operator="mut_structural/none", generation=generation)
     kind = rng.choice(kinds)
@@ -269,9 +300,12 @@ def mut_structural(
         new.insert(rng.randrange(len(new) + 1), phrase)
     elif kind == "drop":
         del new[rng.randrange(len(new))]
-    else:
+    elif kind == "swap":
         i, j = rng.sample(range(len(new)), 2)
         new[i], new[j] = new[j], new[i]
+    else:
+        i, j = rng.sample(range(len(new)), 2)
+        new.insert(j, new.pop(i))
     new_text = join_sentences(new, text)
     sections = [(name, new_text if name == section else t) for name, t in parent.sections]
     return parent.child(sections, operator=f"mut_structural/{kind}", generation=generation)

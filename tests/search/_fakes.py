@@ -85,3 +85,55 @@ def keyword_fitness(policy: Policy) -> float:
 
 def stable_hash(text: str) -> int:
     return int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
+
+
+class FakeEmbedder:
+    """Bag-of-words hashing embedder: sentences sharing words get a high cosine (rows L2-normalised)."""
+
+    name = "fake-embedder"
+    dim = 256
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.texts = 0
+
+    def encode(self, texts: Sequence[str]):
+        import numpy as np
+
+        self.calls += 1
+        self.texts += len(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for word in re.findall(r"[a-z]+", text.lower()):
+                word = word[:-1] if len(word) > 3 and word.endswith("s") else word
+                h = stable_hash(word)
+                out[i, h % self.dim] += 1.0 if (h >> 9) % 2 else -1.0
+            norm = np.linalg.norm(out[i])
+            if norm > 0:
+                out[i] /= norm
+        return out
+
+
+class TableEmbedder:
+    """Embeds sentences by a fixed table of vectors (exact control of cosines); unknown text -> a unit
+    vector on its own hashed axis (nearly orthogonal to everything)."""
+
+    name = "table-embedder"
+
+    def __init__(self, table: dict, dim: int = 64) -> None:
+        self.table = table
+        self.dim = dim
+
+    def encode(self, texts: Sequence[str]):
+        import numpy as np
+
+        rows = []
+        for text in texts:
+            if text in self.table:
+                v = np.asarray(self.table[text], dtype=np.float32)
+                v = np.pad(v, (0, self.dim - len(v)))
+            else:
+                v = np.zeros(self.dim, dtype=np.float32)
+                v[8 + stable_hash(text) % (self.dim - 8)] = 1.0
+            rows.append(v / np.linalg.norm(v))
+        return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)

@@ -1,0 +1,77 @@
+"""When the outer loop stops: budget limits, a plateau of the incumbent's S_val, the generation count.
+
+Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
+(or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
+``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.patience``, ``outer.generations``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = ["BudgetLimits", "StopReason", "Usage", "budget_stop", "plateau_stop"]
+
+
+@dataclass(frozen=True)
+class BudgetLimits:
+    """Hard limits (``outer.budget.*``); None = unlimited.
+
+    Attributes:
+        seconds: wall-clock seconds since the run started.
+        tokens: generated tokens (policy rollouts and mutator calls), not prompt tokens.
+        evaluations: harness-candidate evaluations (one inner run + screening each).
+    """
+
+    seconds: float | None = None
+    tokens: int | None = None
+    evaluations: int | None = None
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What the run has spent so far, in the units of :class:`BudgetLimits`."""
+
+    seconds: float = 0.0
+    tokens: int = 0
+    evaluations: int = 0
+
+
+@dataclass(frozen=True)
+class StopReason:
+    """Why the run stopped: ``key`` (a config key or criterion name) and a human ``detail``."""
+
+    key: str
+    detail: str
+
+
+def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
+    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations."""
+    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations")):
+        limit = getattr(limits, name)
+        used = getattr(usage, name)
+        if limit is not None and used >= limit:
+            return StopReason(f"outer.budget.{name}", f"{used:g} {unit} used, limit {limit:g}")
+    return None
+
+
+def plateau_stop(curve: Sequence[float], min_gain: float, patience: int) -> StopReason | None:
+    """Early stop when the incumbent's S_val gained less than ``min_gain`` over ``patience`` generations.
+
+    Args:
+        curve: the incumbent's whole-selection-set S_val after each outer generation, generation 0
+            first (non-decreasing, higher is better).
+        min_gain: S_val units, >= 0; a gain counts only when ``> 0`` and ``>= min_gain``.
+        patience: outer generations, >= 1.
+
+    Returns:
+        A reason keyed ``outer.patience`` once ``len(curve) > patience`` and
+        ``curve[-1] - curve[-1 - patience]`` is not a counted gain; else None.
+    """
+    if len(curve) <= patience:
+        return None
+    gain = curve[-1] - curve[-1 - patience]
+    if gain > 0 and gain >= min_gain:
+        return None
+    return StopReason("outer.patience", f"incumbent S_val gained {gain:+.4f} (< outer.min_gain={min_gain:g}) "
+                                        f"over the last {patience} outer generation(s)")

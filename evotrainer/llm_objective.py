@@ -1,0 +1,207 @@
+"""The real objective of the outer loop: a harness candidate scored with the policy model.
+
+:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``coevolution.run_outer_loop``:
+called with a harness and a population, it draws a task batch at the harness' difficulty, runs
+``inner.generations`` DEAP generations under the harness' reward weights (archiving every policy,
+fitness and generation as it goes), screens the best policy on the fixed screening items and returns
+a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` scores that policy on the
+whole selection set only when the outer loop asks for it.
+
+Generated tokens are counted by wrapping the policy model and the mutator in :class:`TokenMeter`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import MutableMapping, Sequence
+from functools import partial
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from evotrainer.archive.recorder import RunRecorder
+from evotrainer.backends.base import Generation, GenerationRequest
+from evotrainer.config import Config
+from evotrainer.errors import EvoTrainerError
+from evotrainer.harness import Harness
+from evotrainer.harness.objective import CandidateResult, FullScore
+from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.search.genome import Policy
+from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
+from evotrainer.search.toolbox import InnerLoopConfig
+from evotrainer.seeding import Seeds
+from evotrainer.tasks.base import MeetingTask, TaskFamily
+
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "subset_mean"]
+
+
+class TokenMeter:
+    """An LLM wrapper that counts generated tokens (everything else is passed through).
+
+    Args:
+        llm: any object with ``name`` and ``generate(requests) -> list[Generation]``.
+
+    Attributes:
+        tokens: generated tokens of every call so far (a shared counter when two meters share ``counter``).
+    """
+
+    def __init__(self, llm: Any, counter: list[int] | None = None) -> None:
+        self._llm = llm
+        self._counter = counter if counter is not None else [0]
+        self.name = getattr(llm, "name", type(llm).__name__)
+
+    @property
+    def tokens(self) -> int:
+        return self._counter[0]
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out = self._llm.generate(requests)
+        self._counter[0] += sum(max(int(g.generated_tokens), 0) for g in out)
+        return out
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._llm, item)
+
+
+def inner_config(cfg: Config) -> InnerLoopConfig:
+    """The inner loop's settings from ``cfg.inner``."""
+    i = cfg.inner
+    return InnerLoopConfig(
+        population_size=i.population_size, elites=i.elites, tournament_size=i.tournament_size,
+        cx_prob=i.cx_prob, mut_prob=i.mut_prob, llm_mutation_share=i.llm_mutation_share,
+        max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
+    )
+
+
+def subset_mean(evaluation: MetaEvaluation, indices: Sequence[int]) -> float:
+    """Mean of an evaluation's per-item values over ``indices`` (failed items count 0)."""
+    vals = [evaluation.per_item[i] or 0.0 for i in indices]
+    return float(np.mean(vals)) if vals else 0.0
+
+
+class LLMObjective:
+    """Scores harness candidates with the policy model (see the module docstring).
+
+    Args:
+        evaluator: rollouts and scoring on the (metered) policy model.
+        mutator: the (metered) mutator model for LLM variation, or None.
+        meter: the token meter shared by the policy model and the mutator.
+        family: the task family (generates task batches).
+        rec: the run's archive writer.
+        console: where inner generations are printed.
+        timings: phase -> seconds, accumulated in place.
+        cfg: the run config.
+        seeds: the run's named RNG streams.
+        selection: the selection part of the meta-validation set.
+        screen: the screening subset (items of ``selection``).
+        forbidden: content hashes of every meta-validation item (never allowed in a task batch).
+    """
+
+    def __init__(
+        self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
+        rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
+        selection: Sequence[MeetingTask], screen: Sequence[MeetingTask], forbidden: set[str],
+    ) -> None:
+        self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
+        self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
+        self.selection, self.screen, self.forbidden = list(selection), list(screen), forbidden
+        self.screen_idx = [i for i, t in enumerate(self.selection) if any(t is s for s in self.screen)]
+        self.inner_cfg = inner_config(cfg)
+
+    def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[MeetingTask]:
+        """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
+
+        Raises:
+            EvoTrainerError: the batch shares a transcript with the meta-validation set.
+        """
+        rng = self.seeds.numpy("tasks/g0" if harness_id == "h0" else f"tasks/{harness_id}")
+        tasks = self.family.generate(rng, harness.difficulty, self.cfg.task.tasks_per_generation)
+        leaked = [t.task_id for t in tasks if t.content_hash in self.forbidden]
+        if leaked:  # generated transcripts should never coincide with hand-written ones
+            raise EvoTrainerError(f"task batch contains meta-validation transcripts {leaked}")
+        self.rec.event("task_batch", outer_generation=outer_generation, harness_id=harness_id,
+                       batch_id=batch_id_for(tasks), task_ids=[t.task_id for t in tasks],
+                       content_hashes=[t.content_hash for t in tasks])
+        return tasks
+
+    def __call__(
+        self, harness: Harness, population: Sequence[Policy], harness_id: str, outer_generation: int
+    ) -> CandidateResult:
+        """Run one harness candidate: task batch, K inner generations, screening of the best policy."""
+        tokens0 = self.meter.tokens
+        tasks = self.draw_tasks(harness, harness_id, outer_generation)
+        result = self._inner(population, tasks, harness, harness_id, outer_generation)
+        screen = self._meta(result.best, self.screen, "meta_screen", harness_id, outer_generation)
+        try:
+            start_max = float(result.logbook[0]["max"])
+        except (IndexError, KeyError, TypeError, ValueError):
+            start_max = float("nan")
+        gain = result.best_fitness - start_max if np.isfinite(start_max) else None
+        return CandidateResult(
+            best=result.best, population=tuple(result.population), screen_s_val=screen.s_val,
+            full_score=partial(self.full_score, result.best, harness_id, outer_generation),
+            inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
+        )
+
+    def full_score(self, policy: Policy, harness_id: str, outer_generation: int) -> FullScore:
+        """``policy`` on the whole selection set (archived as ``meta_val``)."""
+        tokens0 = self.meter.tokens
+        full = self._meta(policy, self.selection, "meta_val", harness_id, outer_generation)
+        screen = subset_mean(full, self.screen_idx) if full.s_val is not None else None
+        return FullScore(full.s_val, screen, self.meter.tokens - tokens0)
+
+    def heldout(self, policy: Policy, items: Sequence[MeetingTask], outer_generation: int) -> MetaEvaluation:
+        """``policy`` on the held-out items (archived as ``meta_heldout``; never used to select)."""
+        return self._meta(policy, items, "meta_heldout", None, outer_generation)
+
+    def _meta(self, policy: Policy, items: Sequence[MeetingTask], kind: str, harness_id: str | None,
+              outer_generation: int) -> MetaEvaluation:
+        t0 = time.perf_counter()
+        evaluation = self.evaluator.meta_evaluate([policy], items)[0]
+        self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0
+        self.rec.meta(evaluation, kind=kind, harness_id=harness_id, outer_generation=outer_generation)
+        return evaluation
+
+    def _inner(
+        self, population: Sequence[Policy], tasks: Sequence[MeetingTask], harness: Harness, hid: str, g: int
+    ) -> InnerResult:
+        """K inner generations under one harness candidate, archived as they go."""
+        inner_gen = (g - 1) * self.cfg.inner.generations
+        calls = iter(range(inner_gen, inner_gen + 10**6))
+        rec, timings, console = self.rec, self.timings, self.console
+
+        def on_evaluations(evaluations) -> None:
+            rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
+
+        def on_generation(report: GenerationReport) -> None:
+            rec.policies(report.children)
+            for phase, sec in report.timings.items():
+                timings[f"inner: {phase}"] = timings.get(f"inner: {phase}", 0.0) + sec
+            rec.event("phase", name="inner_generation", harness_id=hid, generation=report.generation,
+                      **report.timings)
+            rec.event("inner_generation", harness_id=hid, outer_generation=g, generation=report.generation,
+                      record={k: v for k, v in report.record.items()
+                              if isinstance(v, (int, float, str)) and not k.startswith("t_")},
+                      children=[c.id for c in report.children], rejected=report.rejected,
+                      skipped=report.skipped, mutator_error=report.mutator_error)
+            if report.initial:
+                return
+            r = report.record
+            console.print(
+                f"    gen {report.generation}: max {_fmt(r.get('max'))} mean {_fmt(r.get('mean'))} "
+                f"| {len(report.children)} children, {report.rejected} rejected"
+                f"{' | SKIPPED (all evaluations failed)' if report.skipped else ''} | "
+                + " ".join(f"{k} {v:.1f}s" for k, v in report.timings.items())
+            )
+
+        evaluate = self.evaluator.fitness_function(tasks, harness.reward_weights, on_evaluations=on_evaluations)
+        return run_inner_loop(
+            population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
+            cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
+            on_generation=on_generation,
+        )
+
+
+def _fmt(x) -> str:
+    return "n/a" if x is None else f"{x:.4f}"

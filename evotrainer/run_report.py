@@ -1,0 +1,50 @@
+"""Console output of an evolve run: number and harness formatting, the closing summary."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from evotrainer.harness import Harness
+from evotrainer.search.genome import render_system_prompt
+
+__all__ = ["fmt", "fmt_harness", "print_summary"]
+
+
+def fmt(x: float | None) -> str:
+    """``x`` with 4 decimals, or "n/a"."""
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+def fmt_harness(h: Harness) -> str:
+    """``[knob=value ... | w: component=weight ...]``, markup-escaped."""
+    knobs = " ".join(f"{k}={v:.3g}" for k, v in {**h.difficulty, **h.extras}.items())
+    weights = " ".join(f"{k}={v:.2f}" for k, v in h.reward_weights.items())
+    return escape(f"[{knobs} | w: {weights}]")
+
+
+def print_summary(console: Console, s: Any, incumbent: Any) -> None:
+    """Print an :class:`~evotrainer.coevolution.EvolveSummary` and its incumbent pair."""
+    console.rule("[bold]summary")
+    console.print(f"run {s.run_id}; stopped by {s.stop_reason}: {s.stop_detail}")
+    console.print(f"S_val (selection set: {s.selection_items} items, higher is better): generation-0 best "
+                  f"{s.initial_best.id} {s.initial_s_val:.4f} → final best {s.best.id} {s.best_s_val:.4f} "
+                  f"({s.best_s_val - s.initial_s_val:+.4f})")
+    console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
+                  f"{fmt(s.heldout_s_val)}  (selection {s.best_s_val:.4f})")
+    console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
+    console.print("current S_val (screening items) per outer generation: "
+                  + ", ".join(fmt(v) for v in s.current_curve))
+    for r in s.rollbacks:
+        console.print(f"rollback at outer {r['outer_generation']}: {r['cause']} → restored "
+                      f"{r['restored_harness_id']} (S_val {r['s_val']:.4f}); {r['detail']}")
+    console.print(f"best harness (outer gen {incumbent.outer_generation}, {incumbent.harness_id}): "
+                  f"{fmt_harness(incumbent.harness)}")
+    console.print(f"evaluations: {s.candidates} harness candidates, {s.policy_evaluations} policy evaluations "
+                  f"on task batches, {s.rollouts} rollouts, {s.generated_tokens} generated tokens")
+    console.print("timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in s.timings.items()))
+    console.print(f"archive: {s.archive}")
+    console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")
+    console.print(render_system_prompt(s.best.sections) or "(empty system prompt)", markup=False, highlight=False)

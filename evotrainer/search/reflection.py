@@ -1,0 +1,132 @@
+"""Reflective mutation: show the mutator what went wrong on the parent's worst task, ask for a fix.
+
+GEPA's idea (Agrawal et al. 2025, "GEPA: Reflective Prompt Evolution Can Outperform Reinforcement
+Learning", arXiv:2507.19457): a mutation reads a concrete failure (the output and which parts of the
+score were low) instead of rewriting blindly. The feedback comes through a seam, a callable
+``feedback(policy) -> TaskFeedback | None``, filled by the evaluator side from *training* rollouts only
+(:class:`evotrainer.rollout.FeedbackRecorder` refuses meta-validation transcripts by content hash), so no
+meta-validation data can reach the mutator.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+
+from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
+from evotrainer.search.genome import Policy
+from evotrainer.search.mutation_prompts import build_rewrite_messages
+from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
+
+__all__ = [
+    "DEFAULT_COMPONENT_HINTS",
+    "Feedback",
+    "TaskFeedback",
+    "build_reflection_messages",
+    "mut_reflective_plan",
+]
+
+
+@dataclass(frozen=True)
+class TaskFeedback:
+    """What went wrong on one training task (the parent's worst-scored one).
+
+    Attributes:
+        task_id: the generated task's id.
+        content_hash: its transcript's content hash (lets tests and callers prove it is no
+            meta-validation item).
+        score: its total reward in [0, 1], higher is better.
+        output: the policy's output on it, possibly shortened (untrusted model text).
+        low_components: ``(component, value)`` pairs that were low, lowest first, each value in [0, 1].
+    """
+
+    task_id: str
+    content_hash: str
+    score: float
+    output: str
+    low_components: tuple[tuple[str, float], ...]
+
+
+Feedback = Callable[[Policy], "TaskFeedback | None"]
+"""The seam: feedback on a policy's worst training task, or None when there is none (not evaluated)."""
+
+DEFAULT_COMPONENT_HINTS: Mapping[str, str] = {
+    "completeness": "the minutes must cover the topics, the decisions and the action items",
+    "format": "the minutes must follow the required layout with its headings and bullets",
+    "action_count": "the minutes must list exactly the action items that were agreed, no more and no fewer",
+    "action_f1": "each action item must match what was agreed, with its owner",
+}
+"""Plain-words meaning of the meeting-minutes reward components, for the mutator."""
+
+
+def build_reflection_messages(
+    section_text: str,
+    feedback: TaskFeedback,
+    *,
+    hints: Mapping[str, str] = DEFAULT_COMPONENT_HINTS,
+    task_hint: str = "writes meeting minutes",
+    max_output_chars: int = 500,
+) -> tuple[Message, ...]:
+    """The mutator chat: current section text, the failed output, the weak points, "fix it".
+
+    Same layout as a rewrite chat (``Text:`` / ``Change:``), so the same cleaning applies to the answer.
+
+    Args:
+        section_text: the section to fix (non-empty).
+        feedback: the parent's worst task.
+        hints: component name -> what it asks for (unknown names are shown with ``_`` as spaces).
+        task_hint: what the policy does, completing "an AI that ...".
+        max_output_chars: the output is cut to this many characters (prompt cost on CPU), >= 1.
+    """
+    weak = "; ".join(hints.get(name, name.replace("_", " ")) + f" (score {value:.2f})"
+                     for name, value in feedback.low_components) or "the overall score was low"
+    output = feedback.output.strip()
+    if len(output) > max_output_chars:
+        output = output[:max_output_chars].rstrip() + " ..."
+    instruction = (f"Fix the weak points: {weak}.\nThe AI wrote these minutes with the current text:\n"
+                   f"<<<\n{output or '(nothing)'}\n>>>")
+    return build_rewrite_messages(section_text, instruction, task_hint=task_hint)
+
+
+def mut_reflective_plan(
+    parent: Policy,
+    rng: random.Random,
+    generation: int,
+    *,
+    feedback: Feedback,
+    params: SamplingParams = MUTATOR_PARAMS,
+    hints: Mapping[str, str] = DEFAULT_COMPONENT_HINTS,
+    task_hint: str = "writes meeting minutes",
+    sections: tuple[str, ...] = ("rules", "format"),
+) -> MutationPlan | None:
+    """Plan a reflective rewrite of one section of ``parent`` from its worst training task.
+
+    The section is drawn among ``sections`` the parent carries non-empty (else among all its non-empty
+    sections); a sampling seed is drawn from ``rng`` when ``params`` samples. Turn the answer into a child
+    with :func:`~evotrainer.search.operators.apply_rewrite` (same checks as a rewrite).
+
+    Args:
+        parent: the policy to mutate (not modified).
+        rng: random source.
+        generation: generation number the child will carry.
+        feedback: the seam (see module doc); called once with ``parent``.
+        params: mutator decoding settings.
+        hints: reward component explanations.
+        task_hint: what the policy does.
+        sections: sections a fix may target.
+
+    Returns:
+        The plan (operator ``mut_reflective/<section>``), or None when ``feedback`` has nothing for
+        ``parent`` (the loop then plans a plain rewrite).
+    """
+    info = feedback(parent)
+    if info is None:
+        return None
+    candidates = [n for n, t in parent.sections if n in sections and t.strip()]
+    candidates = candidates or [n for n, t in parent.sections if t.strip()] or [n for n, _ in parent.sections]
+    section = rng.choice(candidates)
+    messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint)
+    seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
+    request = GenerationRequest(messages=messages, params=seeded)
+    return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request, generation)
