@@ -64,9 +64,10 @@ from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
 from evotrainer.llm_objective import LLMObjective, TokenMeter
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.run_report import fmt, fmt_harness, print_summary
+from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
 from evotrainer.search.genome import Policy
+from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.validation_split import screening_subset, split_validation
 
@@ -380,7 +381,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     objective = LLMObjective(
         evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
-        forbidden={t.content_hash for t in val_items},
+        forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
     )
 
     # ---- 2. generation 0 ------------------------------------------------------------------------
@@ -421,6 +422,19 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
               generated_tokens=llm.tokens, archive=[[p.harness_id, p.s_val] for p in out.pairs])
     rec.event("phase", name="totals", seconds=time.perf_counter() - t_run,
               **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
+    rec.event("operator_stats", harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict())
     store.close()
     print_summary(console, summary, inc)
+    print_operator_stats(console, objective.operator_stats)
     return summary
+
+
+def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None:
+    """The run's phrase bank (MiniLM embeddings of every prompt sentence seen), or None when disabled."""
+    if not cfg.inner.use_embedder:
+        return None
+    from evotrainer.backends.embedder import MiniLMEmbedder
+
+    bank = PhraseBank(MiniLMEmbedder())
+    bank.add_policies(population)
+    return bank

@@ -111,6 +111,15 @@ class InnerConfig:
     llm_mutation_share: float = 0.5  # share of mutations done by the mutator model
     max_prompt_words: int = 160
     hall_of_fame_size: int = 5
+    llm_merge_share: float = 0.25  # share of crossovers whose first child is an LLM merge of one section
+    reflective_share: float = 0.5  # share of LLM mutations that get the parent's worst training task as feedback
+    phrase_mutation_share: float = 0.4  # share of model-free mutations that substitute a phrase-bank sentence
+    decoding_mutation_share: float = 0.15  # share of model-free mutations that perturb a decoding gene
+    phrase_band: list[float] = field(default_factory=lambda: [0.55, 0.92])  # accepted cosine to the replaced sentence
+    near_duplicate_cosine: float = 0.95  # reject a child this close to a population member (differing sentences)
+    min_diversity: float = 0.05  # mean pairwise cosine distance the population keeps
+    adaptive_operators: bool = False  # adapt operator probabilities from their success rates
+    use_embedder: bool = True  # phrase substitution, near-duplicate and diversity checks (MiniLM)
 
 
 @dataclass

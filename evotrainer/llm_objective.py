@@ -26,9 +26,13 @@ from evotrainer.config import Config
 from evotrainer.errors import EvoTrainerError
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore
-from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.rollout import FeedbackRecorder, MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.runtime import sampling_from
+from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.genome import Policy
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
+from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
@@ -65,12 +69,18 @@ class TokenMeter:
 
 
 def inner_config(cfg: Config) -> InnerLoopConfig:
-    """The inner loop's settings from ``cfg.inner``."""
+    """The inner loop's settings from ``cfg.inner``; decoding genes centred on ``cfg.decoding``."""
     i = cfg.inner
     return InnerLoopConfig(
         population_size=i.population_size, elites=i.elites, tournament_size=i.tournament_size,
         cx_prob=i.cx_prob, mut_prob=i.mut_prob, llm_mutation_share=i.llm_mutation_share,
+        llm_merge_share=i.llm_merge_share, reflective_share=i.reflective_share,
+        phrase_mutation_share=i.phrase_mutation_share, decoding_mutation_share=i.decoding_mutation_share,
+        phrase_band_low=i.phrase_band[0], phrase_band_high=i.phrase_band[1],
+        near_duplicate_cosine=i.near_duplicate_cosine, min_diversity=i.min_diversity,
+        adaptive_operators=i.adaptive_operators,
         max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
+        decoding_genes=decoding_genes_for(sampling_from(cfg.decoding)),
     )
 
 
@@ -102,12 +112,15 @@ class LLMObjective:
         self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
         rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
         selection: Sequence[MeetingTask], screen: Sequence[MeetingTask], forbidden: set[str],
+        phrase_bank: PhraseBank | None = None,
     ) -> None:
         self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
         self.selection, self.screen, self.forbidden = list(selection), list(screen), forbidden
         self.screen_idx = [i for i, t in enumerate(self.selection) if any(t is s for s in self.screen)]
         self.inner_cfg = inner_config(cfg)
+        self.phrase_bank = phrase_bank
+        self.operator_stats = OperatorStats()
 
     def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[MeetingTask]:
         """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
@@ -195,12 +208,17 @@ class LLMObjective:
                 + " ".join(f"{k} {v:.1f}s" for k, v in report.timings.items())
             )
 
-        evaluate = self.evaluator.fitness_function(tasks, harness.reward_weights, on_evaluations=on_evaluations)
-        return run_inner_loop(
+        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
+        evaluate = self.evaluator.fitness_function(
+            tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
+        result = run_inner_loop(
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
-            on_generation=on_generation,
+            on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
         )
+        self.operator_stats = self.operator_stats.merged(result.operator_stats)
+        rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())
+        return result
 
 
 def _fmt(x) -> str:

@@ -48,3 +48,20 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     console.print(f"archive: {s.archive}")
     console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")
     console.print(render_system_prompt(s.best.sections) or "(empty system prompt)", markup=False, highlight=False)
+
+
+def print_operator_stats(console: Console, stats: Any) -> None:
+    """A table of operator success: children tried, children that beat their best parent, rate."""
+    from rich.table import Table
+
+    from evotrainer.search.operator_stats import format_operator_stats
+
+    rows = format_operator_stats(stats)
+    if not rows:
+        return
+    table = Table(title="operator statistics (child beats its best parent on the same batch)")
+    for col in ("operator", "tried", "improved", "rate"):
+        table.add_column(col, justify="left" if col == "operator" else "right")
+    for op, tried, improved, rate in rows:
+        table.add_row(op, str(tried), str(improved), "-" if rate is None else f"{rate:.2f}")
+    console.print(table)

@@ -197,6 +197,24 @@ class ArchiveQueries:
             nodes.append(LineageNode(policy=pol, parent_ids=pol.parent_ids, depth=int(r["depth"])))
         return nodes
 
+    def parent_edges(self, run_id: str) -> list[tuple[str, str, int]]:
+        """Every ``(child_id, parent_id, position)`` edge of the run, in insertion order (read-only)."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT child_id, parent_id, position FROM policy_parents WHERE run_id = ? ORDER BY rowid",
+                (run_id,),
+            ).fetchall()
+        return [(r["child_id"], r["parent_id"], int(r["position"])) for r in rows]
+
+    def children(self, run_id: str, policy_id: str) -> list[str]:
+        """Ids of the archived policies that name ``policy_id`` as a parent, in insertion order."""
+        with self._read() as conn:
+            rows = conn.execute(
+                "SELECT DISTINCT child_id FROM policy_parents WHERE run_id = ? AND parent_id = ? ORDER BY rowid",
+                (run_id, policy_id),
+            ).fetchall()
+        return [r["child_id"] for r in rows]
+
     # --- evaluations, harness candidates, events ----------------------------------------------------
 
     def evaluations(self, run_id: str, policy_id: str | None = None, kind: str | None = None) -> list[EvaluationRow]:

@@ -1,0 +1,392 @@
+"""One self-contained HTML report of a run: plots (plotly, with plotly.js inlined) and the lineage graph.
+
+Sections: run summary and budget; fitness (max and mean of the population) per inner generation;
+S_val per outer generation (incumbent, screened and whole-set candidate scores); harness parameters
+over outer generations; operator success rates; the lineage graph of the best policy, whose nodes
+show their prompt in a side panel when clicked; rollback events (also marked on the S_val and
+harness plots). The file needs no server and no network: open it from disk.
+
+All model-written text is untrusted: it is HTML-escaped (``html.escape``) wherever it enters markup or
+plot labels, and the prompts for the side panel travel as JSON inside a ``<script
+type="application/json">`` block with ``<``, ``>`` and ``&`` escaped, shown with ``textContent``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from evotrainer.archive import views
+from evotrainer.archive.store import ArchiveStore
+from evotrainer.archive.tree import graph_layout
+from evotrainer.errors import ArchiveError, EvoTrainerError
+
+__all__ = ["PLOT_IDS", "build_report", "write_report"]
+
+PLOT_IDS: tuple[str, ...] = ("fitness-plot", "sval-plot", "harness-plot", "operator-plot", "lineage-graph")
+"""``id`` of each plot ``div`` in the report, in page order (tests look for them)."""
+
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
+            "#bcbd22", "#17becf")
+_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+def _e(x: Any) -> str:
+    """HTML-escaped text of ``x`` (quotes too)."""
+    return html.escape("–" if x is None else str(x), quote=True)
+
+
+def _num(x: Any, digits: int = 4) -> str:
+    return "–" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else _e(x)
+
+
+def _script_json(obj: Any) -> str:
+    """JSON safe inside a ``<script>`` element (no ``</script>``, no ``<!--``)."""
+    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
+    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e") \
+        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _div(fig: go.Figure, div_id: str, height: int) -> str:
+    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 50, "b": 50}, template="plotly_white")
+    return fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False, div_id=div_id,
+                       config=_PLOT_CONFIG)
+
+
+def _empty(fig: go.Figure, message: str) -> go.Figure:
+    fig.add_annotation(text=_e(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 16, "color": "#888"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _mark_rollbacks(fig: go.Figure, rollbacks: list[dict[str, Any]], **where: Any) -> None:
+    for rb in rollbacks:
+        g = rb.get("outer_generation")
+        if isinstance(g, (int, float)) and not isinstance(g, bool):
+            fig.add_vline(x=g, line_dash="dot", line_color="#d62728", **where)
+    if rollbacks:
+        fig.add_annotation(text=f"{len(rollbacks)} rollback(s): dotted red lines", showarrow=False, x=1, y=1.08,
+                           xref="paper", yref="paper", xanchor="right", font={"color": "#d62728"})
+
+
+# --- figures ------------------------------------------------------------------------------------------
+
+
+def _fitness_figure(series: list[dict[str, Any]]) -> go.Figure:
+    fig = go.Figure()
+    if not series:
+        return _empty(fig, "no inner generations archived yet")
+    for i, s in enumerate(series):
+        color = _PALETTE[(s["outer_generation"] or 0) % len(_PALETTE)] if len(series) > len(_PALETTE) else \
+            _PALETTE[i % len(_PALETTE)]
+        xs = [p["generation"] for p in s["points"]]
+        name = _e(s["harness_id"])
+        fig.add_trace(go.Scatter(x=xs, y=[p["max"] for p in s["points"]], mode="lines+markers", name=f"{name} max",
+                                 legendgroup=name, line={"color": color}))
+        fig.add_trace(go.Scatter(x=xs, y=[p["mean"] for p in s["points"]], mode="lines", name=f"{name} mean",
+                                 legendgroup=name, line={"color": color, "dash": "dash"}))
+    fig.update_layout(title="Fitness per inner generation (population max solid, mean dashed; higher is better)",
+                      xaxis_title="inner generation", yaxis_title="fitness (harness reward)", xaxis={"dtick": 1})
+    return fig
+
+
+def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
+    fig = go.Figure()
+    if not traj["incumbent"] and not traj["candidates"]:
+        return _empty(fig, "no meta-validation score archived yet")
+    inc = traj["incumbent"]
+    fig.add_trace(go.Scatter(
+        x=[p["outer_generation"] for p in inc], y=[p["s_val"] for p in inc], mode="lines+markers",
+        name="incumbent S_val (whole set)", line={"shape": "hv", "color": "#1f77b4", "width": 3},
+        hovertext=[f"incumbent {_e(p['policy_id'])}" for p in inc], hoverinfo="x+y+text"))
+    cands = traj["candidates"]
+    scr = [c for c in cands if c["screen_s_val"] is not None]
+    full = [c for c in cands if c["s_val"] is not None]
+    if scr:
+        fig.add_trace(go.Scatter(
+            x=[c["outer_generation"] for c in scr], y=[c["screen_s_val"] for c in scr], mode="markers",
+            name="candidate S_val (screening subset)", marker={"color": "#ff7f0e", "size": 8},
+            hovertext=[_e(c["harness_id"]) for c in scr], hoverinfo="x+y+text"))
+    if full:
+        fig.add_trace(go.Scatter(
+            x=[c["outer_generation"] for c in full], y=[c["s_val"] for c in full], mode="markers",
+            name="promoted candidate S_val (whole set)", marker={"color": "#2ca02c", "size": 12, "symbol": "diamond"},
+            hovertext=[_e(c["harness_id"]) for c in full], hoverinfo="x+y+text"))
+    _mark_rollbacks(fig, traj["rollbacks"])
+    fig.update_layout(title="Meta-validation S_val per outer generation (higher is better)",
+                      xaxis_title="outer generation", yaxis_title="S_val", xaxis={"dtick": 1})
+    return fig
+
+
+def _harness_figure(rows: list[dict[str, Any]], rollbacks: list[dict[str, Any]]) -> go.Figure:
+    names = list(dict.fromkeys(k for r in rows for k in r["params"]))
+    if not names:
+        return _empty(go.Figure(), "no harness candidates archived yet")
+    cols = 3
+    nrows = math.ceil(len(names) / cols)
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[_e(n) for n in names],
+                        vertical_spacing=min(0.12, 0.6 / max(1, nrows)))
+    chosen = [r for r in rows if r["status"] == "best"]
+    for i, name in enumerate(names):
+        row, col = i // cols + 1, i % cols + 1
+        pts = [r for r in rows if name in r["params"]]
+        fig.add_trace(go.Scatter(
+            x=[r["outer_generation"] for r in pts], y=[r["params"][name] for r in pts], mode="markers",
+            marker={"color": "#9467bd", "size": 7, "opacity": 0.6}, name="candidate", legendgroup="cand",
+            showlegend=i == 0, hovertext=[_e(r["harness_id"]) for r in pts], hoverinfo="x+y+text"), row=row, col=col)
+        best = [r for r in chosen if name in r["params"]]
+        fig.add_trace(go.Scatter(
+            x=[r["outer_generation"] for r in best], y=[r["params"][name] for r in best], mode="lines+markers",
+            line={"color": "#2ca02c"}, marker={"size": 9}, name="best candidate of the generation",
+            legendgroup="best", showlegend=i == 0, hovertext=[_e(r["harness_id"]) for r in best],
+            hoverinfo="x+y+text"), row=row, col=col)
+    if rollbacks:
+        _mark_rollbacks(fig, rollbacks, row="all", col="all")
+    fig.update_layout(title="Harness parameters over outer generations (w: = reward weight)")
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _operator_figure(stats: list[dict[str, Any]]) -> go.Figure:
+    fig = go.Figure()
+    if not stats:
+        return _empty(fig, "no children archived yet")
+    labels = [_e(s["operator"]) for s in stats]
+    fig.add_trace(go.Bar(
+        x=labels, y=[s["success_rate"] or 0.0 for s in stats], marker={"color": "#17becf"},
+        text=[f"{s['improved']}/{s['improved'] + s['equal'] + s['worse']}"
+              + (f" (+{s['unknown']} unknown)" if s["unknown"] else "") for s in stats],
+        textposition="outside", name="success rate",
+        hovertext=[f"children {s['children']}, improved {s['improved']}, equal {s['equal']}, worse {s['worse']}, "
+                   f"unknown {s['unknown']}" for s in stats], hoverinfo="x+y+text"))
+    fig.update_layout(title="Operator success rate (child fitness > best parent's on the same task batch)",
+                      yaxis={"title": "share of compared children", "range": [0, 1.15]}, xaxis_tickangle=-30)
+    return fig
+
+
+def _lineage_figure(graph: dict[str, Any] | None) -> go.Figure:
+    fig = go.Figure()
+    if graph is None:
+        return _empty(fig, "no scored policy yet")
+    pos = graph_layout(graph)
+    for kind, style in (("parent", {"color": "#999", "width": 1.5}),
+                        ("root", {"color": "#bbb", "width": 1.5, "dash": "dot"})):
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        for e in graph["edges"]:
+            if e["kind"] == kind and e["parent"] in pos and e["child"] in pos:
+                xs += [pos[e["parent"]][0], pos[e["child"]][0], None]
+                ys += [pos[e["parent"]][1], pos[e["child"]][1], None]
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", line=style, hoverinfo="skip",
+                                 name="parent → child" if kind == "parent" else "not archived → its root seed"))
+    nodes = graph["nodes"]
+    colors, symbols, sizes, hover, labels = [], [], [], [], []
+    for n in nodes:
+        top = n["id"] == graph["policy_id"]
+        if top:
+            colors.append("#d62728"), symbols.append("star"), sizes.append(20)
+        elif not n["archived"]:
+            colors.append("#cccccc"), symbols.append("circle-open"), sizes.append(12)
+        elif n["operator"] == "seed":
+            colors.append("#2ca02c"), symbols.append("square"), sizes.append(15)
+        else:
+            colors.append("#1f77b4"), symbols.append("circle"), sizes.append(13)
+        labels.append(_e(n["id"][:14]))
+        hover.append("<br>".join([
+            f"<b>{_e(n['id'])}</b>", f"operator: {_e(n['operator'])}", f"generation: {_e(n['generation'])}",
+            f"fitness (best): {_num(n.get('fitness'))}", f"S_val: {_num(n.get('meta_val'))}",
+            "click to show the prompt" if n["archived"] else "not archived",
+        ]))
+    fig.add_trace(go.Scatter(
+        x=[pos[n["id"]][0] for n in nodes], y=[pos[n["id"]][1] for n in nodes], mode="markers+text",
+        text=labels, textposition="top center", customdata=[n["id"] for n in nodes], hovertext=hover,
+        hoverinfo="text", marker={"color": colors, "symbol": symbols, "size": sizes, "line": {"width": 1}},
+        name="policy (red star: best; green: seed; grey: not archived)"))
+    fig.update_layout(title=f"Lineage of the best policy {_e(graph['policy_id'])} (click a node)",
+                      xaxis={"title": "inner generation", "zeroline": False, "dtick": 1},
+                      yaxis={"visible": False}, legend={"orientation": "h", "y": -0.15}, hovermode="closest")
+    return fig
+
+
+# --- page ---------------------------------------------------------------------------------------------
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _summary_html(ov: dict[str, Any]) -> str:
+    b = ov["budget"]
+    status_class = "ok" if ov["status"] == "finished" else "warn"
+    kv = [("status", f"<span class='{status_class}'>{_e(ov['status'])}</span>"), ("stop reason", _e(ov["stop_reason"])),
+          ("seed", _e(ov["seed"])), ("created", _e(ov["created_at"])), ("last event", _e(ov["last_event_at"])),
+          ("code", _e(ov["code_version"])), ("best policy", _e(ov["best_policy_id"])),
+          ("best S_val", _num(ov["best_s_val"])), ("initial best", _e(ov["initial_policy_id"])),
+          ("initial S_val", _num(ov["initial_s_val"])), ("policies archived", _e(ov["policies"])),
+          ("outer generations", _e(ov["outer_generations"])), ("rollbacks", _e(ov["rollbacks"]))]
+    left = _table(["", ""], [[_e(k), v] for k, v in kv])
+    budget_rows = [[_e(kind), _e(k["evaluations"]), _e(k["computed"]), _e(k["failed"]), _e(k["rollouts"]),
+                    _e(k["generated_tokens"]), f"{k['seconds']:.0f}"] for kind, k in [*b["by_kind"].items(), ("total", b)]]
+    budget = _table(["kind", "evaluations", "computed", "failed", "rollouts", "generated tokens", "seconds"], budget_rows)
+    config = _table(["config", "value"], [[_e(k), _e(v)] for k, v in ov["config"].items()])
+    return (f"<div class='row'><div>{left}</div><div>{budget}<details><summary>config (selected entries)</summary>"
+            f"{config}</details></div></div>")
+
+
+def _lineage_data(graph: dict[str, Any] | None) -> dict[str, Any]:
+    if graph is None:
+        return {}
+    return {n["id"]: {"operator": n["operator"], "generation": n["generation"], "archived": n["archived"],
+                      "fitness": n.get("fitness"), "meta_val": n.get("meta_val"), "parents": n.get("parent_ids", []),
+                      "sections": [[s["name"], s["text"]] for s in n.get("sections", [])]}
+            for n in graph["nodes"]}
+
+
+def _panel_html(graph: dict[str, Any] | None) -> str:
+    if graph is None:
+        return "<p>No scored policy yet.</p>"
+    top = next(n for n in graph["nodes"] if n["id"] == graph["policy_id"])
+    secs = "".join(f"<h4>{_e(s['name'])}</h4><pre>{_e(s['text'])}</pre>" for s in top["sections"])
+    return (f"<h3 id='panel-title'>{_e(top['id'])} — {_e(top['operator'])} (gen {_e(top['generation'])})</h3>"
+            f"<div id='panel-meta'>fitness {_num(top.get('fitness'))}, S_val {_num(top.get('meta_val'))}; "
+            f"parents: {_e(', '.join(top['parent_ids']) or 'none (seed)')}</div><div id='panel-body'>{secs}</div>")
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px;color:#222;background:#fff}
+h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:13px;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
+th{background:#f4f4f4} .row{display:flex;gap:24px;flex-wrap:wrap} .ok{color:#2a7d2a;font-weight:bold}
+.warn{color:#b36b00;font-weight:bold} .lineage{display:flex;gap:12px;align-items:stretch}
+.lineage .graph{flex:1 1 65%;min-width:0;order:1} #prompt-panel{flex:0 0 33%;order:2;border:1px solid #ddd;padding:8px 12px;
+max-height:620px;overflow:auto;background:#fafafa} pre{white-space:pre-wrap;word-wrap:break-word;margin:4px 0;
+font-size:12.5px;background:#fff;border:1px solid #eee;padding:6px} .note{color:#666;font-size:13px}
+#prompt-panel h3{font-size:15px;margin:6px 0} #prompt-panel h4{font-size:13px;margin:10px 0 2px} #panel-meta{font-size:13px;color:#444}
+"""
+
+_CLICK_JS = """
+(function () {
+  var data = JSON.parse(document.getElementById('lineage-data').textContent || '{}');
+  function fmt(x) { return (x === null || x === undefined) ? '\\u2013' : Number(x).toFixed(4); }
+  function show(id) {
+    var n = data[id];
+    if (!n) { return; }
+    document.getElementById('panel-title').textContent = id + ' \\u2014 ' + n.operator + ' (gen ' + n.generation + ')';
+    document.getElementById('panel-meta').textContent = 'fitness ' + fmt(n.fitness) + ', S_val ' + fmt(n.meta_val) +
+      '; parents: ' + ((n.parents && n.parents.length) ? n.parents.join(', ') : 'none (seed)');
+    var body = document.getElementById('panel-body');
+    while (body.firstChild) { body.removeChild(body.firstChild); }
+    if (!n.archived) {
+      var p = document.createElement('p');
+      p.textContent = 'This intermediate policy was never archived; its prompt is unknown.';
+      body.appendChild(p);
+    }
+    n.sections.forEach(function (s) {
+      var h = document.createElement('h4'); h.textContent = s[0]; body.appendChild(h);
+      var pre = document.createElement('pre'); pre.textContent = s[1]; body.appendChild(pre);
+    });
+  }
+  function attach() {
+    var gd = document.getElementById('lineage-graph');
+    if (!gd || typeof gd.on !== 'function') { return; }
+    gd.on('plotly_click', function (ev) {
+      if (ev && ev.points && ev.points.length && ev.points[0].customdata) { show(ev.points[0].customdata); }
+    });
+  }
+  if (document.readyState === 'complete') { attach(); } else { window.addEventListener('load', attach); }
+})();
+"""
+
+
+def build_report(store: ArchiveStore, run_id: str) -> str:
+    """The report of run ``run_id`` as one HTML document (plotly.js inlined, about 5 MB).
+
+    Raises:
+        ArchiveError: unknown run, or an unreadable archive.
+    """
+    run = store.get_run(run_id)
+    ov = views.run_overview(store, run)
+    traj = views.s_val_trajectory(store, run_id)
+    harness = views.harness_trajectory(store, run_id)
+    stats = views.operator_stats(store, run_id)
+    rbs = views.rollbacks(store, run_id)
+    try:
+        best = views.resolve_policy(store, run_id, None)
+        graph: dict[str, Any] | None = views.lineage_graph(store, run_id, best.id)
+    except EvoTrainerError:
+        graph = None
+    figs = {
+        "fitness-plot": (_fitness_figure(views.fitness_curves(store, run_id)), 420),
+        "sval-plot": (_s_val_figure(traj), 400),
+        "harness-plot": (_harness_figure(harness, traj["rollbacks"]), max(320, 230 * math.ceil(
+            len({k for r in harness for k in r["params"]}) / 3))),
+        "operator-plot": (_operator_figure(stats), 400),
+        "lineage-graph": (_lineage_figure(graph), 620),
+    }
+    divs = {k: _div(fig, k, h) for k, (fig, h) in figs.items()}
+    op_table = _table(["operator", "children", "improved", "equal", "worse", "unknown", "success rate", "mean Δ fitness"],
+                      [[_e(s["operator"]), _e(s["children"]), _e(s["improved"]), _e(s["equal"]), _e(s["worse"]),
+                        _e(s["unknown"]), _num(s["success_rate"], 2), _num(s["mean_delta"])] for s in stats])
+    rb_html = _table(["id", "time", "outer generation", "details"], [
+        [_e(r["id"]), _e(r["created_at"]), _e(r.get("outer_generation")),
+         _e(json.dumps({k: v for k, v in r.items() if k not in ("id", "created_at", "outer_generation")},
+                       ensure_ascii=False, default=str))] for r in rbs]) if rbs else "<p class='note'>No rollback events.</p>"
+    lineage_note = "" if graph is None else (
+        f"<p class='note'>{len(graph['nodes'])} nodes; seeds reached: {_e(', '.join(graph['seeds']) or 'none')}"
+        f"{'' if graph['reaches_seeds'] else ' (some paths end at policies that were never archived)'}. "
+        "Grey open circles are intermediate children that were varied again before evaluation and so were "
+        "never archived; a dotted edge links one to its root seed.</p>")
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
+<title>EvoTrainer report — {_e(run_id)}</title>
+<style>{_CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>
+<h1>EvoTrainer run {_e(run_id)}</h1>
+<p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
+{_summary_html(ov)}
+<h2>Fitness per inner generation</h2>{divs["fitness-plot"]}
+<h2>Meta-validation S_val per outer generation</h2>{divs["sval-plot"]}
+<h2>Harness parameters over outer generations</h2>{divs["harness-plot"]}
+<h2>Operator success rates</h2>{divs["operator-plot"]}{op_table}
+<h2 id="lineage">Lineage of the best policy</h2>{lineage_note}
+<!-- the panel comes first in the page so that the graph measures its final width when plotly draws it -->
+<div class="lineage"><div id="prompt-panel">{_panel_html(graph)}</div><div class="graph">{divs["lineage-graph"]}</div></div>
+<h2 id="rollbacks">Rollback events</h2>{rb_html}
+<script type="application/json" id="lineage-data">{_script_json(_lineage_data(graph))}</script>
+<script type="text/javascript">{_CLICK_JS}</script>
+</body></html>
+"""
+
+
+def write_report(store: ArchiveStore, run_id: str, out: str | Path) -> Path:
+    """Write :func:`build_report` to ``out`` (a file path chosen by the user; parent folders created).
+
+    Returns:
+        The path written.
+
+    Raises:
+        ArchiveError: the file cannot be written, or as :func:`build_report`.
+    """
+    path = Path(out)
+    doc = build_report(store, run_id)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(doc, encoding="utf-8")
+    except OSError as exc:
+        raise ArchiveError(f"{path}: cannot write the report ({exc})") from None
+    return path
