@@ -19,6 +19,7 @@ run: install
 	HF_HUB_OFFLINE=1 $(PY) -m evotrainer +experiment=meeting_minutes $(ARGS)
 
 test: install
+	command -v chromium >/dev/null || (apt-get update && apt-get install -y chromium)   # report tests render HTML
 	HF_HUB_OFFLINE=1 $(PY) -m ruff check evotrainer tests benchmarks
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q $(ARGS)
 

@@ -179,7 +179,8 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
     b = ov["budget"]
     console = _console()
     console.print(_kv_table(f"run {terminal_safe(ov['run_id'])}", [
-        ("status", ov["status"]), ("stop reason", ov["stop_reason"]), ("seed", ov["seed"]),
+        ("status", ov["status"]), ("stop reason", ov["stop_reason"]), ("stop detail", ov["stop_detail"]),
+        ("held-out S_val", ov["heldout_s_val"]), ("seed", ov["seed"]),
         ("created", ov["created_at"]), ("last event", ov["last_event_at"]), ("code", ov["code_version"]),
         ("best policy", ov["best_policy_id"]), ("best S_val", ov["best_s_val"]),
         ("initial policy", ov["initial_policy_id"]), ("initial S_val", ov["initial_s_val"]),

@@ -122,6 +122,11 @@ def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
             x=[c["outer_generation"] for c in full], y=[c["s_val"] for c in full], mode="markers",
             name="promoted candidate S_val (whole set)", marker={"color": "#2ca02c", "size": 12, "symbol": "diamond"},
             hovertext=[_e(c["harness_id"]) for c in full], hoverinfo="x+y+text"))
+    if traj.get("current"):
+        fig.add_trace(go.Scatter(
+            x=[c["outer_generation"] for c in traj["current"]], y=[c["s_val"] for c in traj["current"]],
+            mode="lines+markers", name="current population S_val (screening subset)",
+            line={"color": "#7f7f7f", "dash": "dash"}))
     _mark_rollbacks(fig, traj["rollbacks"])
     fig.update_layout(title="Meta-validation S_val per outer generation (higher is better)",
                       xaxis_title="outer generation", yaxis_title="S_val", xaxis={"dtick": 1})
@@ -231,6 +236,7 @@ def _summary_html(ov: dict[str, Any]) -> str:
     b = ov["budget"]
     status_class = "ok" if ov["status"] == "finished" else "warn"
     kv = [("status", f"<span class='{status_class}'>{_e(ov['status'])}</span>"), ("stop reason", _e(ov["stop_reason"])),
+          ("stop detail", _e(ov.get("stop_detail"))), ("held-out S_val", _num(ov.get("heldout_s_val"))),
           ("seed", _e(ov["seed"])), ("created", _e(ov["created_at"])), ("last event", _e(ov["last_event_at"])),
           ("code", _e(ov["code_version"])), ("best policy", _e(ov["best_policy_id"])),
           ("best S_val", _num(ov["best_s_val"])), ("initial best", _e(ov["initial_policy_id"])),

@@ -105,7 +105,7 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
 
     Returns:
         dict with run_id, seed, created_at, code_version, host, status ("finished" or
-        :data:`RUNNING_OR_CRASHED`), stop_reason, last_event_at, config (selected entries),
+        :data:`RUNNING_OR_CRASHED`), stop_reason, stop_detail, heldout_s_val, last_event_at, config (selected entries),
         config_full, best_policy_id, best_s_val, initial_policy_id, initial_s_val, policies,
         outer_generations (completed, from harness candidates), incumbents (outer generation, policy,
         S_val), budget (evaluations / rollouts / generated tokens / seconds, per kind and in total;
@@ -132,6 +132,8 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         "host": run.host,
         "status": "finished" if summary is not None else RUNNING_OR_CRASHED,
         "stop_reason": (summary.get("stop_reason") or "finished") if summary is not None else RUNNING_OR_CRASHED,
+        "stop_detail": summary.get("stop_detail") if summary is not None else None,
+        "heldout_s_val": summary.get("heldout_s_val") if summary is not None else None,
         "last_event_at": events[-1].created_at if events else None,
         "config": _config_summary(run.config),
         "config_full": run.config,
@@ -328,8 +330,10 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
 
     Returns:
         dict with ``incumbent`` (list of ``{outer_generation, s_val, policy_id}``, one per generation
-        reached), ``candidates`` (harness_id, outer_generation, screen_s_val, s_val), and
-        ``rollbacks`` (event id, outer_generation it happened in or after, payload).
+        reached), ``candidates`` (harness_id, outer_generation, screen_s_val, s_val), ``rollbacks``
+        (event id, outer_generation it happened in or after, payload), and ``current`` (the S_val on the
+        screening items of the population the run continued from, per outer generation, from
+        ``outer_generation`` events when the run writes them).
     """
     events = store.events(run_id)
     cands = store.harness_candidates(run_id)
@@ -348,6 +352,9 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
                         "screen_s_val": c.screen_s_val, "s_val": c.s_val} for c in cands],
         "rollbacks": [{"id": e.id, "outer_generation": e.payload.get("outer_generation", where[e.id]),
                        "payload": e.payload} for e in events if e.kind == "rollback"],
+        "current": [{"outer_generation": e.payload["outer_generation"], "s_val": e.payload["current_s_val"]}
+                    for e in events if e.kind == "outer_generation"
+                    and isinstance(e.payload.get("current_s_val"), (int, float))],
     }
 
 

@@ -81,12 +81,14 @@ def build_archive(path: Path, *, finished: bool = True, rollback: bool = True, n
         store.add_harness_candidate(RUN, _harness(2, 0, 200, 0.6, "best", s_val=0.45, screen=0.35, best=c3.id))
         store.add_harness_candidate(RUN, _harness(2, 1, 90, 0.4, "evaluated", screen=0.12, best=c2.id))
         store.add_event(RUN, "incumbent", {"outer_generation": 2, "policy_id": c3.id, "s_val": 0.45})
+        for g, cur in ((1, 0.25), (2, 0.35)):
+            store.add_event(RUN, "outer_generation", {"outer_generation": g, "current_s_val": cur})
         if rollback:
             store.add_event(RUN, "rollback", {"outer_generation": 2, "to_outer_generation": 0, "sigma": 0.1,
                                               "reason": "S_val regressed"})
         if finished:
             store.add_event(RUN, "summary", {"best": c3.id, "best_s_val": 0.45, "rollouts": 41,
-                                             "stop_reason": "outer.generations reached"})
+                                             "stop_reason": "outer.generations reached", "heldout_s_val": 0.4})
     return {"alpha": alpha, "beta": beta, "c1": c1, "x": x, "c2": c2, "c3": c3}
 
 
@@ -112,7 +114,7 @@ def test_show_json_reports_best_budget_and_stop_reason(archive, capsys) -> None:
     path, pols = archive
     ov = _json(capsys, "show", path)
     assert ov["run_id"] == RUN and ov["status"] == "finished"
-    assert ov["stop_reason"] == "outer.generations reached"
+    assert ov["stop_reason"] == "outer.generations reached" and ov["heldout_s_val"] == pytest.approx(0.4)
     assert ov["best_policy_id"] == pols["c3"].id and ov["best_s_val"] == pytest.approx(0.45)
     assert ov["initial_policy_id"] == "alpha" and ov["initial_s_val"] == pytest.approx(0.20)
     budget = ov["budget"]

@@ -44,7 +44,7 @@ def test_report_is_one_file_with_every_plot_and_the_lineage_data(tmp_path: Path)
     assert data["alpha"]["sections"][2] == ["rules", "Only facts. Keep names."]
     assert data[pols["x"].id]["archived"] is False
     assert "S_val regressed" in doc  # the rollback event table
-    assert "outer.generations reached" in doc
+    assert "outer.generations reached" in doc and "current population S_val" in doc
 
 
 def test_model_text_is_escaped(tmp_path: Path) -> None:
