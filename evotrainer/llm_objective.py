@@ -188,7 +188,7 @@ class LLMObjective:
             rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
 
         def on_generation(report: GenerationReport) -> None:
-            rec.policies(report.children)
+            rec.policies([*report.intermediates, *report.children])
             for phase, sec in report.timings.items():
                 timings[f"inner: {phase}"] = timings.get(f"inner: {phase}", 0.0) + sec
             rec.event("phase", name="inner_generation", harness_id=hid, generation=report.generation,

@@ -33,7 +33,7 @@ def test_schema_and_balance() -> None:
     assert min(words) >= 150 and max(words) <= 900
     assert len({r["domain"] for r in rows}) >= 30
     assert len({r["style"] for r in rows}) >= 5
-    for r, t in zip(rows, tasks):
+    for r, t in zip(rows, tasks, strict=True):
         assert t.reference_minutes and t.topics
         for item in t.action_items:
             assert item.owner.split()[0] in t.transcript, (r["id"], item.owner)

@@ -68,6 +68,9 @@ class GenerationReport:
         timings: seconds per phase: ``select``, ``vary``, ``evaluate``.
         hall_of_fame: best distinct genomes so far, best first.
         mutator_error: the error string when the batched mutator call raised, else None.
+        intermediates: genomes made on the way to a child but never evaluated (a crossover child that
+            was then mutated, a rejected child that was repaired): archive them with ``children`` so
+            every child's parent ids resolve and lineage reaches the seeds.
         operator_stats: this generation's children that beat their parents, per operator.
         mutation_probabilities: mutation operator kind -> probability used this generation (adapted
             when ``cfg.adaptive_operators``).
@@ -89,6 +92,7 @@ class GenerationReport:
     operator_stats: OperatorStats = field(default_factory=OperatorStats)
     mutation_probabilities: Mapping[str, float] = field(default_factory=dict)
     diversity_swaps: int = 0
+    intermediates: tuple[Policy, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -226,7 +230,7 @@ def run_inner_loop(
         # --- vary: crossover, mutation, one batched mutator call, validity and novelty ------------
         t0 = time.perf_counter()
         probabilities = _mutation_probabilities(cfg, toolbox, mutator, operator_stats)
-        offspring, origins, rejected, mutator_error = _vary(
+        offspring, origins, rejected, mutator_error, made = _vary(
             parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities)
         t_vary = time.perf_counter() - t0
 
@@ -268,7 +272,7 @@ def run_inner_loop(
             on_generation(GenerationReport(
                 gen, False, tuple(population), {p.id: fitness[p.id] for p in population}, tuple(children),
                 child_fitness, rejected, skipped, record, timings, hall_of_fame.items, mutator_error,
-                gen_stats, probabilities, swaps))
+                gen_stats, probabilities, swaps, _intermediates(made, children, offspring)))
 
     best = hall_of_fame.items[0]
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
@@ -327,9 +331,9 @@ def _vary(
     mutator: LLM | None,
     seen_genomes: set[str],
     probabilities: Mapping[str, float],
-) -> tuple[list[Policy], list[tuple[str, ...]], int, str | None]:
+) -> tuple[list[Policy], list[tuple[str, ...]], int, str | None, dict[str, Policy]]:
     """Offspring of ``parents`` (same length), each slot's origin parent ids, the number of
-    rejections, and the mutator's error.
+    rejections, the mutator's error, and every genome made on the way (by id).
 
     An offspring is either an unchanged parent (keeps its fitness) or a new, valid genome never seen
     before in this call and not a near-duplicate of a population member or an earlier offspring.
@@ -338,11 +342,13 @@ def _vary(
     origins: list[tuple[str, ...]] = [(p.id,) for p in parents]
     varied = [False] * len(parents)
     plans: dict[int, MutationPlan] = {}
+    made: dict[str, Policy] = {}
 
     for i in range(0, len(parents) - 1, 2):  # crossover of consecutive pairs
         if rng.random() >= cfg.cx_prob:
             continue
         slots[i], slots[i + 1] = _checked_pair(toolbox.mate(parents[i], parents[i + 1], rng, gen), "mate")
+        made.update({slots[i].id: slots[i], slots[i + 1].id: slots[i + 1]})
         varied[i] = varied[i + 1] = True
         origins[i] = origins[i + 1] = (parents[i].id, parents[i + 1].id)
         if mutator is not None and rng.random() < cfg.llm_merge_share:
@@ -362,6 +368,7 @@ def _vary(
             plans[i] = _checked_plan(toolbox.plan_rewrite(slots[i], rng, gen), "plan_rewrite")
         else:
             slots[i] = _checked_policy(getattr(toolbox, role)(slots[i], rng, gen), role)
+            made[slots[i].id] = slots[i]
         varied[i] = True
 
     rejected = 0
@@ -375,6 +382,7 @@ def _vary(
                 rejected += 1  # the slot keeps its pre-plan content (crossover child or parent)
             else:
                 slots[i] = _checked_policy(child, "apply_plan")
+                made[slots[i].id] = slots[i]
 
     offspring: list[Policy] = []
     references = list(population)
@@ -382,11 +390,29 @@ def _vary(
         if varied[i] and not _is_new_and_valid(child, toolbox, seen_genomes, references):
             rejected += 1
             child = _replacement(child, parents[i], gen, toolbox, rng, seen_genomes, references)
+            made[child.id] = child
         if child is not parents[i]:
             seen_genomes.add(child.genome_hash)
             references.append(child)
         offspring.append(child)
-    return offspring, origins, rejected, mutator_error
+    return offspring, origins, rejected, mutator_error, made
+
+
+def _intermediates(made: Mapping[str, Policy], children: Sequence[Policy], offspring: Sequence[Policy]) -> tuple:
+    """The genomes made this generation that an offspring descends from but that are not children.
+
+    Walks parent ids from each offspring through ``made`` so only ancestors of kept offspring are
+    returned (rejected dead ends with no descendant are left out).
+    """
+    child_ids = {c.id for c in children}
+    out: dict[str, Policy] = {}
+    stack = [pid for o in offspring for pid in o.parent_ids]
+    while stack:
+        pid = stack.pop()
+        if pid in made and pid not in child_ids and pid not in out:
+            out[pid] = made[pid]
+            stack.extend(made[pid].parent_ids)
+    return tuple(out[k] for k in sorted(out))
 
 
 def _is_new_and_valid(

@@ -194,3 +194,17 @@ def test_start_generation_numbers_children() -> None:
     assert [r.generation for r in reports] == [10, 11, 12]
     assert [rec["gen"] for rec in result.logbook] == [10, 11, 12]
     assert all(c.generation in (11, 12) for r in reports for c in r.children)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_child_parent_is_reported(seed: int) -> None:
+    """Crossover-then-mutation and repaired children name intermediates; those are reported too."""
+    cfg = InnerLoopConfig(cx_prob=1.0, mut_prob=1.0)
+    result, reports = _run(seed, mutator=FakeMutator(), generations=4, cfg=cfg)
+    known = {p.id for p in seed_population()}
+    for report in reports:
+        known |= {p.id for p in report.intermediates} | {p.id for p in report.children}
+        for child in (*report.intermediates, *report.children):
+            missing = [pid for pid in child.parent_ids if pid not in known]
+            assert not missing, (child.operator, missing)
+    assert any(r.intermediates for r in reports)
