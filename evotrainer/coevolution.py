@@ -62,7 +62,7 @@ from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
-from evotrainer.llm_objective import LLMObjective, TokenMeter
+from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
@@ -348,14 +348,6 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     screen_items = screening_subset(selection, cfg.outer.screen_size)
     population = load_seed_population(cfg)
 
-    t0 = time.perf_counter()
-    counter = [0]  # generated tokens of the policy model and the mutator together
-    llm = TokenMeter(build_llm(cfg.model, progress=True), counter)
-    mutator = llm if cfg.mutator is None else TokenMeter(build_llm(cfg.mutator, progress=True, role="mutator"),
-                                                         counter)
-    timings["model load"] = time.perf_counter() - t0
-    evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
-
     o = cfg.outer
     space = space_from_specs(
         o.space, family.difficulty_bounds, asdict(cfg.task.difficulty), cfg.task.reward_weights, knobs=o.knobs,
@@ -364,6 +356,15 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     )
     search = CMASearch(space.dim, space.initial_vector(), o.sigma0, o.popsize, seed=seeds.int("cma"),
                        sigma_floor=o.sigma_floor)
+    inner_config(cfg).validate(generations=cfg.inner.generations)  # fail before any model loads
+
+    t0 = time.perf_counter()
+    counter = [0]  # generated tokens of the policy model and the mutator together
+    llm = TokenMeter(build_llm(cfg.model, progress=True), counter)
+    mutator = llm if cfg.mutator == cfg.model else TokenMeter(
+        build_llm(cfg.mutator, progress=True, role="mutator"), counter)
+    timings["model load"] = time.perf_counter() - t0
+    evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
     run_id = _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)

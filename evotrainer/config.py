@@ -212,7 +212,7 @@ class Config:
     seed: int = 0  # the root seed; every RNG derives from it
     debug: bool = False  # show full tracebacks
     model: ModelConfig = field(default_factory=ModelConfig)
-    mutator: ModelConfig | None = None  # None = reuse the policy model
+    mutator: ModelConfig = field(default_factory=ModelConfig)  # equal to `model` = reuse the policy model
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
@@ -249,6 +249,7 @@ def _check(cond: bool, key: str, expected: str, got: Any) -> None:
 def validate(cfg: Config) -> None:
     """Fail early on out-of-range settings. Raises ConfigError naming the key."""
     _check(cfg.mode in MODES, "mode", f"one of {MODES}", cfg.mode)
+    _check(cfg.seed >= 0, "seed", "an integer >= 0", cfg.seed)
     for role, m in (("model", cfg.model), ("mutator", cfg.mutator)):
         if m is None:
             continue
@@ -286,7 +287,7 @@ def validate(cfg: Config) -> None:
         _check(0 <= v <= 1, f"inner.{key}", "in [0, 1]", v)
     o = cfg.outer
     _check(o.generations >= 1, "outer.generations", ">= 1", o.generations)
-    _check(o.popsize >= 1, "outer.popsize", ">= 1", o.popsize)
+    _check(o.popsize >= 2, "outer.popsize", ">= 2 (pycma needs at least two candidates)", o.popsize)
     _check(0 < o.sigma0 <= 1, "outer.sigma0", "in (0, 1] (normalised search space)", o.sigma0)
     _check(o.screen_size >= 1, "outer.screen_size", ">= 1", o.screen_size)
     lo_hi = o.reward_weight_bounds

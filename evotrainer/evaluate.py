@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from evotrainer.config import Config
@@ -48,14 +49,14 @@ def render_table(results: Sequence[MetaEvaluation], *, title: str, seed: int = 0
     rng = np.random.default_rng(seed)
     table = Table(title=title)
     for col in ("rank", "policy", "S_val", "95% CI", "ROUGE-L", "action F1", "degenerate", "tokens", "seconds"):
-        table.add_column(col, justify="left" if col == "policy" else "right")
+        table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     ranked = sorted(results, key=lambda r: -(r.s_val if r.s_val is not None else -1.0))
     for rank, r in enumerate(ranked, 1):
         per_item = [v if v is not None else 0.0 for v in r.per_item]
         lo, hi = bootstrap_interval(per_item, rng=rng)
         parts = r.parts
         table.add_row(
-            str(rank), r.policy_id,
+            str(rank), escape(r.policy_id),
             "failed" if r.s_val is None else f"{r.s_val:.4f}",
             f"[{lo:.3f}, {hi:.3f}]",
             f"{parts.get('rouge_l', float('nan')):.4f}",

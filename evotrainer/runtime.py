@@ -11,7 +11,7 @@ from dataclasses import asdict
 
 from evotrainer.backends.base import LLM, SamplingParams
 from evotrainer.config import Config, DecodingConfig, ModelConfig, resolve_path
-from evotrainer.errors import ConfigError
+from evotrainer.errors import ConfigError, DataError
 from evotrainer.search.genome import Policy, load_population
 from evotrainer.tasks import get_task_family
 from evotrainer.tasks.base import MeetingTask, TaskFamily
@@ -68,7 +68,15 @@ def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
 def load_validation(cfg: Config, family: TaskFamily) -> list[MeetingTask]:
     """The meta-validation items of ``task.validation_path`` (first ``task.validation_limit``)."""
     path = resolve_path(cfg.task.validation_path, "task.validation_path")
-    return family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
+    if path.is_dir():
+        raise DataError(f"{path}: task.validation_path must be a JSONL file, got a folder")
+    try:
+        items = family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    if not items:
+        raise DataError(f"{path}: no meta-validation items (the file is empty or blank)")
+    return items
 
 
 def load_seed_population(cfg: Config) -> list[Policy]:

@@ -66,6 +66,12 @@ _CHATTER = re.compile(
     r")",
     re.IGNORECASE,
 )
+_META_LEAD = re.compile(
+    # a leading clause about the rewriting itself, up to its colon:
+    # "The text will now be rewritten: ...", "Replace the rules with the rewritten version: ..."
+    r"^\s*[^:\n]{0,80}?\b(?:rewrit\w*|revis\w*|will now|updated version|new version)\b[^:\n]{0,40}:\s*",
+    re.IGNORECASE,
+)
 _QUOTE_PAIRS = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "`": "`", "„": "“"}
 
 
@@ -139,6 +145,7 @@ def _strip_leading(text: str) -> str:
             # "Sure, here is the new rule: ..." -> drop through the colon; "Okay." alone -> drop it.
             text = rest
         text = _LABEL.sub("", text, count=1).lstrip()
+        text = _META_LEAD.sub("", text, count=1).lstrip()
         text = _strip_quotes(text.strip())
         if text == before:
             break

@@ -119,6 +119,8 @@ def load_population(path: str | Path) -> list[Policy]:
         raise DataError(f"{path}: seed population file not found")
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else str(path)

@@ -85,3 +85,15 @@ def test_on_topic_fraction() -> None:
     assert on_topic_fraction(old, "A woman baked a beautiful wedding cake.") == 0.0
     assert on_topic_fraction(old, "Name each owner.", {"name", "owner"}) == 1.0
     assert on_topic_fraction(old, "...") == 1.0
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        'The text will now be rewritten: "Use only the transcript. Keep names exact."',
+        "Replace the rules with the rewritten version: Use only the transcript. Keep names exact.",
+    ],
+)
+def test_clean_drops_a_leading_clause_about_the_rewrite(raw: str) -> None:
+    """Seen on SmolLM2 as mutator: chatter about the rewrite had spread into 9 policies' rules."""
+    assert clean_mutator_text(raw) == "Use only the transcript. Keep names exact."

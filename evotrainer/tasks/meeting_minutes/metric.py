@@ -25,7 +25,7 @@ from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 
 __all__ = ["SCORER_VERSION", "meta_score", "rouge_l", "s_val"]
 
-SCORER_VERSION = "mm-1"
+SCORER_VERSION = "mm-2"
 
 
 @lru_cache(maxsize=1)
@@ -48,14 +48,16 @@ def meta_score(output: str, task: MeetingTask) -> MetaScore:
     Returns:
         ``value`` in [0, 1], higher is better: mean of the parts used, or 0.0 when the output is
         degenerate. ``parts``: ``rouge_l``; ``action_f1`` only when the item has action items;
-        ``degenerate`` (1.0) only when the guard fired. Never raises on any output text.
+        ``degenerate`` (1.0 when the guard fired, else 0.0, so its mean over items is the degenerate
+        share). Never raises on any output text.
     """
     parts = {"rouge_l": rouge_l(output, task.reference_minutes)}
     if task.action_items:
         parts["action_f1"] = action_f1(parse_minutes(output).action_items, task.action_items)
     value = sum(parts.values()) / len(parts)
-    if degenerate_reason(output, task.transcript) is not None:
-        parts["degenerate"] = 1.0
+    degenerate = degenerate_reason(output, task.transcript) is not None
+    parts["degenerate"] = 1.0 if degenerate else 0.0
+    if degenerate:
         value = 0.0
     return MetaScore(value=value, parts=parts)
 
