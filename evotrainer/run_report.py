@@ -32,6 +32,9 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     console.print(f"S_val (selection set: {s.selection_items} items, higher is better): generation-0 best "
                   f"{s.initial_best.id} {s.initial_s_val:.4f} → final best {s.best.id} {s.best_s_val:.4f} "
                   f"({s.best_s_val - s.initial_s_val:+.4f})")
+    if s.best.operator == "seed":
+        console.print("  note: the final best is an unmodified seed policy; no evolved policy beat it on the "
+                      "screening items, so the change (if any) comes from selecting among seeds, not from variation.")
     console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
                   f"{fmt(s.heldout_s_val)}  (selection {s.best_s_val:.4f})")
     console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
