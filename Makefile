@@ -25,4 +25,4 @@ test: install
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q $(ARGS)
 
 bench: install
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/run_all.py
+	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_generation.py
