@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from collections.abc import Sequence
 
@@ -73,7 +74,7 @@ def run_evaluate(cfg: Config) -> list[MetaEvaluation]:
     All policies × items go to the backend in one batched call. Prints the ranked table and the
     throughput; returns the evaluations (unsorted, population order).
     """
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs keep whole columns
     family = build_family(cfg)
     items = load_validation(cfg, family)
     population = load_seed_population(cfg)
