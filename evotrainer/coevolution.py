@@ -9,8 +9,10 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.evolve_reward_weights``); CMA-ES with
    a sigma floor; archive;
 2. generation 0: score the seeds on one batch under the initial harness, keep the best
-   ``inner.population_size``; the best of them, scored on the whole selection set, is the first
-   incumbent and the first archived (harness, population) pair;
+   ``inner.population_size``; with ``outer.seed_screen`` every seed is also scored on the screening
+   items and the best of them leads the population; that leader, scored on the whole selection set, is
+   the first incumbent (so the run starts from the best seed known on meta-validation, and an evolved
+   policy has to beat it) and the first archived (harness, population) pair;
 3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
    apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;
@@ -396,6 +398,8 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     if not scored:
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
+    if o.seed_screen and len(population) > 1:
+        keep = _screened_start(population, keep, scored, screen_items, evaluator, rec, console, timings)
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
@@ -428,6 +432,30 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     print_summary(console, summary, inc)
     print_operator_stats(console, objective.operator_stats)
     return summary
+
+
+def _screened_start(
+    population: Sequence[Policy], keep: list[Policy], scored: Sequence[tuple[float, int]],
+    screen_items: Sequence[Any], evaluator: RolloutEvaluator, rec: RunRecorder, console: Console,
+    timings: dict[str, float],
+) -> list[Policy]:
+    """Every seed that scored on the training batch, screened on the screening items (one batched call).
+
+    The best seed by screening S_val (ties: the earlier seed) leads the starting population (and becomes
+    the first incumbent once scored on the whole selection set); the rest of ``keep`` follows it.
+    Archived as ``meta_screen`` scores of harness ``h0``.
+    """
+    candidates = [population[i] for _, i in scored]
+    t0 = time.perf_counter()
+    screened = evaluator.meta_evaluate(candidates, screen_items)
+    timings["meta-validation"] = timings.get("meta-validation", 0.0) + time.perf_counter() - t0
+    for evaluation in screened:
+        rec.meta(evaluation, kind="meta_screen", harness_id="h0", outer_generation=0)
+    values = [e.s_val if e.s_val is not None else -math.inf for e in screened]
+    best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
+    console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "
+                  f"({max(values):.4f})", markup=False, highlight=False)
+    return [best, *[p for p in keep if p.id != best.id]][: len(keep)]
 
 
 def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None:

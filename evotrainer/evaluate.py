@@ -1,102 +1,290 @@
-"""``mode=evaluate``: score every seed policy on the meta-validation set and print a ranked table."""
+"""``mode=evaluate``: score policies on a dataset; overall, per-source and per-length tables.
+
+Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape, :mod:`evotrainer.datasets`)
+-> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.evaluate_refs`)
+-> one batched rollout of every policy x item -> per-policy intervals and per-stratum means
+(:mod:`evotrainer.evaluate_report`) -> optional generalisation comparison (best seed vs a policy,
+paired bootstrap) -> tables on the console and result files in the run folder.
+
+Defaults keep the old behaviour: with no ``evaluate.*`` keys it ranks the seed population (or
+``evaluation.policies``) on ``task.validation_path`` (first ``task.validation_limit`` items).
+"""
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from evotrainer.config import Config
+from evotrainer.backends.base import LLM, Embedder
+from evotrainer.config import Config, resolve_path
+from evotrainer.datasets import detect_format, load_dataset
+from evotrainer.datasets.jsonl import resolve_field_map
+from evotrainer.errors import ConfigError, DataError
+from evotrainer.evaluate_refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
+from evotrainer.evaluate_report import (
+    Comparison,
+    PolicyResult,
+    compare,
+    item_strata,
+    render_comparison,
+    render_groups,
+    shown_kinds,
+    summarise,
+    write_results,
+)
+from evotrainer.evaluate_stats import bootstrap_interval
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
-from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
+from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
+from evotrainer.search.genome import load_population
+from evotrainer.tasks.base import MeetingTask, MetaScore, TaskFamily
 
-__all__ = ["bootstrap_interval", "render_table", "run_evaluate"]
+__all__ = ["EvaluateOutcome", "bootstrap_interval", "load_eval_items", "render_table", "run_evaluate",
+           "select_policies"]
 
 log = logging.getLogger(__name__)
+_COMPARE_PREFIX = "best_seed_vs:"
+_KIND_TITLES = {"source": "per source", "domain": "per domain", "length": "per transcript length (words)"}
 
 
-def bootstrap_interval(
-    values: Sequence[float], *, rng: np.random.Generator, n_resamples: int = 2000, level: float = 0.95
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of the mean over items (Efron & Tibshirani 1993, ch. 13).
+@dataclass(frozen=True)
+class EvaluateOutcome:
+    """What one ``mode=evaluate`` run produced.
 
-    Args:
-        values: per-item scores, shape (n,), each in [0, 1].
-        rng: explicit generator (reproducible intervals).
-        n_resamples: bootstrap resamples.
-        level: coverage in (0, 1).
-
-    Returns:
-        (low, high) of the mean; (v, v) for a single item.
+    Attributes:
+        results: per-policy results, in evaluation order.
+        comparison: the generalisation comparison, or None.
+        files: result files written (empty when there is no run folder).
     """
-    arr = np.asarray(values, dtype=float)
-    if arr.size < 2:
-        v = float(arr.mean()) if arr.size else 0.0
-        return v, v
-    idx = rng.integers(0, arr.size, size=(n_resamples, arr.size))
-    means = arr[idx].mean(axis=1)
-    alpha = (1 - level) / 2
-    return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+    results: tuple[PolicyResult, ...]
+    comparison: Comparison | None
+    files: tuple[Path, ...]
 
 
-def render_table(results: Sequence[MetaEvaluation], *, title: str, seed: int = 0) -> Table:
-    """A ranked rich table: rank, policy, S_val with 95% bootstrap interval, parts, tokens, seconds."""
-    rng = np.random.default_rng(seed)
+def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
+    """A ranked rich table: rank, policy, S_val with its bootstrap interval, parts, tokens, seconds."""
     table = Table(title=title)
-    for col in ("rank", "policy", "S_val", "95% CI", "ROUGE-L", "action F1", "degenerate", "tokens", "seconds"):
+    lsum = any("rouge_lsum" in r.evaluation.parts for r in results)
+    cols = ("rank", "policy", "S_val", "interval", *(("ROUGE-Lsum",) if lsum else ()), "ROUGE-L", "action F1",
+            "degenerate", "tokens", "seconds")
+    for col in cols:
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
-    ranked = sorted(results, key=lambda r: -(r.s_val if r.s_val is not None else -1.0))
-    for rank, r in enumerate(ranked, 1):
-        per_item = [v if v is not None else 0.0 for v in r.per_item]
-        lo, hi = bootstrap_interval(per_item, rng=rng)
-        parts = r.parts
+    for rank, r in enumerate(sorted(results, key=lambda r: -r.mean), 1):
+        ev, parts = r.evaluation, r.evaluation.parts
         table.add_row(
-            str(rank), escape(r.policy_id),
-            "failed" if r.s_val is None else f"{r.s_val:.4f}",
-            f"[{lo:.3f}, {hi:.3f}]",
+            str(rank), escape(r.label),
+            "failed" if ev.s_val is None else f"{ev.s_val:.4f}",
+            f"[{r.low:.3f}, {r.high:.3f}]",
+            *((f"{parts.get('rouge_lsum', float('nan')):.4f}",) if lsum else ()),
             f"{parts.get('rouge_l', float('nan')):.4f}",
             f"{parts['action_f1']:.4f}" if "action_f1" in parts else "-",
             f"{parts.get('degenerate', 0.0):.2f}",
-            str(r.generated_tokens), f"{r.seconds:.1f}",
+            str(ev.generated_tokens), f"{ev.seconds:.1f}",
         )
     return table
 
 
-def run_evaluate(cfg: Config) -> list[MetaEvaluation]:
-    """Score the seed population (``evaluation.policies`` subset) on ``task.validation_path``.
+def load_eval_items(cfg: Config) -> tuple[list[MeetingTask], Path, str]:
+    """The dataset of ``evaluate.dataset`` (else ``task.validation_path``), first N items.
 
-    All policies × items go to the backend in one batched call. Prints the ranked table and the
-    throughput; returns the evaluations (unsorted, population order).
+    N is ``evaluate.limit``, else ``task.validation_limit``; the field map is ``evaluate.field_map``,
+    else ``task.field_map``.
+
+    Returns:
+        (items, resolved path, shape "jsonl" | "folder").
+
+    Raises:
+        ConfigError: the path does not exist (names the key), bad format / field map.
+        DataError: malformed data (``file:LINE`` and what was expected) or no items.
     """
-    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs keep whole columns
+    e = cfg.evaluate
+    key = "evaluate.dataset" if e.dataset else "task.validation_path"
+    path = resolve_path(e.dataset or cfg.task.validation_path, key)
+    field_map = dict(e.field_map) or dict(cfg.task.field_map)
+    resolve_field_map(field_map, "evaluate.field_map" if e.field_map else "task.field_map")  # names the right key
+    limit = e.limit if e.limit is not None else cfg.task.validation_limit
+    shape = detect_format(path, e.format)
+    items = load_dataset(path, fmt=shape, field_map=field_map if shape == "jsonl" else None, limit=limit)
+    return items, path, shape
+
+
+def select_policies(cfg: Config) -> tuple[list[PolicyRef], PolicyRef | None]:
+    """The policies to evaluate and the comparison target (None without ``evaluate.compare``).
+
+    ``evaluate.policies`` when set, else ``evaluation.policies`` (seed names), else every seed. With
+    ``evaluate.compare=best_seed_vs:<ref>`` every seed is evaluated when the list names none, and the
+    target is added when it is not in the list.
+
+    Raises:
+        ConfigError / ArchiveError / DataError: an unresolvable reference (names the key).
+    """
+    e = cfg.evaluate
+    seeds = load_population(resolve_path(cfg.evaluation.population_path, "evaluation.population_path"))
+    if e.policies:
+        refs = resolve_policy_refs(list(e.policies), seeds=seeds, archive=e.archive)
+    else:
+        chosen = load_seed_population(cfg)  # honours evaluation.policies (its errors name that key)
+        refs = [PolicyRef(p.id, p.id, "seed", p) for p in chosen]
+    target = None
+    if e.compare:
+        ref = e.compare[len(_COMPARE_PREFIX):].strip()
+        if not any(r.kind == "seed" for r in refs):
+            refs = [PolicyRef(p.id, p.id, "seed", p) for p in seeds] + refs
+        target = next((r for r in refs if r.ref == ref), None)
+        if target is None:
+            target = resolve_policy_ref(ref, seeds=seeds, archive=e.archive, key="evaluate.compare")
+            if target.label in {r.label for r in refs}:
+                target = next(r for r in refs if r.label == target.label)
+            else:
+                refs.append(target)
+    return refs, target
+
+
+def _metric_with_embedder(family: TaskFamily) -> Callable[..., MetaScore] | None:
+    """The meta metric that accepts ``embedder=`` (the family's, else the meeting-minutes metric), or None."""
+    candidates: list[Callable[..., Any]] = [family.meta_score]
+    if getattr(family, "name", "") == "meeting_minutes":
+        from evotrainer.tasks.meeting_minutes import metric
+
+        candidates.append(metric.meta_score)
+    for fn in candidates:
+        try:
+            if "embedder" in inspect.signature(fn).parameters:
+                return fn
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+class _EmbedderFamily:
+    """The task family with its meta metric given an embedder; everything else is forwarded."""
+
+    def __init__(self, family: TaskFamily, metric: Callable[..., MetaScore], embedder: Embedder) -> None:
+        self._family, self._metric, self._embedder = family, metric, embedder
+        self.scorer_version = f"{getattr(family, 'scorer_version', '')}+embedder"
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._family, name)
+
+    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
+        return self._metric(output, task, embedder=self._embedder)
+
+
+def _run_dir(run_dir: str | Path | None) -> Path | None:
+    if run_dir is not None:
+        return Path(run_dir)
+    try:
+        from hydra.core.hydra_config import HydraConfig
+
+        return Path(HydraConfig.get().runtime.output_dir)
+    except Exception:  # not under a Hydra app (a library call): no files
+        return None
+
+
+def run_evaluate(
+    cfg: Config, *, run_dir: str | Path | None = None, llm: LLM | None = None, embedder: Embedder | None = None,
+    console: Console | None = None,
+) -> EvaluateOutcome:
+    """Score policies on a dataset and print overall, per-source, per-length (and comparison) tables.
+
+    Args:
+        cfg: the run config (``evaluate.*``, ``task.*``, ``evaluation.*``, ``decoding.*``, ``model``).
+        run_dir: where result files go (default: the Hydra run folder; none outside Hydra).
+        llm: the policy model (built from ``cfg.model`` when None).
+        embedder: passed to the meta metric when it accepts ``embedder=``, ``inner.use_embedder`` is
+            true and some item has action items (MiniLM is loaded then when None).
+        console: where tables go (default: stdout; 160 columns when not a terminal).
+
+    Returns:
+        The per-policy results, the comparison and the files written.
+
+    Raises:
+        ConfigError, DataError, ArchiveError, ModelError: bad keys, data, references or model.
+    """
+    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    e = cfg.evaluate
     family = build_family(cfg)
-    items = load_validation(cfg, family)
-    population = load_seed_population(cfg)
-    console.print(f"[bold]evaluate[/]: {len(population)} policies × {len(items)} items "
-                  f"from {cfg.task.validation_path} (max {cfg.decoding.max_new_tokens} new tokens)")
+    items, path, shape = load_eval_items(cfg)
+    refs, target = select_policies(cfg)
+    console.print(f"[bold]evaluate[/]: {len(refs)} policies × {len(items)} items from {escape(str(path))} "
+                  f"({shape}; max {cfg.decoding.max_new_tokens} new tokens)")
+
+    # The run's embedder (inner.use_embedder) goes to the metric when it takes one and an item has
+    # action items to match (embedding cosine instead of word overlap); QMSum-like sets need none.
+    wants = cfg.inner.use_embedder and any(t.action_items for t in items)
+    metric = _metric_with_embedder(family) if wants else None
+    if metric is not None:
+        if embedder is None:
+            from evotrainer.backends.embedder import MiniLMEmbedder
+
+            embedder = MiniLMEmbedder()
+        family = _EmbedderFamily(family, metric, embedder)  # type: ignore[assignment]
     t0 = time.perf_counter()
-    llm = build_llm(cfg.model, progress=True)
+    if llm is None:
+        llm = build_llm(cfg.model, progress=True)
     load_s = time.perf_counter() - t0
+
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
     t0 = time.perf_counter()
-    results = evaluator.meta_evaluate(population, items)
+    evaluations: list[MetaEvaluation] = evaluator.meta_evaluate([r.policy for r in refs], items)
     wall = time.perf_counter() - t0
-    console.print(render_table(results, title=f"S_val on {len(items)} items (higher is better)", seed=cfg.seed))
-    tokens = sum(r.generated_tokens for r in results)
-    n_gen = len(population) * len(items)
+
+    stats = {"seed": cfg.seed, "n_resamples": e.bootstrap, "level": e.level}
+    results = summarise(refs, evaluations, items, **stats)
+    pct = f"{round(e.level * 100)}%"
+    console.print(render_table(results, title=f"S_val on {len(items)} items (higher is better; {pct} bootstrap "
+                                              "intervals over items)"))
+    for kind in shown_kinds(item_strata(items)):
+        console.print(render_groups(results, kind, title=f"S_val {_KIND_TITLES[kind]} (mean; best in bold)"))
+    comparison = _comparison(results, target, items, stats, console)
+    n_gen = len(refs) * len(items)
+    tokens = sum(r.generated_tokens for r in evaluations)
     console.print(
         f"model load {load_s:.1f} s; generation+scoring {wall:.1f} s for {n_gen} outputs: "
-        f"{wall / max(n_gen, 1):.2f} s per output, {wall / max(len(items), 1):.1f} s per item "
-        f"(all policies), {tokens / max(wall, 1e-9):.1f} generated tokens/s"
+        f"{wall / max(n_gen, 1):.2f} s per output, {tokens / max(wall, 1e-9):.1f} generated tokens/s"
     )
-    best = max(results, key=lambda r: r.s_val if r.s_val is not None else -1.0)
-    if cfg.evaluation.show_best_output and best.outputs:
-        console.rule(f"best policy {best.policy_id}: output on {items[0].task_id}")
-        console.print(best.outputs[0], markup=False, highlight=False)
-    return results
+    best = max(results, key=lambda r: r.mean)
+    if cfg.evaluation.show_best_output and best.evaluation.outputs:
+        console.rule(f"best policy {escape(best.label)}: output on {escape(items[0].task_id)}")
+        console.print(best.evaluation.outputs[0], markup=False, highlight=False)
+
+    files: tuple[Path, ...] = ()
+    folder = _run_dir(run_dir)
+    if folder is not None:
+        header = {"dataset": str(path), "format": shape, "seed": cfg.seed, "bootstrap": e.bootstrap,
+                  "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
+                  "max_new_tokens": cfg.decoding.max_new_tokens,
+                  "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None}}
+        files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
+                                    comparison=comparison))
+        console.print(f"results: {escape(str(files[0]))} (+ {files[1].name}, {files[2].name})")
+    return EvaluateOutcome(tuple(results), comparison, files)
+
+
+def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items: Sequence[MeetingTask],
+                stats: dict[str, Any], console: Console) -> Comparison | None:
+    """Best seed (by this dataset's score) vs ``target``; prints the table. None without a target."""
+    if target is None:
+        return None
+    seeds = [r for r in results if r.ref.kind == "seed" and r.label != target.label]
+    if not seeds:
+        raise ConfigError("evaluate.compare: no seed policy to compare against; list seeds in evaluate.policies")
+    base = max(seeds, key=lambda r: r.mean)
+    other = next((r for r in results if r.label == target.label), None)
+    if other is None:  # cannot happen: select_policies adds the target
+        raise DataError(f"evaluate.compare: {target.ref!r} was not evaluated")
+    comp = compare(base, other, items, **stats)
+    console.print(render_comparison(comp, level=stats["level"]))
+    console.print("note: the best seed is picked on this same dataset, so its score is optimistic "
+                  "(winner's curse); a difference whose interval holds 0 is noise.")
+    return comp

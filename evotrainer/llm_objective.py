@@ -29,10 +29,13 @@ from evotrainer.harness.objective import CandidateResult, FullScore
 from evotrainer.rollout import FeedbackRecorder, MetaEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.runtime import sampling_from
 from evotrainer.search.decoding import decoding_genes_for
+from evotrainer.search.exemplars import exemplars_from_tasks
 from evotrainer.search.genome import Policy
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
+from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.phrases import PhraseBank
+from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation
 from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
@@ -78,7 +81,9 @@ def inner_config(cfg: Config) -> InnerLoopConfig:
         phrase_mutation_share=i.phrase_mutation_share, decoding_mutation_share=i.decoding_mutation_share,
         phrase_band_low=i.phrase_band[0], phrase_band_high=i.phrase_band[1],
         near_duplicate_cosine=i.near_duplicate_cosine, min_diversity=i.min_diversity,
-        adaptive_operators=i.adaptive_operators,
+        adaptive_operators=i.adaptive_operators, exemplar_mutation_share=i.exemplar_mutation_share,
+        section_match_cosine=i.section_match_cosine, style_evolution_every=i.style_evolution_every,
+        style_min_trials=i.style_min_trials,
         max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
         decoding_genes=decoding_genes_for(sampling_from(cfg.decoding)),
     )
@@ -121,6 +126,8 @@ class LLMObjective:
         self.inner_cfg = inner_config(cfg)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
+        self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
+        self.candidates_run = 0
 
     def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[MeetingTask]:
         """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
@@ -209,16 +216,45 @@ class LLMObjective:
             )
 
         feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
+        exemplars = exemplars_from_tasks(tasks, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
         evaluate = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
         result = run_inner_loop(
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
             on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
+            styles=self.styles, exemplars=exemplars,
         )
         self.operator_stats = self.operator_stats.merged(result.operator_stats)
         rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())
+        self.candidates_run += 1
+        every = self.inner_cfg.style_evolution_every
+        if self.mutator is not None and every > 0 and self.candidates_run % every == 0:
+            self._evolve_styles(hid, g)
         return result
+
+    def _evolve_styles(self, hid: str, g: int) -> None:
+        """Hyper-mutation of the style library from the run's operator statistics (archived as an event)."""
+        plan = plan_style_mutation(
+            self.styles, self.operator_stats, self.seeds.python(f"styles/{hid}"), g,
+            params=self.inner_cfg.mutator_params, min_trials=self.inner_cfg.style_min_trials,
+            task_hint=self.inner_cfg.task_hint)
+        if plan is None:
+            return
+        try:
+            text = self.mutator.generate([plan.request])[0].text
+        except Exception as exc:  # a failing mutator never stops the run: the library stays as it is
+            self.rec.event("style_library", harness_id=hid, outer_generation=g, accepted=False, error=repr(exc))
+            return
+        new = apply_style_mutation(self.styles, plan, text, min_on_topic=self.inner_cfg.min_on_topic)
+        self.rec.event("style_library", harness_id=hid, outer_generation=g, accepted=new is not None,
+                       retired=plan.worst, rewritten=plan.best, new_name=plan.new_name, answer=text,
+                       library=[[s.name, s.instruction] for s in (new or self.styles)])
+        if new is not None:
+            self.styles = new
+            instruction = next(s.instruction for s in new if s.name == plan.new_name)
+            self.console.print(f"    style library: {plan.worst} retired, {plan.new_name} added "
+                               f"({instruction!r})", markup=False, highlight=False)
 
 
 def _fmt(x) -> str:

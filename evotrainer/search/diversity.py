@@ -25,6 +25,7 @@ __all__ = [
     "is_near_duplicate",
     "policy_vectors",
     "population_diversity",
+    "section_cosine",
 ]
 
 Vectors = Callable[[Sequence[str]], np.ndarray]
@@ -182,3 +183,20 @@ def enforce_min_diversity(
         current = best_value
         swaps += 1
     return members, swaps
+
+
+def section_cosine(vectors: Vectors) -> Callable[[str, str], float]:
+    """``(text_a, text_b) -> cosine`` of the two texts' mean sentence embeddings (0.0 if either is empty).
+
+    Used by crossover to pair sections whose names differ (e.g. ``vectors = PhraseBank.vectors``).
+    """
+
+    def similarity(a: str, b: str) -> float:
+        va, vb = vectors(split_sentences(a)), vectors(split_sentences(b))
+        if not len(va) or not len(vb):
+            return 0.0
+        ma, mb = va.mean(axis=0), vb.mean(axis=0)
+        denom = float(np.linalg.norm(ma) * np.linalg.norm(mb))
+        return float(ma @ mb / denom) if denom > 0 else 0.0
+
+    return similarity

@@ -22,7 +22,7 @@ from evotrainer.backends.base import LLM, Embedder
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.genome import Policy
-from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES
+from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats, adapted_probabilities
 from evotrainer.search.operators import MutationPlan, validity_problem
 from evotrainer.search.phrases import PhraseBank
@@ -46,6 +46,7 @@ MUTATION_ROLES = {
     "mut_structural": "mutate",
     "mut_phrase_substitution": "mutate_phrase",
     "mut_decoding": "mutate_decoding",
+    "mut_exemplar": "mutate_exemplar",
 }
 """Mutation operator kind -> the toolbox alias that performs it."""
 
@@ -135,13 +136,15 @@ def run_inner_loop(
     embedder: Embedder | None = None,
     phrase_bank: PhraseBank | None = None,
     feedback: Feedback | None = None,
+    styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
+    exemplars: Sequence[str] = (),
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
     Per generation: the ``cfg.elites`` best distinct genomes pass unchanged; the other
     ``population_size - elites`` slots are filled by tournament selection then variation (pairs
     crossed with ``cx_prob``, each offspring mutated with ``mut_prob`` by an operator drawn from the
-    mutation probabilities (LLM rewrite, structural edit, phrase substitution, decoding gene; see
+    mutation probabilities (LLM rewrite, structural edit, phrase substitution, decoding gene, few-shot exemplar; see
     :class:`InnerLoopConfig`); LLM rewrites and merges of the whole generation go to the mutator in one
     ``generate`` call). Rejected LLM answers and invalid, already-seen or near-duplicate genomes are
     replaced by a structural mutation, or by a copy of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
@@ -172,6 +175,10 @@ def run_inner_loop(
             (e.g. :class:`evotrainer.rollout.FeedbackRecorder`, also given to the fitness function);
             enables reflective mutation (``cfg.reflective_share`` of LLM mutations). A slot without
             feedback (e.g. a fresh crossover child) gets a style rewrite instead.
+        styles: the mutation style library of LLM rewrites (it may evolve between calls, see
+            :mod:`evotrainer.search.style_library`).
+        exemplars: few-shot exemplar texts built from this call's *generated* batch (enables exemplar
+            swaps; see :func:`~evotrainer.search.exemplars.exemplars_from_tasks`).
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -188,7 +195,8 @@ def run_inner_loop(
         if len(bank) == 0:
             bank.add(("rules", phrase) for phrase in DEFAULT_RULE_PHRASES)
         bank.add_policies(population)
-    toolbox = toolbox if toolbox is not None else build_toolbox(cfg, phrases=bank, feedback=feedback)
+    toolbox = toolbox if toolbox is not None else build_toolbox(
+        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars)
     operator_stats = OperatorStats()
     logbook = tools.Logbook()
     logbook.header = list(LOGBOOK_HEADER)
@@ -296,11 +304,13 @@ def _mutation_probabilities(
     llm = cfg.llm_mutation_share if mutator is not None else 0.0
     phrase = cfg.phrase_mutation_share if hasattr(toolbox, "mutate_phrase") else 0.0
     decoding = cfg.decoding_mutation_share if hasattr(toolbox, "mutate_decoding") else 0.0
+    exemplar = cfg.exemplar_mutation_share if hasattr(toolbox, "mutate_exemplar") else 0.0
     reflective = cfg.reflective_share if hasattr(toolbox, "plan_reflect") else 0.0
     free = 1.0 - llm
     base_probs = {"mut_llm_rewrite": llm * (1.0 - reflective), "mut_reflective": llm * reflective,
-                  "mut_structural": free * (1.0 - phrase - decoding),
-                  "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding}
+                  "mut_structural": free * (1.0 - phrase - decoding - exemplar),
+                  "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding,
+                  "mut_exemplar": free * exemplar}
     base_probs = {k: v for k, v in base_probs.items() if v > 0} or {"mut_structural": 1.0}
     if cfg.adaptive_operators:
         return adapted_probabilities(base_probs, stats, mix=cfg.adaptive_mix)

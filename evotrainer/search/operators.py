@@ -37,6 +37,7 @@ from evotrainer.search.mutation_prompts import (
 __all__ = [
     "MUTATOR_PARAMS",
     "MutationPlan",
+    "align_sections",
     "apply_rewrite",
     "bullet_prefix",
     "cx_llm_merge_plan",
@@ -147,37 +148,85 @@ def sel_tournament(
 # crossover without a model
 
 
-def cx_sections(p1: Policy, p2: Policy, rng: random.Random, generation: int) -> tuple[Policy, Policy]:
-    """Section-wise uniform crossover, aligned by section name.
+def align_sections(
+    p1: Policy, p2: Policy, similarity: Callable[[str, str], float] | None = None, *, min_similarity: float = 0.5
+) -> list[tuple[str, str]]:
+    """Pairs ``(name in p1, name in p2)`` of corresponding sections: by name, then by embedding similarity.
 
-    Each section name both parents carry is swapped between the children with probability 1/2;
-    when the parents differ in at least two shared sections, at least one is swapped and at least
-    one is not (so a child is never a plain copy of a parent). A section only one parent carries
-    stays with the child of that parent. Decoding genes recombine by name over the union of both
-    parents' genes (a gene a parent lacks stands for the run default, so a swap may move a gene to the
-    other child or drop it); each child keeps its first parent's adapter. Children contain only sections (names and texts) of the parents.
+    Sections carried under the same name pair first. The remaining ones (e.g. ``format`` in one parent,
+    ``output_format`` in the other) are paired greedily by decreasing ``similarity(text1, text2)``,
+    each section at most once, only when the similarity is at least ``min_similarity``.
+
+    Args:
+        p1, p2: the parents.
+        similarity: ``(text_a, text_b) -> cosine in [-1, 1]`` (e.g. mean-embedding cosine); None pairs by
+            name only.
+        min_similarity: lowest cosine at which two differently named sections count as corresponding.
+
+    Returns:
+        The pairs, named pairs first in ``p1`` order, then similarity pairs best first.
+    """
+    t2 = dict(p2.sections)
+    pairs = [(name, name) for name, _ in p1.sections if name in t2]
+    if similarity is None:
+        return pairs
+    left = [(n, t) for n, t in p1.sections if n not in t2 and t.strip()]
+    right = [(n, t) for n, t in p2.sections if n not in dict(p1.sections) and t.strip()]
+    scored = sorted(((similarity(a, b), i, j) for i, (_, a) in enumerate(left) for j, (_, b) in enumerate(right)),
+                    key=lambda x: (-x[0], x[1], x[2]))
+    used_l: set[int] = set()
+    used_r: set[int] = set()
+    for sim, i, j in scored:
+        if sim < min_similarity:
+            break
+        if i in used_l or j in used_r:
+            continue
+        used_l.add(i)
+        used_r.add(j)
+        pairs.append((left[i][0], right[j][0]))
+    return pairs
+
+
+def cx_sections(
+    p1: Policy, p2: Policy, rng: random.Random, generation: int, *,
+    section_similarity: Callable[[str, str], float] | None = None, min_section_similarity: float = 0.5,
+) -> tuple[Policy, Policy]:
+    """Section-aligned uniform crossover: sections matched by name, then by embedding similarity.
+
+    Corresponding sections (:func:`align_sections`) swap texts between the children with probability
+    1/2; a child keeps its own section names and order. When the parents differ in at least two
+    corresponding sections, at least one is swapped and at least one is not (so a child is never a
+    plain copy of a parent). A section without a counterpart stays with the child of its parent.
+    Decoding genes recombine by name over the union of both parents' genes (a gene a parent lacks
+    stands for the run default, so a swap may move a gene to the other child or drop it); each child
+    keeps its first parent's adapter. Children contain only section texts of the parents.
 
     Args:
         p1: first parent (first parent of child 1, co-parent of child 2).
         p2: second parent.
         rng: random source.
         generation: generation number stamped on the children.
+        section_similarity: ``(text_a, text_b) -> cosine`` used to pair differently named sections;
+            None pairs by name only.
+        min_section_similarity: lowest cosine for such a pair.
 
     Returns:
         ``(child1, child2)``, operator ``"cx_sections"``.
     """
     t1, t2 = dict(p1.sections), dict(p2.sections)
-    shared = [name for name, _ in p1.sections if name in t2]
-    differing = [name for name in shared if t1[name] != t2[name]]
-    swap = {name: rng.random() < 0.5 for name in shared}
+    pairs = align_sections(p1, p2, section_similarity, min_similarity=min_section_similarity)
+    differing = [k for k, (a, b) in enumerate(pairs) if t1[a] != t2[b]]
+    swap = [rng.random() < 0.5 for _ in pairs]
     if len(differing) >= 2:
-        n_swapped = sum(swap[name] for name in differing)
+        n_swapped = sum(swap[k] for k in differing)
         if n_swapped == 0:
             swap[rng.choice(differing)] = True
         elif n_swapped == len(differing):
             swap[rng.choice(differing)] = False
-    sections1 = [(name, t2[name] if swap.get(name) else text) for name, text in p1.sections]
-    sections2 = [(name, t1[name] if swap.get(name) else text) for name, text in p2.sections]
+    take1 = {a: t2[b] for (a, b), s in zip(pairs, swap, strict=True) if s}
+    take2 = {b: t1[a] for (a, b), s in zip(pairs, swap, strict=True) if s}
+    sections1 = [(name, take1.get(name, text)) for name, text in p1.sections]
+    sections2 = [(name, take2.get(name, text)) for name, text in p2.sections]
 
     decoding1, decoding2 = _cross_decoding(p1.decoding, p2.decoding, rng)
 

@@ -15,7 +15,8 @@ from evotrainer.search.decoding import (
     check_decoding_genes,
     mut_decoding,
 )
-from evotrainer.search.diversity import is_near_duplicate
+from evotrainer.search.diversity import is_near_duplicate, section_cosine
+from evotrainer.search.exemplars import mut_exemplar_swap
 from evotrainer.search.genome import REQUIRED_SECTIONS, Policy
 from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
 from evotrainer.search.operators import (
@@ -85,6 +86,15 @@ class InnerLoopConfig:
             worst training task and its low reward components; GEPA) instead of style rewrites, in
             [0, 1]; needs a ``feedback`` source, otherwise every LLM mutation is a style rewrite. Same
             number of mutator calls either way (longer chats).
+        exemplar_mutation_share: share of the model-free mutations that add, swap or drop a few-shot
+            exemplar built from the generated task batch (:func:`~evotrainer.search.exemplars.mut_exemplar_swap`),
+            in [0, 1]; needs exemplars (otherwise these become structural edits).
+        section_match_cosine: in crossover, two sections with different names correspond when the cosine
+            of their mean sentence embeddings is at least this (names match first); needs an embedder.
+        style_evolution_every: every this many harness candidates the least successful mutation style is
+            replaced by a mutator rewrite of the most successful one (PromptBreeder hyper-mutation,
+            :mod:`evotrainer.search.style_library`); 0 disables; needs a mutator.
+        style_min_trials: rewrites a style needs before its success rate counts for that replacement.
         decoding_genes: decoding genes and bounds :func:`~evotrainer.search.decoding.mut_decoding` may
             change (see :mod:`evotrainer.search.decoding` for the defaults and why). The defaults hold
             no token-budget gene; ``decoding_genes_for(run_default_sampling)`` re-centres them on the
@@ -119,6 +129,10 @@ class InnerLoopConfig:
     adaptive_mix: float = 0.3
     reflective_share: float = 0.5
     decoding_genes: tuple[DecodingGene, ...] = DEFAULT_DECODING_GENES
+    exemplar_mutation_share: float = 0.1
+    section_match_cosine: float = 0.5
+    style_evolution_every: int = 1
+    style_min_trials: int = 2
 
     def validate(self, generations: int | None = None) -> None:
         """Check every field (and the run's ``generations`` when given).
@@ -146,10 +160,16 @@ class InnerLoopConfig:
         need(1 <= self.tournament_size <= self.population_size, "tournament_size",
              f"1 <= tournament_size <= population_size ({self.population_size})")
         for key in ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "phrase_mutation_share",
-                    "decoding_mutation_share", "adaptive_mix", "reflective_share"):
+                    "decoding_mutation_share", "adaptive_mix", "reflective_share", "exemplar_mutation_share"):
             need(0.0 <= getattr(self, key) <= 1.0, key, "a probability in [0, 1]")
         need(self.phrase_mutation_share + self.decoding_mutation_share <= 1.0, "decoding_mutation_share",
              f"phrase_mutation_share + decoding_mutation_share <= 1 (phrase: {self.phrase_mutation_share})")
+        need(self.phrase_mutation_share + self.decoding_mutation_share + self.exemplar_mutation_share <= 1.0,
+             "exemplar_mutation_share", "phrase_mutation_share + decoding_mutation_share + exemplar_mutation_share"
+             f" <= 1 (phrase: {self.phrase_mutation_share}, decoding: {self.decoding_mutation_share})")
+        need(-1.0 <= self.section_match_cosine <= 1.0, "section_match_cosine", "a cosine in [-1, 1]")
+        need(self.style_evolution_every >= 0, "style_evolution_every", "an integer >= 0 (0 disables)")
+        need(self.style_min_trials >= 1, "style_min_trials", "an integer >= 1")
         need(-1.0 <= self.phrase_band_low <= self.phrase_band_high <= 1.0, "phrase_band_low",
              f"-1 <= phrase_band_low <= phrase_band_high ({self.phrase_band_high}) <= 1")
         need(self.near_duplicate_cosine >= -1.0, "near_duplicate_cosine", "a cosine >= -1 (> 1 disables)")
@@ -188,13 +208,15 @@ def build_toolbox(
     similarity: Callable[[str, str], float] | None = None,
     phrases: PhraseBank | None = None,
     feedback: Feedback | None = None,
+    exemplars: Sequence[str] = (),
 ) -> base.Toolbox:
     """A DEAP Toolbox with the inner loop's operators registered by role.
 
     Registered aliases and how the loop calls them (``rng``: ``random.Random``; ``gen``: int):
 
     - ``select(population, fitness, k, rng) -> list[Policy]`` (tournament, ``cfg.tournament_size``)
-    - ``mate(p1, p2, rng, gen) -> (Policy, Policy)`` (:func:`cx_sections`)
+    - ``mate(p1, p2, rng, gen) -> (Policy, Policy)`` (:func:`cx_sections`; with ``phrases``, sections
+      with different names are paired by embedding similarity, ``cfg.section_match_cosine``)
     - ``mutate(policy, rng, gen) -> Policy`` (:func:`mut_structural`; also the fallback of rejected
       LLM children)
     - ``plan_rewrite(policy, rng, gen) -> MutationPlan`` (:func:`mut_llm_rewrite_plan`)
@@ -205,6 +227,8 @@ def build_toolbox(
     - with ``phrases`` only: ``mutate_phrase(policy, rng, gen) -> Policy``
       (:func:`mut_phrase_substitution`, band from ``cfg``) and ``near_duplicate(a, b) -> bool``
       (:func:`is_near_duplicate`, ``cfg.near_duplicate_cosine``)
+    - with ``exemplars`` only: ``mutate_exemplar(policy, rng, gen) -> Policy``
+      (:func:`~evotrainer.search.exemplars.mut_exemplar_swap`)
     - with ``feedback`` only: ``plan_reflect(policy, rng, gen) -> MutationPlan | None``
       (:func:`~evotrainer.search.reflection.mut_reflective_plan`)
 
@@ -218,11 +242,16 @@ def build_toolbox(
         similarity: optional ``(old, new) -> float`` check for LLM children (band from ``cfg``).
         phrases: the run's phrase bank (enables phrase substitution and near-duplicate rejection).
         feedback: worst-training-task feedback per policy (enables reflective mutation).
+        exemplars: few-shot exemplar texts from generated tasks (enables exemplar swaps).
     """
     sections = tuple(cfg.required_sections)
     tb = base.Toolbox()
     tb.register("select", sel_tournament, tournsize=cfg.tournament_size)
-    tb.register("mate", cx_sections)
+    if phrases is not None:
+        tb.register("mate", cx_sections, section_similarity=section_cosine(phrases.vectors),
+                    min_section_similarity=cfg.section_match_cosine)
+    else:
+        tb.register("mate", cx_sections)
     tb.register("mutate", mut_structural, phrase_bank=tuple(phrase_bank), max_words=cfg.max_prompt_words)
     tb.register("plan_rewrite", mut_llm_rewrite_plan, params=cfg.mutator_params, styles=styles,
                 task_hint=cfg.task_hint)
@@ -237,6 +266,8 @@ def build_toolbox(
                     band=(cfg.phrase_band_low, cfg.phrase_band_high))
         tb.register("near_duplicate", is_near_duplicate, vectors=phrases.vectors,
                     threshold=cfg.near_duplicate_cosine)
+    if exemplars:
+        tb.register("mutate_exemplar", mut_exemplar_swap, exemplars=tuple(exemplars), max_words=cfg.max_prompt_words)
     if feedback is not None:
         tb.register("plan_reflect", mut_reflective_plan, feedback=feedback, params=cfg.mutator_params,
                     task_hint=cfg.task_hint)

@@ -1,0 +1,146 @@
+"""Reading ground truth (topics, decisions, owned action items) from hand-written Markdown minutes.
+
+The reference layout is the project's own (see ``validation_set/README.md``)::
+
+    ## Topics
+    - Mobile release
+    ## Decisions
+    - Ship the mobile release on Thursday
+    ## Action items
+    - Aiko: write the release notes (due: Friday)
+
+A section starts at a Markdown heading (``#`` … ``######``), a bold label line (``**Decisions**``) or
+a label line ending in ``:`` (``Next steps:``); it is classified by keywords (actions: "action", "next
+step", "to-do", "follow-up", "task"; decisions: "decision", "agreed", "resolution", "outcome";
+topics: "topic", "agenda", "discussion", "summary", "overview"). Bullets (``-``, ``*``, ``+``, ``•``,
+``1.``) under a section are its entries; an indented non-bullet line continues the previous bullet.
+Bullets reading "None", "n/a", "-" are skipped. Owners and due dates of action items are read with
+the lenient model-output parser (:func:`evotrainer.tasks.meeting_minutes.minutes_format.parse_action_item`),
+so ``Aiko: task``, ``[Aiko] task``, ``task (Aiko)``, ``Aiko to task`` all work; an action item whose
+owner cannot be read is an error (a reference item must be owned).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from evotrainer.datasets.speaker_lines import speaker_label
+from evotrainer.errors import DataError
+from evotrainer.tasks.base import ActionItem
+from evotrainer.tasks.meeting_minutes.minutes_format import parse_action_item
+
+__all__ = ["ReferenceMinutes", "parse_reference_minutes"]
+
+
+@dataclass(frozen=True)
+class ReferenceMinutes:
+    """Ground truth read from reference minutes.
+
+    Attributes:
+        text: the minutes as written (stripped), the ROUGE-L reference.
+        topics: topic bullets in order.
+        decisions: decision bullets in order.
+        action_items: owned action items in order.
+    """
+
+    text: str
+    topics: tuple[str, ...]
+    decisions: tuple[str, ...]
+    action_items: tuple[ActionItem, ...]
+
+
+_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("actions", ("action", "next step", "to-do", "todo", "to do", "follow-up", "follow up", "tasks",
+                 "assignment")),
+    ("decisions", ("decision", "decided", "agreed", "agreement", "resolution", "outcome", "conclusion")),
+    ("topics", ("topic", "agenda", "discussion", "discussed", "summary", "overview", "key point")),
+)
+_NO_DUE = re.compile(r"^(?:not (?:specified|set|given|said)|unspecified|none|n/?a|-*)$", re.I)
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(?P<label>.*?)\s*#*\s*$")
+_BOLD = re.compile(r"^\s*(?:\*\*|__)(?P<label>[^*_]{1,60}?)(?:\*\*|__)\s*:?\s*$")
+_LABEL = re.compile(r"^\s*(?P<label>[A-Za-z][A-Za-z /&'-]{0,40}?)\s*:\s*$")
+_BULLET = re.compile(r"^(?P<indent>\s*)(?:[-*+•]|\d{1,3}[.)])\s+(?P<body>.*)$")
+_NONE = re.compile(r"^(?:(?:none|n/?a|nothing)(?:\s*\(.*\))?|-+|no (?:action items?|actions|decisions?|topics?)\b.*)\W*$",
+                   re.I)
+_OWNED = re.compile(r"^(?P<owner>[^:]{1,60}):\s+(?P<task>.+?)(?:\s*\((?:due|by|deadline)\s*:?\s*(?P<due>[^()]*)\))?\s*\.?$",
+                    re.I)
+
+
+def _kind(label: str) -> str:
+    low = label.lower()
+    for kind, keys in _KINDS:
+        if any(k in low for k in keys):
+            return kind
+    return "other"
+
+
+def _header(line: str) -> str | None:
+    """The section kind a header line opens ("other" for an unknown label), or None for a non-header."""
+    for pattern in (_HEADING, _BOLD, _LABEL):
+        match = pattern.match(line)
+        if match:
+            return _kind(match["label"].strip("*_: "))
+    return None
+
+
+def parse_reference_minutes(text: str, *, source: str) -> ReferenceMinutes:
+    """Read the sections of reference minutes (layout in the module docstring).
+
+    Args:
+        text: the Markdown minutes.
+        source: the file named in errors (``source:LINE``).
+
+    Returns:
+        The minutes and their topics, decisions and action items (each possibly empty: minutes with
+        no recognised section are still a valid ROUGE-L reference).
+
+    Raises:
+        DataError: empty minutes, or an action-item bullet whose owner cannot be read (names
+            ``source:LINE`` and the expected ``- Owner: task`` form).
+    """
+    if not text.strip():
+        raise DataError(f"{source}: the minutes are empty; expected Markdown minutes "
+                        "(## Topics / ## Decisions / ## Action items)")
+    entries: dict[str, list[tuple[int, str]]] = {"topics": [], "decisions": [], "actions": [], "other": []}
+    current: str | None = None
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        kind = _header(line)
+        if kind is not None:
+            current = kind
+            continue
+        if current is None:
+            continue
+        bullet = _BULLET.match(line)
+        bucket = entries[current]
+        if bullet:
+            bucket.append((lineno, " ".join(bullet["body"].replace("**", "").split())))
+        elif bucket and line[:1].isspace():  # an indented line continues the previous bullet
+            first, body = bucket[-1]
+            bucket[-1] = (first, f"{body} {' '.join(line.split())}")
+    kept = {k: [(n, b) for n, b in v if b and not _NONE.match(b)] for k, v in entries.items()}
+    items = []
+    for lineno, body in kept["actions"]:
+        items.append(_action_item(body, f"{source}:{lineno}"))
+    return ReferenceMinutes(
+        text=text.strip(),
+        topics=tuple(b for _, b in kept["topics"]),
+        decisions=tuple(b for _, b in kept["decisions"]),
+        action_items=tuple(items),
+    )
+
+
+def _action_item(body: str, where: str) -> ActionItem:
+    """``Owner: task (due: X)`` read strictly, else the lenient parser; an unowned item raises."""
+    match = _OWNED.match(body)
+    owner = speaker_label(match["owner"]) if match else None
+    if match and owner:
+        due = " ".join((match["due"] or "").split())
+        return ActionItem(owner=owner, task=match["task"].strip(), due="" if _NO_DUE.match(due) else due)
+    parsed = parse_action_item(body)
+    if not parsed.owner or not parsed.task:
+        raise DataError(f"{where}: action item {body!r} has no owner; expected '- Owner: task' "
+                        "(optionally '(due: Friday)')")
+    return ActionItem(owner=parsed.owner, task=parsed.task, due=parsed.due)
