@@ -2,7 +2,8 @@
 
 Modes: ``mode=evaluate`` scores the seed population on the meta-validation set and prints a
 ranked table; ``mode=evolve`` (the default of ``+experiment=meeting_minutes``) runs the co-evolution
-and writes a lineage archive under the Hydra run dir. Errors print one line naming the key or
+and writes a lineage archive under the Hydra run dir; ``mode=selfevolve`` runs LoRA self-evolution
+rounds (``selfevolve.*``) and archives each. Errors print one line naming the key or
 file and exit non-zero; ``debug=true`` shows the full traceback.
 """
 
@@ -31,6 +32,10 @@ def _run(dcfg: DictConfig) -> None:
         from evotrainer.evaluate import run_evaluate
 
         run_evaluate(cfg)
+    elif cfg.mode == "selfevolve":
+        from evotrainer.selfevolve.run import run_selfevolve
+
+        run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg))
     else:
         from evotrainer.coevolution import run_evolve
 

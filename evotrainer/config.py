@@ -21,6 +21,7 @@ __all__ = [
     "Config",
     "DecodingConfig",
     "DifficultyConfig",
+    "EvaluateConfig",
     "EvaluationConfig",
     "InnerConfig",
     "ModelConfig",
@@ -29,6 +30,9 @@ __all__ = [
     "KnobSpec",
     "OuterConfig",
     "RollbackConfig",
+    "CurriculumConfig",
+    "LoraSettings",
+    "SelfEvolveConfig",
     "TaskConfig",
     "PROJECT_ROOT",
     "register_configs",
@@ -38,7 +42,7 @@ __all__ = [
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
-MODES = ("evaluate", "evolve")
+MODES = ("evaluate", "evolve", "selfevolve")
 
 
 @dataclass
@@ -52,6 +56,7 @@ class ModelConfig:
     batch_size: int = 16  # requests per forward batch; measured 66 tok/s at 16 vs 8-15 tok/s alone
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
     threads: int | None = None  # torch CPU threads; None = torch default
+    device: str = "cpu"  # torch device of the hf backend: "cpu", "cuda", "cuda:1", ...
 
 
 @dataclass
@@ -99,6 +104,23 @@ class EvaluationConfig:
 
 
 @dataclass
+class EvaluateConfig:
+    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; README "Evaluate on your own
+    meetings"). Null / empty keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
+
+    dataset: str | None = None  # .jsonl file or folder of <name>.txt + <name>.md; null = task.validation_path
+    format: str = "auto"  # auto (folder -> folder, .jsonl -> jsonl) | jsonl | folder
+    field_map: dict[str, str] = field(default_factory=dict)  # jsonl: our field -> the file's; empty = task.field_map
+    limit: int | None = None  # first N items; null = task.validation_limit
+    policies: list[str] = field(default_factory=list)  # seed name | archive:<id prefix>|archive:best | export folder
+    archive: str | None = None  # archive.db or run folder that archive:<id> refs are looked up in
+    compare: str | None = None  # "best_seed_vs:<policy ref>": side-by-side table with paired bootstrap CI
+    bootstrap: int = 2000  # bootstrap resamples over items (percentile intervals)
+    level: float = 0.95  # interval coverage
+    results: str = "evaluate"  # results file stem in the run dir: <stem>.json, <stem>_items.csv, <stem>_groups.csv
+
+
+@dataclass
 class InnerConfig:
     """Inner DEAP loop over policies."""
 
@@ -120,6 +142,20 @@ class InnerConfig:
     min_diversity: float = 0.05  # mean pairwise cosine distance the population keeps
     adaptive_operators: bool = False  # adapt operator probabilities from their success rates
     use_embedder: bool = True  # phrase substitution, near-duplicate and diversity checks (MiniLM)
+    exemplar_mutation_share: float = 0.1  # share of model-free mutations that add/swap/drop a few-shot exemplar
+    section_match_cosine: float = 0.5  # crossover pairs differently named sections at this embedding cosine
+    style_evolution_every: int = 1  # harness candidates between mutation-style hyper-mutations (0 = off)
+    style_min_trials: int = 2  # rewrites a style needs before its success rate counts
+    # adapter genes (issue 6): LoRA adapters as part of a policy; 0.0 = prompt-only search
+    adapter_mutation_share: float = 0.0  # share of all mutations that mutate the adapter gene, in [0, 1]
+    adapter_noise_share: float = 0.3  # share of adapter mutations of adapter-carrying parents done by noise
+    adapter_noise_scale: float = 0.05  # relative Gaussian noise on the LoRA factors (0.05 = 5% of the norm)
+    adapter_pass_threshold: float = 0.5  # training outputs with reward >= this are fine-tuned on, in [0, 1]
+    # the short Lamarckian fine-tune (its rank is also the crossover rank), sized for the CPU: 4 steps x 1 row
+    # x <= 512 tokens; measured on SmolLM2-135M, 2 cores shared with other jobs (load 4-5): 34-39 s per
+    # fine-tune (8-10 s/step; 36 s/step at batch 2). lr 1e-3 because there are only 4 steps.
+    adapter_lora: LoraSettings = field(default_factory=lambda: LoraSettings(
+        rank=8, alpha=16, lr=1e-3, steps=4, batch_size=1, max_length=512, replay_ratio=0.0))
 
 
 @dataclass
@@ -187,6 +223,7 @@ class OuterConfig:
     sigma0: float = 0.25  # initial step size in the normalised [0, 1] search space
     sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
     screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
+    seed_screen: bool = True  # generation 0 screens every seed; the best one is the first incumbent
     heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
     knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
     space: dict[str, KnobSpec] = field(default_factory=_default_space)  # bounds/scaling per difficulty knob
@@ -202,13 +239,75 @@ class OuterConfig:
 
 
 @dataclass
+class LoraSettings:
+    """LoRA SFT of one self-evolution round; mirrors ``evotrainer.adapters.train.LoraTrainConfig``.
+
+    Defaults follow the LoRA paper's usual setting (Hu et al. 2021: r=16 on the attention projections,
+    alpha = 2r) and are sized for a GPU; the CPU experiment lowers ``steps`` and ``max_length``.
+    """
+
+    rank: int = 16  # LoRA rank r, >= 1
+    alpha: int = 32  # LoRA scaling numerator (scale = alpha / rank)
+    dropout: float = 0.0  # LoRA dropout probability in [0, 1)
+    lr: float = 2e-4  # AdamW learning rate, absolute (not log10)
+    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    steps: int = 16  # optimiser steps per round
+    batch_size: int = 4  # examples per step
+    replay_ratio: float = 0.3  # share of each batch drawn from the replay buffer, in [0, 1)
+    max_length: int = 768  # tokens per example (longer ones are cut)
+    grad_clip: float = 1.0  # max gradient L2 norm; 0 = off
+    weight_decay: float = 0.0  # AdamW weight decay on the adapter weights
+
+
+@dataclass
+class CurriculumConfig:
+    """How a self-evolution run moves the generator's difficulty with the judge pass rate."""
+
+    raise_above: float = 0.9  # pass rate above this for `raise_rounds` rounds in a row: harder tasks
+    lower_below: float = 0.5  # pass rate below this for `lower_rounds` rounds in a row: easier tasks
+    raise_rounds: int = 2
+    lower_rounds: int = 1
+    step: float = 0.15  # each moved knob changes by this share of its (low, high) range
+    knobs: list[str] = field(default_factory=list)  # knobs moved; empty = every difficulty knob
+
+
+@dataclass
+class SelfEvolveConfig:
+    """LoRA self-evolution (expert iteration): pool -> rollout -> judge -> filter -> train -> evaluate.
+
+    See ``evotrainer/selfevolve/round.py`` for one round, top to bottom.
+    """
+
+    rounds: int = 2
+    policy: str = ""  # policy id from evaluation.population_path; "" = the first one (after evaluation.policies)
+    seed_tasks: int = 4  # generated once at the start; their references are round 1's replay data
+    new_tasks_per_round: int = 4  # generated each round at the current difficulty
+    pool_cap: int = 16  # most tasks in the pool (seed tasks stay; the oldest generated ones leave first)
+    dedup_cosine: float = 0.85  # a new task this close (MiniLM cosine of transcripts) to a pool task is dropped
+    samples_per_task: int = 4  # rollouts per pool task and round
+    temperature: float = 0.7  # rollout sampling temperature (> 0)
+    judge_repeats: int = 3  # model-judge grades per sample, averaged
+    judge_temperature: float = 0.7  # sampling temperature of the model judge's repeats (0 = greedy: 1 repeat is enough)
+    judge_max_new_tokens: int = 6  # the grade is one number
+    model_judge_weight: float = 0.3  # judge = (1 - w) * rule reward + w * grade / 10 (w renormalised to 0 when unparsed)
+    judge: ModelConfig | None = None  # the model judge; null = the policy's base model (never its adapter)
+    pass_threshold: float = 0.7  # samples with judge score >= this are trained on, in [0, 1]
+    replay_cap: int = 64  # most examples in the replay buffer (seed references + earlier kept samples)
+    dev_size: int = 8  # fixed dev-set tasks (generated once per run, never in the pool)
+    dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
+    val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+
+
+@dataclass
 class ArchiveConfig:
     path: str = "archive.db"  # relative paths are under the Hydra run dir
 
 
 @dataclass
 class Config:
-    mode: str = "evolve"  # "evaluate" | "evolve"
+    mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve"
     seed: int = 0  # the root seed; every RNG derives from it
     debug: bool = False  # show full tracebacks
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -216,8 +315,10 @@ class Config:
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
     inner: InnerConfig = field(default_factory=InnerConfig)
     outer: OuterConfig = field(default_factory=OuterConfig)
+    selfevolve: SelfEvolveConfig = field(default_factory=SelfEvolveConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
 
 
@@ -282,9 +383,14 @@ def validate(cfg: Config) -> None:
            i.elites)
     _check(1 <= i.tournament_size <= i.population_size, "inner.tournament_size",
            f"in [1, inner.population_size={i.population_size}]", i.tournament_size)
-    for key in ("cx_prob", "mut_prob", "llm_mutation_share"):
+    for key in ("cx_prob", "mut_prob", "llm_mutation_share", "adapter_mutation_share", "adapter_noise_share",
+                "adapter_pass_threshold"):
         v = getattr(i, key)
         _check(0 <= v <= 1, f"inner.{key}", "in [0, 1]", v)
+    _check(i.adapter_noise_scale > 0, "inner.adapter_noise_scale", "> 0", i.adapter_noise_scale)
+    for key in ("rank", "steps", "batch_size"):
+        _check(getattr(i.adapter_lora, key) >= 1, f"inner.adapter_lora.{key}", ">= 1", getattr(i.adapter_lora, key))
+    _check(i.adapter_lora.max_length >= 16, "inner.adapter_lora.max_length", ">= 16 tokens", i.adapter_lora.max_length)
     o = cfg.outer
     _check(o.generations >= 1, "outer.generations", ">= 1", o.generations)
     _check(o.popsize >= 2, "outer.popsize", ">= 2 (pycma needs at least two candidates)", o.popsize)
@@ -294,6 +400,20 @@ def validate(cfg: Config) -> None:
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)
     _validate_outer_extra(o)
+    _validate_selfevolve(cfg.selfevolve)
+    _validate_evaluate(cfg.evaluate)
+
+
+def _validate_evaluate(e: EvaluateConfig) -> None:
+    """``evaluate.*`` (issue 8): dataset shape, limit, bootstrap settings, comparison spec."""
+    _check(e.format in ("auto", "jsonl", "folder"), "evaluate.format", "auto, jsonl or folder", e.format)
+    _check(e.limit is None or e.limit >= 1, "evaluate.limit", ">= 1 or null", e.limit)
+    _check(e.bootstrap >= 100, "evaluate.bootstrap", ">= 100 resamples", e.bootstrap)
+    _check(0 < e.level < 1, "evaluate.level", "in (0, 1)", e.level)
+    _check(e.compare is None or (e.compare.startswith("best_seed_vs:") and len(e.compare) > len("best_seed_vs:")),
+           "evaluate.compare", "null or 'best_seed_vs:<policy ref>'", e.compare)
+    _check(bool(e.results.strip()) and "/" not in e.results and "\\" not in e.results, "evaluate.results",
+           "a file name stem (no folder)", e.results)
 
 
 def _validate_outer_extra(o: OuterConfig) -> None:
@@ -332,6 +452,47 @@ def _validate_outer_extra(o: OuterConfig) -> None:
     h = o.hack_check
     for key in ("fitness_rise", "s_val_drop", "penalty"):
         _check(getattr(h, key) >= 0, f"outer.hack_check.{key}", ">= 0", getattr(h, key))
+
+
+def _validate_selfevolve(s: SelfEvolveConfig) -> None:
+    """Self-evolution settings (issue 6); every key is named ``selfevolve.<key>``."""
+    for key in ("rounds", "seed_tasks", "samples_per_task", "judge_repeats", "judge_max_new_tokens", "pool_cap",
+                "dev_size", "replay_cap"):
+        _check(getattr(s, key) >= 1, f"selfevolve.{key}", ">= 1", getattr(s, key))
+    _check(s.new_tasks_per_round >= 0, "selfevolve.new_tasks_per_round", ">= 0", s.new_tasks_per_round)
+    _check(s.pool_cap >= s.seed_tasks, "selfevolve.pool_cap", f">= selfevolve.seed_tasks={s.seed_tasks}",
+           s.pool_cap)
+    _check(0 < s.dedup_cosine <= 1, "selfevolve.dedup_cosine", "in (0, 1] (1 = exact duplicates only)",
+           s.dedup_cosine)
+    _check(s.temperature > 0, "selfevolve.temperature", "> 0 (rollouts are sampled)", s.temperature)
+    _check(s.judge_temperature >= 0, "selfevolve.judge_temperature", ">= 0", s.judge_temperature)
+    for key in ("model_judge_weight", "pass_threshold"):
+        _check(0 <= getattr(s, key) <= 1, f"selfevolve.{key}", "in [0, 1]", getattr(s, key))
+    _check(s.dev_seed_offset >= 1, "selfevolve.dev_seed_offset", ">= 1 (0 would reuse the run's own streams)",
+           s.dev_seed_offset)
+    _check(s.val_limit is None or s.val_limit >= 1, "selfevolve.val_limit", ">= 1 or null", s.val_limit)
+    j = s.judge
+    if j is not None:
+        _check(j.backend in ("hf", "vllm"), "selfevolve.judge.backend", "'hf' or 'vllm'", j.backend)
+        _check(j.batch_size >= 1, "selfevolve.judge.batch_size", ">= 1", j.batch_size)
+    c = s.curriculum
+    _check(0 <= c.lower_below <= c.raise_above <= 1, "selfevolve.curriculum.lower_below",
+           f"in [0, selfevolve.curriculum.raise_above={c.raise_above}] (both in [0, 1])", c.lower_below)
+    _check(c.raise_rounds >= 1, "selfevolve.curriculum.raise_rounds", ">= 1", c.raise_rounds)
+    _check(c.lower_rounds >= 1, "selfevolve.curriculum.lower_rounds", ">= 1", c.lower_rounds)
+    _check(0 <= c.step <= 1, "selfevolve.curriculum.step", "in [0, 1] (share of each knob's range)", c.step)
+    lo = s.lora
+    for key in ("rank", "steps", "batch_size"):
+        _check(getattr(lo, key) >= 1, f"selfevolve.lora.{key}", ">= 1", getattr(lo, key))
+    _check(lo.max_length >= 16, "selfevolve.lora.max_length", ">= 16 tokens", lo.max_length)
+    _check(lo.alpha > 0, "selfevolve.lora.alpha", "> 0", lo.alpha)
+    _check(0 <= lo.dropout < 1, "selfevolve.lora.dropout", "in [0, 1)", lo.dropout)
+    _check(lo.lr > 0, "selfevolve.lora.lr", "> 0 (absolute, not log10)", lo.lr)
+    _check(0 <= lo.replay_ratio < 1, "selfevolve.lora.replay_ratio", "in [0, 1)", lo.replay_ratio)
+    _check(lo.grad_clip >= 0, "selfevolve.lora.grad_clip", ">= 0 (0 = off)", lo.grad_clip)
+    _check(lo.weight_decay >= 0, "selfevolve.lora.weight_decay", ">= 0", lo.weight_decay)
+    _check(bool(lo.target_modules) and all(isinstance(m, str) and m for m in lo.target_modules),
+           "selfevolve.lora.target_modules", "a non-empty list of module names", lo.target_modules)
 
 
 def resolve_path(path: str, key: str) -> Path:

@@ -8,13 +8,20 @@ a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` sc
 whole selection set only when the outer loop asks for it.
 
 Generated tokens are counted by wrapping the policy model and the mutator in :class:`TokenMeter`.
+
+With ``inner.adapter_mutation_share > 0`` policies also carry LoRA adapter genes: each inner-loop call gets an
+:class:`~evotrainer.search.adapter_ops.AdapterWorkshop` (:func:`lora_workshop`) on the transformers policy
+model, whose Lamarckian fine-tunes learn from the policies' own passing outputs on that call's training batch
+(:class:`~evotrainer.rollout.PassingSampleRecorder`); new adapters go to ``<run dir>/adapters/<policy id>``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import asdict
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -23,11 +30,18 @@ from rich.console import Console
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import Config
-from evotrainer.errors import EvoTrainerError
+from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore
-from evotrainer.rollout import FeedbackRecorder, MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.rollout import (
+    FeedbackRecorder,
+    MetaEvaluation,
+    PassingSampleRecorder,
+    RolloutEvaluator,
+    batch_id_for,
+)
 from evotrainer.runtime import sampling_from
+from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import exemplars_from_tasks
 from evotrainer.search.genome import Policy
@@ -40,7 +54,7 @@ from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 
-__all__ = ["LLMObjective", "TokenMeter", "inner_config", "subset_mean"]
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "subset_mean"]
 
 
 class TokenMeter:
@@ -61,6 +75,11 @@ class TokenMeter:
     @property
     def tokens(self) -> int:
         return self._counter[0]
+
+    @property
+    def wrapped(self) -> Any:
+        """The metered backend itself (e.g. the ``HFBackend`` that adapter training needs)."""
+        return self._llm
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         out = self._llm.generate(requests)
@@ -83,9 +102,61 @@ def inner_config(cfg: Config) -> InnerLoopConfig:
         near_duplicate_cosine=i.near_duplicate_cosine, min_diversity=i.min_diversity,
         adaptive_operators=i.adaptive_operators, exemplar_mutation_share=i.exemplar_mutation_share,
         section_match_cosine=i.section_match_cosine, style_evolution_every=i.style_evolution_every,
-        style_min_trials=i.style_min_trials,
+        style_min_trials=i.style_min_trials, adapter_mutation_share=i.adapter_mutation_share,
+        adapter_noise_share=i.adapter_noise_share,
         max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
         decoding_genes=decoding_genes_for(sampling_from(cfg.decoding)),
+    )
+
+
+def lora_workshop(
+    backend: Any, root: str | Path, cfg: Config, samples: Callable[[Policy], Sequence[Any]]
+) -> AdapterWorkshop:
+    """The adapter operators' mechanics on a transformers policy model (``evotrainer.adapters``).
+
+    Args:
+        backend: the policy model's ``HFBackend`` (unwrapped from any :class:`TokenMeter`).
+        root: folder for new adapters (created; made absolute so archived paths stay valid).
+        cfg: the run config: ``inner.adapter_lora`` (the short fine-tune; its rank is also the crossover rank)
+            and ``inner.adapter_noise_scale``.
+        samples: ``policy -> SFTExample list``: its passing outputs on the current training batch.
+
+    Returns:
+        The workshop: fine-tune = :func:`~evotrainer.adapters.train_lora` without replay (continuing from
+        the parent adapter when there is one), perturb = :func:`~evotrainer.adapters.mut_adapter_noise`,
+        merge = :func:`~evotrainer.adapters.cx_adapters` at weight 0.5.
+
+    Raises:
+        ConfigError: ``backend`` is not a transformers backend (vLLM serves adapters but cannot train
+            them), its model is not float32 on the CPU, or ``inner.adapter_lora`` is out of range.
+    """
+    from evotrainer.adapters import LoraTrainConfig, cx_adapters, mut_adapter_noise, train_lora
+    from evotrainer.backends.hf import HFBackend
+
+    if not isinstance(backend, HFBackend):
+        raise ConfigError(f"inner.adapter_mutation_share > 0 needs the transformers policy backend "
+                          f"(model.backend=hf), got {type(backend).__name__}")
+    model = backend.model
+    dtype = next(model.parameters()).dtype
+    if model.device.type == "cpu" and str(dtype) != "torch.float32":
+        raise ConfigError(f"inner.adapter_mutation_share > 0 trains LoRA adapters, which needs model.dtype=float32 "
+                          f"on the CPU, got {dtype}")
+    settings = asdict(cfg.inner.adapter_lora)
+    try:
+        train_cfg = LoraTrainConfig(**{**settings, "target_modules": tuple(settings["target_modules"])})
+    except ConfigError as exc:
+        raise ConfigError(f"inner.adapter_lora: {exc}") from None
+    folder = Path(root).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    scale = cfg.inner.adapter_noise_scale
+
+    def finetune(parent: str | None, examples: Sequence[Any], out: Path, rng: np.random.Generator) -> str:
+        return train_lora(backend, examples, (), train_cfg, out, rng=rng, parent_adapter=parent).adapter_dir
+
+    return AdapterWorkshop(
+        root=folder, samples=samples, finetune=finetune,
+        perturb=lambda parent, out, rng: mut_adapter_noise(parent, out, rng=rng, scale=scale),
+        merge=lambda a, b, out: cx_adapters(a, b, out, weight=0.5, rank=train_cfg.rank),
     )
 
 
@@ -111,13 +182,19 @@ class LLMObjective:
         selection: the selection part of the meta-validation set.
         screen: the screening subset (items of ``selection``).
         forbidden: content hashes of every meta-validation item (never allowed in a task batch).
+        phrase_bank: the run's phrase bank (grows across candidates), or None without an embedder.
+        adapters_root: where new adapter folders go when ``inner.adapter_mutation_share > 0`` (default:
+            ``adapters/`` next to the archive file, i.e. in the run dir for the default archive path).
+
+    Raises:
+        ConfigError: adapter genes are on but the policy model is not a transformers backend.
     """
 
     def __init__(
         self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
         rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
         selection: Sequence[MeetingTask], screen: Sequence[MeetingTask], forbidden: set[str],
-        phrase_bank: PhraseBank | None = None,
+        phrase_bank: PhraseBank | None = None, adapters_root: str | Path | None = None,
     ) -> None:
         self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
@@ -128,6 +205,15 @@ class LLMObjective:
         self.operator_stats = OperatorStats()
         self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
         self.candidates_run = 0
+        self.adapter_backend = None
+        if cfg.inner.adapter_mutation_share > 0:
+            backend = evaluator.llm
+            while isinstance(backend, TokenMeter):
+                backend = backend.wrapped
+            self.adapter_backend = backend
+            self.adapters_root = Path(adapters_root) if adapters_root is not None else (
+                Path(rec.store.path).resolve().parent / "adapters")
+            lora_workshop(backend, self.adapters_root, cfg, lambda policy: ())  # fail early on a bad setup
 
     def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[MeetingTask]:
         """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
@@ -190,9 +276,13 @@ class LLMObjective:
         inner_gen = (g - 1) * self.cfg.inner.generations
         calls = iter(range(inner_gen, inner_gen + 10**6))
         rec, timings, console = self.rec, self.timings, self.console
+        passing = None if self.adapter_backend is None else PassingSampleRecorder(
+            tasks, self.family, threshold=self.cfg.inner.adapter_pass_threshold, forbidden=self.forbidden)
 
         def on_evaluations(evaluations) -> None:
             rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
+            if passing is not None:  # the Lamarckian adapter mutation learns from these
+                passing.record(evaluations)
 
         def on_generation(report: GenerationReport) -> None:
             rec.policies([*report.intermediates, *report.children])
@@ -216,6 +306,12 @@ class LLMObjective:
             )
 
         feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
+        workshop = None
+        if passing is not None:
+            from evotrainer.adapters import SFTExample
+
+            workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
+                                     lambda policy: [SFTExample(chat) for chat in passing(policy)])
         exemplars = exemplars_from_tasks(tasks, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
         evaluate = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
@@ -223,7 +319,7 @@ class LLMObjective:
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
             on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.styles, exemplars=exemplars,
+            styles=self.styles, exemplars=exemplars, adapters=workshop,
         )
         self.operator_stats = self.operator_stats.merged(result.operator_stats)
         rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
-from evotrainer.backends.base import LLM, Generation, GenerationRequest, SamplingParams
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams
 from evotrainer.errors import DataError
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.genome import Policy
@@ -26,6 +26,7 @@ from evotrainer.tasks.base import MeetingTask, TaskFamily
 __all__ = [
     "FeedbackRecorder",
     "MetaEvaluation",
+    "PassingSampleRecorder",
     "PolicyEvaluation",
     "RolloutEvaluator",
     "batch_id_for",
@@ -510,6 +511,57 @@ class FeedbackRecorder:
 
     def __len__(self) -> int:
         return len(self._by_genome)
+
+
+class PassingSampleRecorder:
+    """Keeps each evaluated genome's passing outputs on one training batch: the Lamarckian adapter data.
+
+    Call it with a policy to get its passing samples as chats ``(*family.build_messages(policy.sections,
+    task), assistant output)`` (the exact prompt it was rolled out with, then its answer), in batch order;
+    empty when its genome was not evaluated on this batch or nothing passed. An output passes when its
+    task's total reward is >= ``threshold``, the degenerate-output guard did not fire and it is not blank.
+    Like :class:`FeedbackRecorder` it refuses a batch holding a meta-validation transcript, so no
+    meta-validation item can become training data.
+
+    Args:
+        tasks: the training batch.
+        family: the task family (builds the chat of a policy on a task).
+        threshold: pass threshold on the task's total reward, in [0, 1], higher is stricter.
+        forbidden: content hashes of the meta-validation items.
+
+    Raises:
+        DataError: a task of ``tasks`` is a meta-validation transcript.
+    """
+
+    def __init__(
+        self, tasks: Sequence[MeetingTask], family: TaskFamily, *, threshold: float,
+        forbidden: frozenset[str] | set[str] = frozenset(),
+    ) -> None:
+        leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
+        if leaked:
+            raise DataError(f"passing-sample recorder: tasks {leaked} are meta-validation transcripts")
+        self.tasks = tuple(tasks)
+        self.family = family
+        self.threshold = threshold
+        self.batch_id = batch_id_for(tasks)
+        self._by_genome: dict[str, tuple[tuple[int, str], ...]] = {}
+
+    def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
+        """Remember the passing outputs of each evaluation made on this batch (others are ignored)."""
+        for e in evaluations:
+            if e.batch_id != self.batch_id or e.genome_hash in self._by_genome or len(e.per_task) != len(self.tasks):
+                continue
+            degenerate = e.degenerate if len(e.degenerate) == len(e.per_task) else (None,) * len(e.per_task)
+            self._by_genome[e.genome_hash] = tuple(
+                (i, out) for i, (value, out, degen) in enumerate(zip(e.per_task, e.outputs, degenerate, strict=True))
+                if value is not None and value >= self.threshold and degen is None and out.strip())
+
+    def __call__(self, policy: Policy) -> list[tuple[Message, ...]]:
+        return [(*self.family.build_messages(policy.sections, self.tasks[i]), {"role": "assistant", "content": out})
+                for i, out in self._by_genome.get(policy.genome_hash, ())]
+
+    def __len__(self) -> int:
+        return sum(len(v) for v in self._by_genome.values())
 
 
 def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:

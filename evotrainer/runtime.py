@@ -37,7 +37,7 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") 
 
     return HFBackend(HFBackendConfig(
         path=cfg.path, gguf_file=cfg.gguf_file, dtype=cfg.dtype, batch_size=cfg.batch_size,
-        max_context=cfg.max_context, threads=cfg.threads, progress=progress,
+        max_context=cfg.max_context, threads=cfg.threads, progress=progress, device=cfg.device,
     ))
 
 

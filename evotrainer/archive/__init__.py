@@ -8,7 +8,10 @@ from evotrainer.archive.schema import (
     EventRow,
     HarnessCandidateRow,
     LineageNode,
+    PoolTaskRow,
+    RoundRow,
     RunInfo,
+    SampleRow,
 )
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path, open_archive
 
@@ -22,7 +25,10 @@ __all__ = [
     "EventRow",
     "HarnessCandidateRow",
     "LineageNode",
+    "PoolTaskRow",
+    "RoundRow",
     "RunInfo",
+    "SampleRow",
     "archive_path",
     "open_archive",
 ]

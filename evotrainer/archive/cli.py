@@ -374,9 +374,10 @@ def export(
     if as_json:
         _emit_json(result)
         return
-    _console().print(Text(f"exported {result['policy_id']} to {terminal_safe(result['folder'])}: prompt.md, policy.json"))
+    names = ", ".join(Path(f).name for f in result.get("files", ())) or "prompt.md, policy.json"
+    _console().print(Text(f"exported {result['policy_id']} to {terminal_safe(result['folder'])}: {names}"))
     if result["adapter"]:
-        _console().print(Text("note: the adapter folder is referenced in policy.json, not copied", style="yellow"))
+        _console().print(Text("the folder loads with PeftModel.from_pretrained(base_model, folder)"))
 
 
 @app.command()

@@ -1,19 +1,23 @@
-"""Export one archived policy to a folder: ``prompt.md`` (the system prompt) and ``policy.json``.
+"""Export one archived policy to a folder: ``prompt.md``, ``policy.json`` and, with an adapter gene, its PEFT files.
 
-The folder is named by the user, never built from archived text. An adapter gene is recorded in
-``policy.json`` as archived; copying the adapter folder itself is not done here yet.
+The folder is named by the user, never built from archived text. A policy carrying a LoRA adapter gets the
+adapter's ``adapter_config.json`` and ``adapter_model.safetensors`` (plus EvoTrainer's provenance file) at
+the folder's top level, copied by :func:`evotrainer.adapters.export_policy`, so
+``PeftModel.from_pretrained(base, folder)`` loads it (``base``: the run's policy model).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.views import lineage_graph, policy_detail
-from evotrainer.errors import ArchiveError
+from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.search.genome import Policy, render_system_prompt
 
 __all__ = ["EXPORT_FORMAT", "export_policy"]
@@ -24,22 +28,25 @@ EXPORT_FORMAT = 1
 
 def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str | Path, *,
                   force: bool = False) -> dict[str, Any]:
-    """Write ``prompt.md`` and ``policy.json`` for ``policy`` into ``out_dir``.
+    """Write ``prompt.md`` and ``policy.json`` for ``policy`` into ``out_dir``, and its adapter's PEFT files.
 
     ``policy.json`` holds: format, run_id, archive (path), exported_at, policy (genome: sections,
     adapter, decoding; id, parent ids, operator, generation, root), scores (per evaluation kind, as
     ``policy`` shows them) and lineage (every ancestor back to the seeds: id, operator, generation,
-    parent ids, archived).
+    parent ids, archived); with an adapter also ``adapter_export`` (rank, alpha, target modules, source
+    folder, files copied).
 
     Args:
         out_dir: the folder to write; created when missing.
         force: write into a folder that already holds files.
 
     Returns:
-        ``{"folder", "files", "policy_id", "adapter"}`` (paths as strings).
+        ``{"folder", "files", "policy_id", "adapter"}`` (paths as strings; ``files`` lists every file
+        written, adapter files included).
 
     Raises:
-        ArchiveError: ``out_dir`` is a file, or a non-empty folder without ``force``, or cannot be written.
+        ArchiveError: ``out_dir`` is a file, or a non-empty folder without ``force``, or cannot be written;
+            or the policy's adapter folder is missing or not a plain PEFT LoRA adapter.
     """
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -63,9 +70,35 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
     prompt = render_system_prompt(policy.sections)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        adapter_files = _copy_adapter(policy, prompt, out, doc) if policy.adapter is not None else []
         (out / "prompt.md").write_text(prompt + "\n", encoding="utf-8")
         (out / "policy.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ArchiveError(f"{out}: cannot write the export ({exc})") from None
-    return {"folder": str(out), "files": [str(out / "prompt.md"), str(out / "policy.json")],
+    return {"folder": str(out), "files": [str(out / "prompt.md"), str(out / "policy.json"), *adapter_files],
             "policy_id": policy.id, "adapter": policy.adapter}
+
+
+def _copy_adapter(policy: Policy, prompt: str, out: Path, doc: dict[str, Any]) -> list[str]:
+    """Copy the policy's adapter files into ``out`` with :func:`evotrainer.adapters.export_policy`.
+
+    That function writes a complete export into an empty folder; it runs in a scratch folder inside ``out``
+    (so ``--force`` exports work too) and only its adapter files are moved up. Adds ``doc["adapter_export"]``.
+    Returns the paths of the files placed in ``out``.
+    """
+    from evotrainer.adapters import export_policy as export_with_adapter  # lazy: pulls in torch
+
+    scratch = Path(tempfile.mkdtemp(prefix=".adapter-export-", dir=out))
+    try:
+        try:
+            export_with_adapter(prompt, policy.adapter, scratch / "export", meta={"policy_id": policy.id})
+        except EvoTrainerError as exc:
+            raise ArchiveError(f"policy {policy.id}: its adapter {policy.adapter} cannot be exported ({exc})") from None
+        info = json.loads((scratch / "export" / "policy.json").read_text(encoding="utf-8"))
+        names = [n for n in info["files"] if n not in ("prompt.md", "policy.json")]
+        for name in names:
+            shutil.move(str(scratch / "export" / name), str(out / name))
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    doc["adapter_export"] = {**info["adapter"], "files": names}
+    return [str(out / n) for n in names]

@@ -257,13 +257,14 @@ class ArchiveQueries:
     def dump_deterministic(self, run_id: str, exclude_event_kinds: Sequence[str] = ("phase",)) -> dict[str, Any]:
         """Everything the run archived except what legitimately varies between identical runs.
 
-        Left out: timestamps, ``host``, evaluation ``seconds``, autoincrement ids, and events whose kind
+        Left out: timestamps, ``host``, evaluation ``seconds``, autoincrement ids, self-evolution round
+        timings and training facts (wall-clock seconds inside), and events whose kind
         is in ``exclude_event_kinds`` (default: "phase" events, which carry wall-clock timings). Two runs
         with the same seed and config must give equal dumps.
 
         Returns:
             JSON-ready dict with keys run, policies, policy_parents, evaluations, harness_candidates,
-            events; each a list of row dicts in insertion order (run: one dict).
+            selfevolve_rounds, selfevolve_pool, selfevolve_samples, events; each a list of row dicts in insertion order (run: one dict).
         """
         with self._read() as conn:
             run = conn.execute(
@@ -283,6 +284,14 @@ class ArchiveQueries:
                 "harness_candidates": "SELECT harness_id, outer_generation, cand_index, vector_json, values_json, "
                 "s_val, screen_s_val, best_policy_id, status FROM harness_candidates WHERE run_id = ? "
                 "ORDER BY rowid",
+                "selfevolve_rounds": "SELECT round, policy_id, candidate_id, status, difficulty_json, "
+                "next_difficulty_json, curriculum, config_json, pool_size, n_added, n_duplicates, n_samples, "
+                "n_kept, pass_rate, mean_score, losses_json, adapter_path, dev_score, prev_dev_score, "
+                "val_score, note FROM selfevolve_rounds WHERE run_id = ? ORDER BY round",
+                "selfevolve_pool": "SELECT round, task_id, content_hash, source, difficulty_json, transcript, "
+                "reference_minutes, truth_json FROM selfevolve_pool WHERE run_id = ? ORDER BY rowid",
+                "selfevolve_samples": "SELECT round, task_id, sample_index, output, score, rule, components_json, "
+                "grades_json, model, degenerate, passed, error FROM selfevolve_samples WHERE run_id = ? ORDER BY id",
             }
             for name, sql in queries.items():
                 out[name] = [dict(r) for r in conn.execute(sql, (run_id,)).fetchall()]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
+from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.search.genome import Policy
 
@@ -94,3 +94,19 @@ class RunRecorder:
 
     def event(self, kind: str, **payload: Any) -> None:
         self.store.add_event(self.run_id, kind, payload)
+
+    # --- self-evolution (issue 6) -----------------------------------------------------------------
+
+    def se_pool(self, rows: Sequence[PoolTaskRow]) -> None:
+        """Archive tasks added to the self-evolution pool."""
+        if rows:
+            self.store.add_pool_tasks(self.run_id, list(rows))
+
+    def se_samples(self, rows: Sequence[SampleRow]) -> None:
+        """Archive judged rollout samples of a round."""
+        if rows:
+            self.store.add_samples(self.run_id, list(rows))
+
+    def se_round(self, row: RoundRow) -> None:
+        """Archive a finished self-evolution round."""
+        self.store.add_round(self.run_id, row)

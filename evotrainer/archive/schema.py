@@ -28,13 +28,16 @@ __all__ = [
     "EventRow",
     "HarnessCandidateRow",
     "LineageNode",
+    "PoolTaskRow",
+    "RoundRow",
     "RunInfo",
+    "SampleRow",
 ]
 
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
 
 EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout")
@@ -124,7 +127,77 @@ def _migrate_to_1(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1}
+_V2: tuple[str, ...] = (
+    """CREATE TABLE selfevolve_rounds (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        round INTEGER NOT NULL,
+        policy_id TEXT NOT NULL,
+        candidate_id TEXT,
+        status TEXT NOT NULL,
+        difficulty_json TEXT NOT NULL,
+        next_difficulty_json TEXT NOT NULL,
+        curriculum TEXT NOT NULL,
+        config_json TEXT NOT NULL,
+        pool_size INTEGER NOT NULL,
+        n_added INTEGER NOT NULL,
+        n_duplicates INTEGER NOT NULL,
+        n_samples INTEGER NOT NULL,
+        n_kept INTEGER NOT NULL,
+        pass_rate REAL NOT NULL,
+        mean_score REAL NOT NULL,
+        losses_json TEXT NOT NULL,
+        adapter_path TEXT,
+        train_json TEXT NOT NULL,
+        dev_score REAL,
+        prev_dev_score REAL,
+        val_score REAL,
+        timings_json TEXT NOT NULL,
+        note TEXT,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, round)
+    )""",
+    """CREATE TABLE selfevolve_pool (
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        round INTEGER NOT NULL,
+        task_id TEXT NOT NULL,
+        content_hash TEXT NOT NULL,
+        source TEXT NOT NULL,
+        difficulty_json TEXT NOT NULL,
+        transcript TEXT NOT NULL,
+        reference_minutes TEXT NOT NULL,
+        truth_json TEXT NOT NULL,
+        created_at TEXT NOT NULL,
+        PRIMARY KEY (run_id, round, task_id)
+    )""",
+    """CREATE TABLE selfevolve_samples (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run_id TEXT NOT NULL REFERENCES runs(run_id),
+        round INTEGER NOT NULL,
+        task_id TEXT NOT NULL,
+        sample_index INTEGER NOT NULL,
+        output TEXT NOT NULL,
+        score REAL NOT NULL,
+        rule REAL NOT NULL,
+        components_json TEXT NOT NULL,
+        grades_json TEXT NOT NULL,
+        model REAL,
+        degenerate TEXT,
+        passed INTEGER NOT NULL,
+        error TEXT,
+        created_at TEXT NOT NULL
+    )""",
+    "CREATE INDEX idx_se_pool_round ON selfevolve_pool(run_id, round)",
+    "CREATE INDEX idx_se_samples_round ON selfevolve_samples(run_id, round, passed)",
+)
+
+
+def _migrate_to_2(conn: sqlite3.Connection) -> None:
+    """Version 1 -> 2: add the self-evolution tables (rounds, pool additions, judged samples); adds only."""
+    for stmt in _V2:
+        conn.execute(stmt)
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2}
 """Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
 must not use ``executescript``, which commits)."""
 
@@ -243,3 +316,115 @@ class LineageNode:
     policy: Policy
     parent_ids: tuple[str, ...]
     depth: int
+
+
+@dataclass(frozen=True)
+class RoundRow:
+    """One self-evolution round (table ``selfevolve_rounds``; one row per round, written at its end).
+
+    Attributes:
+        round: 1-based round number.
+        policy_id: the policy the round started from (its adapter is the parent adapter).
+        status: ``"kept"`` (dev score did not fall), ``"reverted"`` (it fell: the adapter reverts),
+            ``"no_pass"`` (no sample passed: nothing trained) or ``"failed"`` (training failed).
+        difficulty: generator knobs of the tasks generated this round, natural units.
+        next_difficulty: knobs after the curriculum step.
+        curriculum: the curriculum action ("raise", "lower", "hold", "at_bound").
+        config: the round's settings (``selfevolve`` config), JSON-ready.
+        pool_size: tasks rolled out this round.
+        n_added / n_duplicates: pool additions / candidates dropped as near-duplicates.
+        n_samples / n_kept: samples judged / samples at or above the pass threshold.
+        pass_rate: n_kept / n_samples in [0, 1].
+        mean_score: mean judge score in [0, 1], higher is better.
+        losses: training loss per step (empty when nothing trained).
+        candidate_id: the trained policy's id, or None.
+        adapter_path: its adapter folder relative to the run dir, or None.
+        train: training facts (steps, seconds, trainable_params, replay_share, examples, replay).
+        dev_score: dev-set score of the candidate (or of the unchanged policy), in [0, 1], or None.
+        prev_dev_score: dev-set score of the policy the round started from.
+        val_score: meta-validation score (S_val) of the candidate on the round's items, or None.
+        timings: wall seconds per phase (excluded from determinism comparisons).
+        note: free text (why nothing trained, an error).
+    """
+
+    round: int
+    policy_id: str
+    status: str
+    difficulty: Mapping[str, float]
+    next_difficulty: Mapping[str, float]
+    curriculum: str
+    config: Mapping[str, Any]
+    pool_size: int
+    n_added: int
+    n_duplicates: int
+    n_samples: int
+    n_kept: int
+    pass_rate: float
+    mean_score: float
+    losses: tuple[float, ...] = ()
+    candidate_id: str | None = None
+    adapter_path: str | None = None
+    train: Mapping[str, Any] = field(default_factory=dict)
+    dev_score: float | None = None
+    prev_dev_score: float | None = None
+    val_score: float | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+    note: str | None = None
+
+
+@dataclass(frozen=True)
+class PoolTaskRow:
+    """One task added to the self-evolution pool (table ``selfevolve_pool``).
+
+    Attributes:
+        round: the round that added it (0 = seed task).
+        task_id: the task's id.
+        content_hash: :func:`evotrainer.tasks.base.content_hash` of the transcript.
+        source: "seed" or "generated".
+        difficulty: generator knobs it was made at.
+        transcript: the transcript.
+        reference_minutes: its reference minutes.
+        truth: ``{"topics": [...], "decisions": [...], "action_items": [[owner, task, due], ...]}``.
+    """
+
+    round: int
+    task_id: str
+    content_hash: str
+    source: str
+    difficulty: Mapping[str, float]
+    transcript: str
+    reference_minutes: str = ""
+    truth: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class SampleRow:
+    """One judged rollout sample (table ``selfevolve_samples``).
+
+    Attributes:
+        round: the round.
+        task_id: the pool task it answers.
+        index: sample number for that task, >= 0.
+        output: the generated minutes (untrusted text, stored as data only).
+        score: combined judge score in [0, 1].
+        rule: rule reward in [0, 1].
+        components: rule reward components.
+        grades: model grades per repeat (None = unparsed).
+        model: mean parsed grade / 10, or None.
+        degenerate: the guard's reason, or None.
+        passed: score >= the pass threshold (trained on when the round trains).
+        error: judge errors, or None.
+    """
+
+    round: int
+    task_id: str
+    index: int
+    output: str
+    score: float
+    rule: float
+    components: Mapping[str, float] = field(default_factory=dict)
+    grades: tuple[float | None, ...] = ()
+    model: float | None = None
+    degenerate: str | None = None
+    passed: bool = False
+    error: str | None = None

@@ -29,6 +29,7 @@ from evotrainer.archive.schema import (
     EvaluationRow,
     HarnessCandidateRow,
 )
+from evotrainer.archive.selfevolve_store import SelfEvolveTables
 from evotrainer.errors import ArchiveError
 from evotrainer.search.genome import Policy
 
@@ -69,7 +70,7 @@ def _genome_json(policy: Policy) -> str:
     return _json(genome, f"policy {policy.id!r} genome")
 
 
-class ArchiveStore(ArchiveQueries):
+class ArchiveStore(ArchiveQueries, SelfEvolveTables):
     """One archive file, opened for writing (default) or read-only.
 
     Args:

@@ -13,6 +13,11 @@ Design choices (each one a correctness requirement, not a speed-up only):
   processors in :mod:`evotrainer.backends.logits` (temperature/top-p sampling with a per-request
   ``torch.Generator``, repetition penalty and n-gram blocking over generated tokens only, a per-row token
   budget), and ``generate`` itself always runs greedy; so any requests may share a batch.
+- **Adapters (PEFT LoRA folders).** ``GenerationRequest.adapter`` names a saved adapter folder; each distinct
+  folder is loaded once under its own name into one PEFT wrapper and a chunk mixing adapters and base rows
+  runs as one ``generate`` with PEFT's per-row ``adapter_names`` (``"__base__"`` for base rows). Adapter
+  layers are enabled only inside :meth:`HFBackend.generate`, so ``backend.model(...)`` stays the base model;
+  :meth:`HFBackend.unload_adapters` removes the wrapper (training does this first).
 - **Context.** The GGUF tokenizer reports ``model_max_length`` ~1e30; the window is the model config's
   ``max_position_embeddings`` (capped by ``max_context``). A prompt that leaves no room for
   ``max_new_tokens`` has the middle of its longest user message cut (see :func:`fit_messages`).
@@ -24,6 +29,7 @@ import contextlib
 import logging
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +84,14 @@ class HFBackendConfig:
     threads: int | None = None
     progress: bool = False
     device: str = "cpu"
+
+
+@dataclass(frozen=True)
+class _LoadedAdapter:
+    """A resident adapter: its PEFT name and the (mtime, size) signature of its files when loaded."""
+
+    name: str
+    signature: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -270,6 +284,11 @@ class HFBackend:
             tok_limit = getattr(self.tokenizer, "model_max_length", None)
             limit = tok_limit if tok_limit and tok_limit < 10**7 else 2048
         self.context_length = min(limit, cfg.max_context) if cfg.max_context else int(limit)
+        # adapters (issue 6): one PEFT wrapper at most, one named adapter per distinct folder
+        self.max_loaded_adapters = 64
+        self._peft = None
+        self._adapters: dict[str, _LoadedAdapter] = {}
+        self._adapter_counter = 0
 
     # ------------------------------------------------------------------ loading
     @staticmethod
@@ -356,15 +375,142 @@ class HFBackend:
         return _Prepared(self._encode(fitted), True, omitted)
 
     # ------------------------------------------------------------------ adapters (issue 6)
-    @staticmethod
-    def _adapter_kwargs(requests: Sequence[GenerationRequest]) -> dict:
-        """Extra ``generate`` kwargs that activate the requests' adapters: the one place adapters plug in.
+    @property
+    def loaded_adapters(self) -> dict[str, str]:
+        """Adapters resident in the model: ``{resolved folder: internal PEFT adapter name}``."""
+        return {folder: entry.name for folder, entry in self._adapters.items()}
 
-        PEFT mixed-adapter batches would go here (``adapter_names=[...]``, one name per row).
+    def load_adapter(self, folder: str | Path) -> str:
+        """Load the PEFT LoRA adapter saved in ``folder`` (once per distinct folder) and return its name.
+
+        Adapters stay resident (least recently used ones are evicted past ``max_loaded_adapters``) and are
+        dormant outside :meth:`generate`: their layers are disabled, so a direct ``self.model(...)`` call
+        runs the base model. A folder whose ``adapter_model.safetensors`` or ``adapter_config.json``
+        changed on disk since it was loaded is reloaded.
+
+        Args:
+            folder: a folder written by PEFT ``save_pretrained`` (``adapter_config.json`` +
+                ``adapter_model.safetensors``) for this base model.
+
+        Returns:
+            The internal adapter name (``"a<k>"``), used as a row entry of PEFT ``adapter_names``.
+
+        Raises:
+            ModelError: the folder is missing, is not a PEFT adapter, or does not fit this model.
         """
-        if any(r.adapter is not None for r in requests):
-            raise NotImplementedError("adapters: issue 6")
-        return {}
+        return self._load_adapters([folder])[0]
+
+    def unload_adapter(self, folder: str | Path) -> bool:
+        """Remove the adapter loaded from ``folder``; True if it was loaded.
+
+        When the last adapter goes, the PEFT wrapper is unloaded and the model is the plain base model
+        again (same module objects and weights as before any adapter was loaded).
+        """
+        key = str(Path(folder).expanduser().resolve())
+        entry = self._adapters.pop(key, None)
+        if entry is None:
+            return False
+        if not self._adapters:
+            self.unload_adapters()
+            return True
+        with warnings.catch_warnings():  # "adapter X was active, setting active adapter to Y"
+            warnings.simplefilter("ignore")
+            self._peft.delete_adapter(entry.name)
+        return True
+
+    def unload_adapters(self) -> None:
+        """Remove every loaded adapter and the PEFT wrapper: the model is the plain base model again."""
+        self._adapters.clear()
+        if self._peft is not None:
+            peft, self._peft = self._peft, None
+            self.model = peft.unload()
+            self.model.eval()
+
+    def _adapter_folder(self, folder: str | Path) -> tuple[str, tuple[int, ...]]:
+        """``(resolved folder, file signature)``; ModelError when it is not a PEFT adapter folder."""
+        path = Path(folder).expanduser().resolve()
+        files = [path / "adapter_config.json", path / "adapter_model.safetensors"]
+        if not path.is_dir() or not files[0].is_file():
+            raise ModelError(f"adapter {folder}: not a PEFT adapter folder (expected adapter_config.json)")
+        stats = [f.stat() for f in files if f.is_file()]
+        return str(path), tuple(v for st in stats for v in (st.st_mtime_ns, st.st_size))
+
+    def _load_adapters(self, folders: Sequence[str | Path]) -> list[str]:
+        """Names of the adapters in ``folders`` (loading or reloading as needed), evicting LRU others."""
+        from peft import PeftModel
+
+        from evotrainer.adapters.files import check_fits, read_adapter  # lazy: adapters imports this module
+
+        names: list[str] = []
+        wanted = {self._adapter_folder(f)[0] for f in folders}
+        for folder in folders:
+            key, signature = self._adapter_folder(folder)
+            entry = self._adapters.get(key)
+            if entry is not None and entry.signature != signature:  # rewritten on disk since loaded
+                self.unload_adapter(key)
+                entry = None
+            if entry is None:
+                self._evict(wanted)
+                name = f"a{self._adapter_counter}"
+                self._adapter_counter += 1
+                try:
+                    check_fits(self.model, read_adapter(key))  # before PEFT injects anything
+                except ModelError as exc:
+                    raise ModelError(f"adapter {folder}: cannot be loaded into {self.name}: {exc}") from None
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        if self._peft is None:
+                            self._peft = PeftModel.from_pretrained(self.model, key, adapter_name=name)
+                        else:
+                            self._peft.load_adapter(key, adapter_name=name)
+                except Exception as exc:  # PEFT/safetensors raise many types; all mean "unloadable"
+                    if self._peft is not None and not self._adapters:
+                        self.unload_adapters()
+                    raise ModelError(f"adapter {folder}: cannot be loaded into {self.name}: {exc}") from exc
+                self._peft.eval()
+                self._peft.base_model.disable_adapter_layers()  # dormant outside generate()
+                entry = _LoadedAdapter(name, signature)
+            self._adapters.pop(key, None)
+            self._adapters[key] = entry  # most recently used last
+            names.append(entry.name)
+        return names
+
+    def _evict(self, wanted: set[str]) -> None:
+        """Unload least recently used adapters not in ``wanted`` until one more fits the cap."""
+        for key in list(self._adapters):
+            if len(self._adapters) < self.max_loaded_adapters:
+                return
+            if key not in wanted:
+                self.unload_adapter(key)
+
+    @contextlib.contextmanager
+    def _generator(self, requests: Sequence[GenerationRequest]) -> Iterator[tuple[torch.nn.Module, dict]]:
+        """The module to call ``generate`` on for one chunk, and the extra ``generate`` kwargs.
+
+        Three cases, cheapest first: no row uses an adapter (or none is resident) → the model with its
+        adapter layers off, no kwargs; every row uses the same adapter → that adapter made active, plain
+        LoRA forward; a mix → PEFT's per-row ``adapter_names`` (``"__base__"`` for base rows), see
+        https://huggingface.co/docs/peft/developer_guides/lora ("Inference with different LoRA adapters in
+        the same batch"). The per-row path masks every LoRA layer per sub-batch and is the slowest, so it is
+        used only when rows really differ.
+        """
+        folders = list(dict.fromkeys(r.adapter for r in requests))
+        if self._peft is None or folders == [None]:
+            yield self.model, {}
+            return
+        wanted = [f for f in folders if f is not None]
+        names = dict(zip(wanted, self._load_adapters(wanted), strict=True))
+        if len(folders) == 1:
+            self._peft.set_adapter(names[folders[0]])
+            kwargs: dict = {}
+        else:
+            kwargs = {"adapter_names": [names[r.adapter] if r.adapter is not None else "__base__" for r in requests]}
+        self._peft.base_model.enable_adapter_layers()
+        try:
+            yield self._peft, kwargs
+        finally:
+            self._peft.base_model.disable_adapter_layers()
 
     # ------------------------------------------------------------------ generation
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -379,10 +525,11 @@ class HFBackend:
 
         Raises:
             DataError: a malformed chat. ConfigError: ``max_new_tokens`` outside the context window.
-            NotImplementedError: a request names an adapter (issue 6).
+            ModelError: a request names a folder that is not a loadable PEFT adapter for this model.
         """
         requests = list(requests)
-        self._adapter_kwargs(requests)  # fail before any work
+        folders = list(dict.fromkeys(r.adapter for r in requests if r.adapter is not None))
+        self._load_adapters(folders)  # fail before any work
         prepared = [self._prepare(i, r) for i, r in enumerate(requests)]
         cut = [p for p in prepared if p.truncated]
         if cut:
@@ -434,13 +581,13 @@ class HFBackend:
             pad_token_id=self.pad_token_id,
         )
         device = self.model.device
-        with torch.inference_mode():
-            out = self.model.generate(
+        with torch.inference_mode(), self._generator(requests) as (model, adapter_kwargs):
+            out = model.generate(
                 input_ids=input_ids.to(device),
                 attention_mask=attention_mask.to(device),
                 generation_config=gen_cfg,
                 logits_processor=build_processors(width, params, self.stop_token_ids[0]),
-                **self._adapter_kwargs(requests),
+                **adapter_kwargs,
             )
         new_tokens = out[:, width:].cpu()  # (B, T)
         return [

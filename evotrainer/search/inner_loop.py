@@ -20,6 +20,7 @@ from deap import base, tools
 
 from evotrainer.backends.base import LLM, Embedder
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.genome import Policy
 from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
@@ -47,6 +48,7 @@ MUTATION_ROLES = {
     "mut_phrase_substitution": "mutate_phrase",
     "mut_decoding": "mutate_decoding",
     "mut_exemplar": "mutate_exemplar",
+    "mut_adapter": "mutate_adapter",
 }
 """Mutation operator kind -> the toolbox alias that performs it."""
 
@@ -138,6 +140,7 @@ def run_inner_loop(
     feedback: Feedback | None = None,
     styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
     exemplars: Sequence[str] = (),
+    adapters: AdapterWorkshop | None = None,
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
@@ -179,6 +182,11 @@ def run_inner_loop(
             :mod:`evotrainer.search.style_library`).
         exemplars: few-shot exemplar texts built from this call's *generated* batch (enables exemplar
             swaps; see :func:`~evotrainer.search.exemplars.exemplars_from_tasks`).
+        adapters: the adapter workshop built on the policy model and *this call's training batch*
+            (enables adapter genes: ``cfg.adapter_mutation_share`` of the mutations fine-tune or perturb a
+            policy's LoRA adapter, and crossover merges two parents' adapters; see
+            :mod:`evotrainer.search.adapter_ops`). ``evaluate`` must then score each policy with its
+            adapter (the rollout evaluator does, in mixed-adapter batches).
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -196,7 +204,7 @@ def run_inner_loop(
             bank.add(("rules", phrase) for phrase in DEFAULT_RULE_PHRASES)
         bank.add_policies(population)
     toolbox = toolbox if toolbox is not None else build_toolbox(
-        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars)
+        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters)
     operator_stats = OperatorStats()
     logbook = tools.Logbook()
     logbook.header = list(LOGBOOK_HEADER)
@@ -298,19 +306,23 @@ def _mutation_probabilities(
 
     LLM mutations take ``llm_mutation_share`` (0 without a mutator), split into reflective ones
     (``reflective_share``, 0 without ``plan_reflect``) and style rewrites; the rest is split into phrase
-    substitution (0 without ``mutate_phrase``), decoding mutation and structural edits. Adapted to
-    ``stats`` when ``cfg.adaptive_operators``.
+    substitution (0 without ``mutate_phrase``), decoding mutation and structural edits. Adapter
+    mutations (``adapter_mutation_share``, 0 without ``mutate_adapter``) are taken off the top first and
+    scale the others by ``1 - adapter_mutation_share``. Adapted to ``stats`` when ``cfg.adaptive_operators``.
     """
     llm = cfg.llm_mutation_share if mutator is not None else 0.0
     phrase = cfg.phrase_mutation_share if hasattr(toolbox, "mutate_phrase") else 0.0
     decoding = cfg.decoding_mutation_share if hasattr(toolbox, "mutate_decoding") else 0.0
     exemplar = cfg.exemplar_mutation_share if hasattr(toolbox, "mutate_exemplar") else 0.0
     reflective = cfg.reflective_share if hasattr(toolbox, "plan_reflect") else 0.0
+    adapter = cfg.adapter_mutation_share if hasattr(toolbox, "mutate_adapter") else 0.0
     free = 1.0 - llm
     base_probs = {"mut_llm_rewrite": llm * (1.0 - reflective), "mut_reflective": llm * reflective,
                   "mut_structural": free * (1.0 - phrase - decoding - exemplar),
                   "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding,
                   "mut_exemplar": free * exemplar}
+    if adapter > 0:
+        base_probs = {k: v * (1.0 - adapter) for k, v in base_probs.items()} | {"mut_adapter": adapter}
     base_probs = {k: v for k, v in base_probs.items() if v > 0} or {"mut_structural": 1.0}
     if cfg.adaptive_operators:
         return adapted_probabilities(base_probs, stats, mix=cfg.adaptive_mix)
@@ -377,7 +389,10 @@ def _vary(
         elif kind in ("mut_llm_rewrite", "mut_reflective"):  # no feedback for this slot: style rewrite
             plans[i] = _checked_plan(toolbox.plan_rewrite(slots[i], rng, gen), "plan_rewrite")
         else:
-            slots[i] = _checked_policy(getattr(toolbox, role)(slots[i], rng, gen), role)
+            child = getattr(toolbox, role)(slots[i], rng, gen)
+            if child is None and kind == "mut_adapter":  # no passing sample and no adapter to perturb
+                child, role = toolbox.mutate(slots[i], rng, gen), "mutate"
+            slots[i] = _checked_policy(child, role)
             made[slots[i].id] = slots[i]
         varied[i] = True
 

@@ -9,6 +9,7 @@ from deap import base
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
+from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
 from evotrainer.search.decoding import (
     DEFAULT_DECODING_GENES,
     DecodingGene,
@@ -99,6 +100,12 @@ class InnerLoopConfig:
             change (see :mod:`evotrainer.search.decoding` for the defaults and why). The defaults hold
             no token-budget gene; ``decoding_genes_for(run_default_sampling)`` re-centres them on the
             run's decoding and adds ``max_new_tokens`` capped at the run default.
+        adapter_mutation_share: share of *all* mutations that mutate the adapter gene (Lamarckian fine-tune
+            or noise, :func:`~evotrainer.search.adapter_ops.mut_adapter`), in [0, 1], taken before the LLM
+            and model-free shares (which split the rest as described above); needs an adapter workshop
+            (without one it counts as 0). 0 keeps the search prompt-only.
+        adapter_noise_share: share of the adapter mutations of adapter-carrying parents done by noise
+            instead of a fine-tune, in [0, 1].
     """
 
     population_size: int = 8
@@ -133,6 +140,8 @@ class InnerLoopConfig:
     section_match_cosine: float = 0.5
     style_evolution_every: int = 1
     style_min_trials: int = 2
+    adapter_mutation_share: float = 0.0
+    adapter_noise_share: float = 0.3
 
     def validate(self, generations: int | None = None) -> None:
         """Check every field (and the run's ``generations`` when given).
@@ -160,7 +169,8 @@ class InnerLoopConfig:
         need(1 <= self.tournament_size <= self.population_size, "tournament_size",
              f"1 <= tournament_size <= population_size ({self.population_size})")
         for key in ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "phrase_mutation_share",
-                    "decoding_mutation_share", "adaptive_mix", "reflective_share", "exemplar_mutation_share"):
+                    "decoding_mutation_share", "adaptive_mix", "reflective_share", "exemplar_mutation_share",
+                    "adapter_mutation_share", "adapter_noise_share"):
             need(0.0 <= getattr(self, key) <= 1.0, key, "a probability in [0, 1]")
         need(self.phrase_mutation_share + self.decoding_mutation_share <= 1.0, "decoding_mutation_share",
              f"phrase_mutation_share + decoding_mutation_share <= 1 (phrase: {self.phrase_mutation_share})")
@@ -209,6 +219,7 @@ def build_toolbox(
     phrases: PhraseBank | None = None,
     feedback: Feedback | None = None,
     exemplars: Sequence[str] = (),
+    adapters: AdapterWorkshop | None = None,
 ) -> base.Toolbox:
     """A DEAP Toolbox with the inner loop's operators registered by role.
 
@@ -231,6 +242,11 @@ def build_toolbox(
       (:func:`~evotrainer.search.exemplars.mut_exemplar_swap`)
     - with ``feedback`` only: ``plan_reflect(policy, rng, gen) -> MutationPlan | None``
       (:func:`~evotrainer.search.reflection.mut_reflective_plan`)
+    - with ``adapters`` only: ``mutate_adapter(policy, rng, gen) -> Policy | None``
+      (:func:`~evotrainer.search.adapter_ops.mut_adapter`; None: no passing sample and no adapter, the
+      loop then makes a structural mutation), and ``mate`` wrapped by
+      :func:`~evotrainer.search.adapter_ops.cx_adapter_pair` (children of two adapter-carrying parents
+      carry the merged adapter)
 
     Re-register an alias (``toolbox.register("mutate", my_op)``) to plug in another operator; the
     loop checks the shape of whatever it returns and raises ``OperatorError`` naming the alias.
@@ -243,6 +259,7 @@ def build_toolbox(
         phrases: the run's phrase bank (enables phrase substitution and near-duplicate rejection).
         feedback: worst-training-task feedback per policy (enables reflective mutation).
         exemplars: few-shot exemplar texts from generated tasks (enables exemplar swaps).
+        adapters: the adapter workshop (enables adapter genes: ``mutate_adapter`` and adapter crossover).
     """
     sections = tuple(cfg.required_sections)
     tb = base.Toolbox()
@@ -271,6 +288,9 @@ def build_toolbox(
     if feedback is not None:
         tb.register("plan_reflect", mut_reflective_plan, feedback=feedback, params=cfg.mutator_params,
                     task_hint=cfg.task_hint)
+    if adapters is not None:
+        tb.register("mutate_adapter", mut_adapter, workshop=adapters, noise_share=cfg.adapter_noise_share)
+        tb.register("mate", cx_adapter_pair, mate=tb.mate, workshop=adapters)
     return tb
 
 

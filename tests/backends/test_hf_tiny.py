@@ -191,9 +191,9 @@ def test_fit_messages_cuts_middle_of_longest_user_message() -> None:
         fit_messages(chat, lambda msgs: 50, budget=10)
 
 
-def test_adapter_requests_are_not_supported_yet(tiny: HFBackend) -> None:
-    with pytest.raises(NotImplementedError, match="issue 6"):
-        tiny.generate([GenerationRequest(({"role": "user", "content": "x"},), adapter="/some/adapter")])
+def test_adapter_request_with_a_missing_folder_is_a_model_error(tiny: HFBackend, tmp_path: Path) -> None:
+    with pytest.raises(ModelError, match="not a PEFT adapter folder"):
+        tiny.generate([GenerationRequest(({"role": "user", "content": "x"},), adapter=str(tmp_path / "missing"))])
 
 
 def test_missing_path_raises_model_error(tmp_path: Path) -> None:

@@ -1,0 +1,82 @@
+"""Console output of self-evolution: a rich progress line per phase and the per-round summary table."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from evotrainer.archive.schema import RoundRow
+
+__all__ = ["PhaseTimer", "round_table"]
+
+
+class PhaseTimer:
+    """Times named phases; with a console, shows each as a rich progress row (spinner, then elapsed).
+
+    Args:
+        console: where to draw; None = time silently (tests, co-evolution calls).
+        label: prefix of every row, e.g. "round 2".
+
+    Attributes:
+        seconds: wall seconds per phase name, in the order the phases ran.
+    """
+
+    def __init__(self, console: Console | None = None, label: str = "") -> None:
+        self.console = console
+        self.label = label
+        self.seconds: dict[str, float] = {}
+        self._progress: Progress | None = None
+
+    def __enter__(self) -> PhaseTimer:
+        if self.console is not None:
+            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                      console=self.console, transient=False)
+            self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None
+
+    @contextmanager
+    def phase(self, name: str, detail: str = "") -> Iterator[None]:
+        """Time the block as phase ``name`` (seconds add up when a name repeats)."""
+        row = None
+        if self._progress is not None:
+            row = self._progress.add_task(f"{self.label} {name} {detail}".strip(), total=1)
+        t0 = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
+            if row is not None and self._progress is not None:
+                self._progress.update(row, completed=1)
+                self._progress.stop_task(row)
+
+
+def _f(x: float | None, fmt: str = "{:.3f}") -> str:
+    return "–" if x is None else fmt.format(x)
+
+
+def round_table(rows: Sequence[RoundRow], baseline_dev: float | None = None, title: str = "self-evolution rounds"
+                ) -> Table:
+    """The per-round summary: round, pool size, pass rate, mean judge score, loss start→end, dev score,
+    kept/reverted, seconds (plus S_val and the curriculum action)."""
+    table = Table(title=title)
+    for col in ("round", "pool", "pass rate", "mean judge", "loss start→end", "dev score", "S_val", "status",
+                "curriculum", "seconds"):
+        table.add_column(col, justify="right" if col not in ("status", "curriculum") else "left")
+    if baseline_dev is not None:
+        table.add_row("0", "–", "–", "–", "–", _f(baseline_dev), "–", "start", "–", "–")
+    for r in rows:
+        loss = f"{r.losses[0]:.3f}→{r.losses[-1]:.3f}" if r.losses else "–"
+        table.add_row(str(r.round), str(r.pool_size), f"{r.pass_rate:.0%} ({r.n_kept}/{r.n_samples})",
+                      f"{r.mean_score:.3f}", loss, _f(r.dev_score), _f(r.val_score), r.status, r.curriculum,
+                      f"{sum(r.timings.values()):.0f}")
+    return table

@@ -1,0 +1,183 @@
+"""The fixed judge of self-evolution: the family's rule rewards plus a model grade, repeats averaged.
+
+How a sample's judge score (in [0, 1], higher is better) is made:
+
+1. **Rules.** ``rule = family.reward(output, task, weights).total`` — the weighted reward components of
+   the task family (meeting minutes: completeness, format, action_count, action_f1, each in [0, 1],
+   weights on the simplex), so ``rule`` is already on the 0..1 scale of the pass threshold.
+2. **Degenerate outputs score 0.** When the family's degenerate-output guard fires (empty, copied
+   transcript, repetition loop; ``RewardBreakdown.degenerate``), the judge score is 0.0 and the model
+   judge is not asked.
+3. **Model grade.** The judge model — the *base* model without any adapter (or a separate
+   ``selfevolve.judge`` model), so it stays fixed while the adapter trains — is asked ``repeats`` times
+   (sampled at ``temperature`` with distinct seeds) for one integer grade 0..10. A reply is parsed
+   strictly (:func:`parse_grade`: the whole reply must be the number, optionally "/10" and a final
+   period); anything else is *ignored* (not counted as 0). ``model = mean(parsed grades) / 10``.
+4. **Combination.** ``score = (1 - w) * rule + w * model`` with ``w = model_judge_weight``; when no
+   repeat parsed, ``w`` is renormalised to 0 and ``score = rule``. (A weighted mean, as in the
+   rule-plus-model-judge reward mixes of RLAIF setups; the weight is configurable because a 135M
+   judge is mostly noise while a stronger GPU judge deserves more weight.)
+
+Samples are judged in one batched ``generate`` call. A judge call that fails leaves every grade
+unparsed (rules only) and reports the error; it never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
+from evotrainer.tasks.base import MeetingTask, TaskFamily
+
+__all__ = ["JUDGE_SYSTEM", "JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
+
+JUDGE_SYSTEM = (
+    "You grade meeting minutes. Compare the minutes with the transcript: are the topics, decisions and "
+    "action items (with owners) correct and complete, and is the text well organised? "
+    "Reply with one integer from 0 (useless) to 10 (perfect) and nothing else."
+)
+"""System prompt of the model judge (fixed for a run)."""
+
+_JUDGE_USER = "Transcript:\n\n{transcript}\n\nMinutes:\n\n{minutes}\n\nGrade (0-10):"
+_GRADE = re.compile(r"(10|[0-9])(?:\s*/\s*10)?\.?")
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Settings of the judge (fixed for a run).
+
+    Attributes:
+        reward_weights: rule reward weights by component name (renormalised by the family).
+        repeats: model grades per sample, >= 1.
+        temperature: sampling temperature of the repeats (0 = greedy: the repeats are identical).
+        max_new_tokens: tokens of a grade reply.
+        model_weight: weight ``w`` of the model grade in [0, 1].
+    """
+
+    reward_weights: Mapping[str, float]
+    repeats: int = 3
+    temperature: float = 0.7
+    max_new_tokens: int = 6
+    model_weight: float = 0.3
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's result for one sample.
+
+    Attributes:
+        score: combined judge score in [0, 1], higher is better (0.0 for degenerate output).
+        rule: the rule reward total in [0, 1] (0.0 when degenerate).
+        components: rule reward components, each in [0, 1].
+        grades: each repeat's parsed grade in [0, 10], None where the reply did not parse (empty when
+            the model judge was not asked: degenerate output or ``model_weight`` 0).
+        model: mean parsed grade / 10 in [0, 1], or None when none parsed.
+        degenerate: the guard's reason, or None.
+        error: why the rules or the model judge failed, or None.
+    """
+
+    score: float
+    rule: float
+    components: Mapping[str, float]
+    grades: tuple[float | None, ...]
+    model: float | None
+    degenerate: str | None = None
+    error: str | None = None
+
+
+def parse_grade(text: str) -> float | None:
+    """A strict 0..10 grade: the whole reply must be ``N``, ``N/10``, ``N.`` (whitespace around allowed).
+
+    Returns:
+        The grade as a float in [0, 10], or None when the reply is anything else ("7 out of 10",
+        "Grade: 7", "11", "7.5", prose); such replies are ignored, never counted as 0.
+    """
+    match = _GRADE.fullmatch(text.strip())
+    return float(match.group(1)) if match else None
+
+
+def combine(rule: float, model: float | None, weight: float, degenerate: str | None = None) -> float:
+    """``(1 - weight) * rule + weight * model`` in [0, 1]; ``rule`` alone when ``model`` is None; 0 if degenerate."""
+    if degenerate is not None:
+        return 0.0
+    if model is None:
+        return float(rule)
+    return float((1.0 - weight) * rule + weight * model)
+
+
+def judge_messages(task: MeetingTask, output: str) -> tuple[Message, ...]:
+    """The chat asking the model judge for a grade of ``output`` on ``task`` (system, user)."""
+    user = _JUDGE_USER.format(transcript=task.transcript.strip(), minutes=output.strip())
+    return ({"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user})
+
+
+def judge_samples(
+    judge_llm: LLM,
+    family: TaskFamily,
+    items: Sequence[tuple[MeetingTask, str]],
+    settings: JudgeSettings,
+    rng: np.random.Generator,
+) -> list[Verdict]:
+    """Judge each ``(task, output)``: rules, degenerate guard, ``repeats`` model grades, combined.
+
+    Args:
+        judge_llm: the fixed judge model; requests never carry an adapter.
+        family: the task family (rule rewards and the degenerate-output guard).
+        items: samples to judge.
+        settings: the judge settings.
+        rng: source of the repeats' sampling seeds.
+
+    Returns:
+        One :class:`Verdict` per item, in order. Never raises for a failing sample or judge call.
+    """
+    rules: list[tuple[float, dict[str, float], str | None, str | None]] = []
+    for task, output in items:
+        try:
+            r = family.reward(output, task, settings.reward_weights)
+            total = float(r.total)
+            if not np.isfinite(total):
+                raise ValueError(f"non-finite rule reward {total}")
+            rules.append((total, dict(r.components), r.degenerate, None))
+        except Exception as exc:  # a failing sample gets rule 0 and an error string
+            rules.append((0.0, {}, None, f"rules: {type(exc).__name__}: {exc}"))
+    ask = settings.model_weight > 0
+    requests: list[GenerationRequest] = []
+    owners: list[int] = []
+    seeds = rng.integers(0, 2**31 - 1, size=(len(items), settings.repeats))
+    for i, ((task, output), (_, _, degenerate, _)) in enumerate(zip(items, rules, strict=True)):
+        if not ask or degenerate is not None:
+            continue
+        messages = judge_messages(task, output)
+        for k in range(settings.repeats):
+            params = SamplingParams(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
+                                    seed=int(seeds[i, k]), no_repeat_ngram_size=0)
+            requests.append(GenerationRequest(messages, params, adapter=None))
+            owners.append(i)
+    grades: dict[int, list[float | None]] = {}
+    judge_error: str | None = None
+    if requests:
+        try:
+            replies = judge_llm.generate(requests)
+            if len(replies) != len(requests):
+                raise RuntimeError(f"judge returned {len(replies)} replies for {len(requests)} requests")
+            for i, reply in zip(owners, replies, strict=True):
+                grades.setdefault(i, []).append(parse_grade(reply.text))
+        except Exception as exc:  # the judge failed: rules only, with the reason
+            judge_error = f"model judge: {type(exc).__name__}: {exc}"
+            grades = {i: [None] * settings.repeats for i in set(owners)}
+    out: list[Verdict] = []
+    for i, (rule, components, degenerate, error) in enumerate(rules):
+        g = tuple(grades.get(i, ()))
+        parsed = [x for x in g if x is not None]
+        model = float(np.mean(parsed)) / 10.0 if parsed else None
+        errors = [e for e in (error, judge_error if i in grades else None) if e]
+        out.append(Verdict(
+            score=combine(0.0 if degenerate else rule, model, settings.model_weight, degenerate),
+            rule=0.0 if degenerate else rule, components=components, grades=g, model=model,
+            degenerate=degenerate, error="; ".join(errors) or None,
+        ))
+    return out

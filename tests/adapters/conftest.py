@@ -1,0 +1,53 @@
+"""Fixtures for the adapter tests: a tiny HFBackend and small chat examples."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evotrainer.adapters.train import SFTExample
+from evotrainer.backends.hf import HFBackend, HFBackendConfig
+
+
+@pytest.fixture(scope="module")
+def tiny_backend(tiny_model_dir: Path) -> HFBackend:
+    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+
+
+def chat_example(user: str, answer: str, system: str = "Summarise the meeting.", source: str = "pool") -> SFTExample:
+    return SFTExample(
+        ({"role": "system", "content": system}, {"role": "user", "content": user},
+         {"role": "assistant", "content": answer}),
+        source=source,
+    )
+
+
+POOL = [
+    chat_example("Ann: I will send the budget by Friday. Bob: ok.", "- Ann: send the budget (Friday)"),
+    chat_example("Cy: Dana books the room. Dana: fine.", "- Dana: book the room"),
+    chat_example("Eve: Let's ship v2 next week; Fay tests it.", "- Fay: test v2"),
+]
+REPLAY = [chat_example("Gus: nothing to do today.", "No action items.", source="replay")]
+
+
+def random_adapter(backend: HFBackend, folder: Path, *, seed: int, rank: int = 4, scale: float = 0.5,
+                   targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Path:
+    """A genuine PEFT save on the backend's model with random (non-zero) lora_A and lora_B."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    flags = [p.requires_grad for p in backend.model.parameters()]
+    peft_model = get_peft_model(backend.model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(targets)))
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        with torch.no_grad():
+            for name, p in peft_model.named_parameters():
+                if "lora_" in name:
+                    p.copy_(torch.randn(p.shape, generator=gen) * scale)
+        peft_model.save_pretrained(str(folder))
+    finally:
+        peft_model.unload()
+        for p, flag in zip(backend.model.parameters(), flags, strict=True):
+            p.requires_grad_(flag)
+    return folder
