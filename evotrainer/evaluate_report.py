@@ -106,9 +106,12 @@ def item_strata(items: Sequence[MeetingTask]) -> list[dict[str, str]]:
 
 
 def shown_kinds(strata: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
-    """Stratum kinds worth a table: source and length always, domain when >= 2 domains are labelled."""
-    domains = {s.get("domain", "") for s in strata} - {""}
-    return tuple(k for k in STRATA if k != "domain" or len(domains) >= 2)
+    """Stratum kinds worth a table: source and length always; domain when >= 2 domains are labelled and
+    they group items (fewer domains than labelled items: one domain per item, as in the shipped set, gives
+    one-item rows, which are noise)."""
+    labelled = [s.get("domain", "") for s in strata if s.get("domain", "")]
+    domains = set(labelled)
+    return tuple(k for k in STRATA if k != "domain" or 2 <= len(domains) < len(labelled))
 
 
 def _values(ev: MetaEvaluation, n: int) -> tuple[float, ...]:

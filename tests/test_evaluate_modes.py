@@ -19,7 +19,7 @@ from evotrainer.config import Config, validate
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.evaluate import run_evaluate, select_policies
 from evotrainer.evaluate_refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
-from evotrainer.evaluate_report import compare, summarise
+from evotrainer.evaluate_report import compare, shown_kinds, summarise
 from evotrainer.evaluate_stats import paired_difference, rng_for
 from evotrainer.rollout import MetaEvaluation
 from evotrainer.search.genome import Policy
@@ -141,13 +141,13 @@ def _ev(pid: str, values: list[float | None]) -> MetaEvaluation:
 def test_per_source_and_length_bucket_aggregation() -> None:
     items = [MeetingTask("a", "A: x " * 10, "r", source="s1", meta={"domain": "d1"}),
              MeetingTask("b", "A: x " * 200, "r", source="s1", meta={"domain": "d2"}),
-             MeetingTask("c", "A: x " * 600, "r", source="s2")]
+             MeetingTask("c", "A: x " * 600, "r", source="s2", meta={"domain": "d1"})]
     refs = resolve_policy_refs(["terse", "wordy"], seeds=SEEDS)
     results = summarise(refs, [_ev("terse", [0.2, 0.4, None]), _ev("wordy", [0.1, 0.1, 0.7])], items, seed=1)
     groups = {(g.kind, g.group): (g.n, round(g.mean, 6)) for g in results[0].groups}
     assert groups[("source", "s1")] == (2, 0.3) and groups[("source", "s2")] == (1, 0.0)  # a failed item counts 0
     assert groups[("length", "<300")] == (1, 0.2) and groups[("length", "300-600")] == (1, 0.4)
-    assert groups[("length", ">=1000")] == (1, 0.0) and ("domain", "d1") in groups
+    assert groups[("length", ">=1000")] == (1, 0.0) and groups[("domain", "d1")] == (2, 0.1)
     assert [g.group for g in results[0].groups if g.kind == "length"] == ["<300", "300-600", ">=1000"]
     comp = compare(results[0], results[1], items, seed=1, n_resamples=200)
     assert comp.rows[0].kind == "all" and comp.rows[0].diff.mean == pytest.approx(0.3 / 3 - 0.0)
@@ -247,3 +247,11 @@ def test_metric_gets_the_embedder_when_it_takes_one() -> None:
             return MetaScore(0.0, {})
 
     assert _metric_with_embedder(Plain()) is None
+
+
+def test_domain_table_only_when_domains_group_items() -> None:
+    one_each = [{"source": "s", "domain": f"d{i}", "length": "<300"} for i in range(3)]
+    grouped = [{"source": "s", "domain": d, "length": "<300"} for d in ("a", "a", "b")]
+    assert "domain" not in shown_kinds(one_each)
+    assert shown_kinds(grouped) == ("source", "domain", "length")
+    assert "domain" not in shown_kinds([{"source": "s", "domain": "", "length": "<300"}] * 3)
