@@ -143,6 +143,7 @@ class InnerConfig:
     adaptive_operators: bool = False  # adapt operator probabilities from their success rates
     use_embedder: bool = True  # phrase substitution, near-duplicate and diversity checks (MiniLM)
     exemplar_mutation_share: float = 0.1  # share of model-free mutations that add/swap/drop a few-shot exemplar
+    prefill_mutation_share: float = 0.15  # share of model-free mutations that add/swap/drop the answer prefill
     section_match_cosine: float = 0.5  # crossover pairs differently named sections at this embedding cosine
     style_evolution_every: int = 1  # harness candidates between mutation-style hyper-mutations (0 = off)
     style_min_trials: int = 2  # rewrites a style needs before its success rate counts
@@ -224,6 +225,7 @@ class OuterConfig:
     sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
     screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
     seed_screen: bool = True  # generation 0 screens every seed; the best one is the first incumbent
+    screen_top_k: int = 3  # per candidate, screen its fittest policy and its k-1 fittest new genomes
     heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
     knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
     space: dict[str, KnobSpec] = field(default_factory=_default_space)  # bounds/scaling per difficulty knob
@@ -396,6 +398,7 @@ def validate(cfg: Config) -> None:
     _check(o.popsize >= 2, "outer.popsize", ">= 2 (pycma needs at least two candidates)", o.popsize)
     _check(0 < o.sigma0 <= 1, "outer.sigma0", "in (0, 1] (normalised search space)", o.sigma0)
     _check(o.screen_size >= 1, "outer.screen_size", ">= 1", o.screen_size)
+    _check(o.screen_top_k >= 1, "outer.screen_top_k", ">= 1", o.screen_top_k)
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)

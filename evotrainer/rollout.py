@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
-from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams, with_answer
 from evotrainer.errors import DataError
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.genome import Policy
@@ -557,7 +557,7 @@ class PassingSampleRecorder:
                 if value is not None and value >= self.threshold and degen is None and out.strip())
 
     def __call__(self, policy: Policy) -> list[tuple[Message, ...]]:
-        return [(*self.family.build_messages(policy.sections, self.tasks[i]), {"role": "assistant", "content": out})
+        return [with_answer(self.family.build_messages(policy.sections, self.tasks[i]), out)
                 for i, out in self._by_genome.get(policy.genome_hash, ())]
 
     def __len__(self) -> int:

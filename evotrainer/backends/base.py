@@ -15,10 +15,31 @@ __all__ = [
     "LLM",
     "Message",
     "SamplingParams",
+    "split_prefill",
+    "with_answer",
 ]
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""
+
+
+def split_prefill(messages: Sequence[Message]) -> tuple[list[Message], str]:
+    """``(chat, prefill)``: a trailing assistant message is a *prefill*, the start of the answer.
+
+    Backends render ``chat`` with the generation prompt and append ``prefill`` verbatim, so the model
+    continues it; their :class:`Generation` text is then prefill + continuation. Without a trailing
+    assistant message ``prefill`` is ``""`` and ``chat`` is ``messages``.
+    """
+    if messages and messages[-1].get("role") == "assistant":
+        return list(messages[:-1]), str(messages[-1].get("content", ""))
+    return list(messages), ""
+
+
+def with_answer(messages: Sequence[Message], answer: str) -> tuple[Message, ...]:
+    """The chat ``messages`` (a prefill dropped: ``answer`` is the whole answer) closed by ``answer``,
+    e.g. a supervised fine-tuning example."""
+    chat, _ = split_prefill(messages)
+    return (*chat, {"role": "assistant", "content": answer})
 
 
 @dataclass(frozen=True)
@@ -54,6 +75,7 @@ class GenerationRequest:
     Attributes:
         messages: the chat, system message first when present. An empty system message is sent
             as an explicit empty system turn (chat templates otherwise inject a default persona).
+            A trailing assistant message is a prefill the answer continues (:func:`split_prefill`).
         params: decoding settings.
         adapter: optional LoRA adapter folder (a PEFT save); None runs the base model.
     """
@@ -68,7 +90,9 @@ class Generation:
     """The result of one request.
 
     Attributes:
-        text: the completion, without role markers or the end-of-turn token.
+        text: the completion, without role markers or the end-of-turn token; with a prefill it is
+            the prefill followed by the continuation (the whole answer), or ``""`` when the
+            continuation is blank (a prefill alone is not an answer).
         prompt_tokens: tokens in the (possibly truncated) prompt.
         generated_tokens: tokens generated, end-of-turn included when reached.
         finish_reason: "stop" (end-of-turn reached) or "length" (``max_new_tokens`` hit).

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import torch
 
-from evotrainer.backends.base import Generation, GenerationRequest, Message
+from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.embedded import embedded_gguf
 from evotrainer.backends.logits import build_processors
 from evotrainer.errors import ConfigError, DataError, ModelError
@@ -101,6 +101,7 @@ class _Prepared:
     ids: list[int]
     truncated: bool
     omitted_words: int
+    prefill: str = ""  # start of the answer, already in ``ids``; prepended to the decoded continuation
 
 
 def ensure_system_turn(messages: Sequence[Message], where: str = "request") -> list[Message]:
@@ -351,13 +352,13 @@ class HFBackend:
 
     # ------------------------------------------------------------------ prompts
     def render(self, messages: Sequence[Message]) -> str:
-        """The prompt text for ``messages`` (system turn ensured, generation prompt appended)."""
-        return self.tokenizer.apply_chat_template(
-            ensure_system_turn(messages), tokenize=False, add_generation_prompt=True
-        )
+        """The prompt text for ``messages`` (system turn ensured, generation prompt appended, then the
+        prefill of a trailing assistant message, see :func:`~evotrainer.backends.base.split_prefill`)."""
+        chat, prefill = split_prefill(ensure_system_turn(messages))
+        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) + prefill
 
-    def _encode(self, messages: list[Message]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    def _encode(self, messages: list[Message], prefill: str = "") -> list[int]:
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
@@ -368,11 +369,12 @@ class HFBackend:
                 f"request {index}: max_new_tokens={request.params.max_new_tokens} must be in "
                 f"[1, {self.context_length - 1}] (context window {self.context_length} tokens)"
             )
-        ids = self._encode(messages)
+        chat, prefill = split_prefill(messages)
+        ids = self._encode(chat, prefill)
         if len(ids) <= budget:
-            return _Prepared(ids, False, 0)
-        fitted, omitted = fit_messages(messages, lambda m: len(self._encode(m)), budget)
-        return _Prepared(self._encode(fitted), True, omitted)
+            return _Prepared(ids, False, 0, prefill)
+        fitted, omitted = fit_messages(chat, lambda m: len(self._encode(m, prefill)), budget)
+        return _Prepared(self._encode(fitted, prefill), True, omitted, prefill)
 
     # ------------------------------------------------------------------ adapters (issue 6)
     @property
@@ -604,7 +606,10 @@ class HFBackend:
         else:  # out of budget: any stop token at position `budget` was forced, not generated
             kept = tokens[:budget]
             count, reason = len(kept), "length"
-        text = self.tokenizer.decode(kept, skip_special_tokens=True).strip()
+        text = self.tokenizer.decode(kept, skip_special_tokens=True)
+        # with a prefill the continuation's leading space belongs to the answer ("-" + " Kit order");
+        # a prefill the model did not continue is an empty answer, not an answer of its own
+        text = (prepared.prefill + text).strip() if prepared.prefill and text.strip() else text.strip()
         return Generation(
             text=text,
             prompt_tokens=len(prepared.ids),

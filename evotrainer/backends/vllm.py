@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evotrainer.backends.base import Generation, GenerationRequest, Message
+from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.errors import ConfigError, ModelError
 
 __all__ = ["VLLMBackend", "VLLMBackendConfig"]
@@ -149,8 +149,8 @@ class VLLMBackend:
         ids += gen_eos if isinstance(gen_eos, list) else [gen_eos]
         self.stop_token_ids = tuple(dict.fromkeys(int(i) for i in ids if i is not None))
 
-    def _encode(self, messages: list[Message]) -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    def _encode(self, messages: list[Message], prefill: str = "") -> list[int]:
+        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     @staticmethod
@@ -189,20 +189,21 @@ class VLLMBackend:
 
         requests = list(requests)
         loras = [self._lora_request(r.adapter) for r in requests]
-        prompts, truncated = [], []
+        prompts, truncated, prefills = [], [], []
         for i, r in enumerate(requests):
-            messages = ensure_system_turn(r.messages, where=f"request {i}")
+            messages, prefill = split_prefill(ensure_system_turn(r.messages, where=f"request {i}"))
+            prefills.append(prefill)
             budget = self.context_length - r.params.max_new_tokens
             if r.params.max_new_tokens < 1 or budget < 1:
                 raise ConfigError(
                     f"request {i}: max_new_tokens={r.params.max_new_tokens} must be in "
                     f"[1, {self.context_length - 1}] (context window {self.context_length} tokens)"
                 )
-            ids = self._encode(messages)
+            ids = self._encode(messages, prefill)
             truncated.append(len(ids) > budget)
             if truncated[-1]:
-                messages, _ = fit_messages(messages, lambda m: len(self._encode(m)), budget)
-                ids = self._encode(messages)
+                messages, _ = fit_messages(messages, lambda m: len(self._encode(m, prefill)), budget)
+                ids = self._encode(messages, prefill)
             prompts.append({"prompt_token_ids": ids})
         if any(truncated):
             log.warning(
@@ -218,11 +219,11 @@ class VLLMBackend:
             use_tqdm=False,
         )
         results = []
-        for out, prompt, cut in zip(outputs, prompts, truncated, strict=True):
+        for out, prompt, cut, prefill in zip(outputs, prompts, truncated, prefills, strict=True):
             completion = out.outputs[0]
             results.append(
                 Generation(
-                    text=completion.text.strip(),
+                    text=(prefill + completion.text).strip() if completion.text.strip() else "",
                     prompt_tokens=len(prompt["prompt_token_ids"]),
                     generated_tokens=len(completion.token_ids),
                     finish_reason="stop" if completion.finish_reason == "stop" else "length",

@@ -12,10 +12,20 @@ import yaml
 
 from evotrainer.errors import DataError
 
-__all__ = ["Policy", "REQUIRED_SECTIONS", "load_population", "render_system_prompt"]
+__all__ = ["PREFILL_SECTION", "Policy", "REQUIRED_SECTIONS", "instruction_sections", "load_population",
+           "render_system_prompt"]
 
 REQUIRED_SECTIONS: tuple[str, ...] = ("role", "format", "rules")
 """Sections every meeting-minutes policy carries, in render order. Extra sections follow them."""
+
+PREFILL_SECTION = "prefill"
+"""Optional section whose text starts the assistant's answer instead of joining the system prompt.
+
+The model continues from it (e.g. ``"## Topics\n-"`` makes a small model write minutes rather than
+continue the transcript); the answer scored is prefill + continuation. Pre-filling the assistant turn
+is a documented prompting technique (e.g. Anthropic's "prefill Claude's response" guide); measured here
+on 10 meta-validation items with SmolLM2-135M, a ``## Topics`` prefill raised S_val of three seeds by
++0.005 to +0.028. Text operators leave it alone; :func:`evotrainer.search.prefill.mut_prefill` edits it."""
 
 
 def _sha(obj: object) -> str:
@@ -100,8 +110,15 @@ class Policy:
 
 
 def render_system_prompt(sections: Sequence[tuple[str, str]]) -> str:
-    """The system prompt of a genome: non-empty section texts, stripped, joined by blank lines."""
-    return "\n\n".join(text.strip() for _, text in sections if text.strip())
+    """The system prompt of a genome: non-empty section texts, stripped, joined by blank lines.
+
+    The :data:`PREFILL_SECTION` is not part of it (it starts the assistant turn)."""
+    return "\n\n".join(text.strip() for name, text in sections if text.strip() and name != PREFILL_SECTION)
+
+
+def instruction_sections(sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The ``(name, text)`` pairs that text operators may edit: every section but the prefill."""
+    return [(name, text) for name, text in sections if name != PREFILL_SECTION]
 
 
 def load_population(path: str | Path) -> list[Policy]:

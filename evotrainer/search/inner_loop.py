@@ -48,6 +48,7 @@ MUTATION_ROLES = {
     "mut_phrase_substitution": "mutate_phrase",
     "mut_decoding": "mutate_decoding",
     "mut_exemplar": "mutate_exemplar",
+    "mut_prefill": "mutate_prefill",
     "mut_adapter": "mutate_adapter",
 }
 """Mutation operator kind -> the toolbox alias that performs it."""
@@ -306,7 +307,8 @@ def _mutation_probabilities(
 
     LLM mutations take ``llm_mutation_share`` (0 without a mutator), split into reflective ones
     (``reflective_share``, 0 without ``plan_reflect``) and style rewrites; the rest is split into phrase
-    substitution (0 without ``mutate_phrase``), decoding mutation and structural edits. Adapter
+    substitution (0 without ``mutate_phrase``), decoding mutation, exemplar swaps, prefill edits and
+    structural edits. Adapter
     mutations (``adapter_mutation_share``, 0 without ``mutate_adapter``) are taken off the top first and
     scale the others by ``1 - adapter_mutation_share``. Adapted to ``stats`` when ``cfg.adaptive_operators``.
     """
@@ -314,13 +316,14 @@ def _mutation_probabilities(
     phrase = cfg.phrase_mutation_share if hasattr(toolbox, "mutate_phrase") else 0.0
     decoding = cfg.decoding_mutation_share if hasattr(toolbox, "mutate_decoding") else 0.0
     exemplar = cfg.exemplar_mutation_share if hasattr(toolbox, "mutate_exemplar") else 0.0
+    prefill = cfg.prefill_mutation_share if hasattr(toolbox, "mutate_prefill") else 0.0
     reflective = cfg.reflective_share if hasattr(toolbox, "plan_reflect") else 0.0
     adapter = cfg.adapter_mutation_share if hasattr(toolbox, "mutate_adapter") else 0.0
     free = 1.0 - llm
     base_probs = {"mut_llm_rewrite": llm * (1.0 - reflective), "mut_reflective": llm * reflective,
-                  "mut_structural": free * (1.0 - phrase - decoding - exemplar),
+                  "mut_structural": free * (1.0 - phrase - decoding - exemplar - prefill),
                   "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding,
-                  "mut_exemplar": free * exemplar}
+                  "mut_exemplar": free * exemplar, "mut_prefill": free * prefill}
     if adapter > 0:
         base_probs = {k: v * (1.0 - adapter) for k, v in base_probs.items()} | {"mut_adapter": adapter}
     base_probs = {k: v for k, v in base_probs.items() if v > 0} or {"mut_structural": 1.0}

@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
-from evotrainer.search.genome import REQUIRED_SECTIONS, Policy
+from evotrainer.search.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
+from evotrainer.search.prefill import MAX_PREFILL_WORDS
 from evotrainer.search.mutation_prompts import (
     DEFAULT_RULE_PHRASES,
     DOMAIN_VOCABULARY,
@@ -96,6 +97,8 @@ def validity_problem(
     total = sum(word_count(text) for text in texts.values())
     if total > max_words:
         return f"{total} words > {max_words}"
+    if PREFILL_SECTION in texts and word_count(texts[PREFILL_SECTION]) > MAX_PREFILL_WORDS:
+        return f"prefill of {word_count(texts[PREFILL_SECTION])} words > {MAX_PREFILL_WORDS}"
     for name, value in policy.decoding:
         if not isinstance(value, (int, float)) or not math.isfinite(value):
             return f"decoding gene {name!r} is not a finite number"
@@ -320,8 +323,8 @@ def mut_structural(
         The child, operator ``mut_structural/<add|drop|swap|move|none>``.
     """
     texts = dict(parent.sections)
-    if not texts.get(section, "").strip():
-        candidates = [name for name, text in parent.sections if text.strip()]
+    if section == PREFILL_SECTION or not texts.get(section, "").strip():
+        candidates = [name for name, text in instruction_sections(parent.sections) if text.strip()]
         if not candidates:
             return parent.child(parent.sections, operator="mut_structural/none", generation=generation)
         section = rng.choice(candidates)
@@ -417,7 +420,8 @@ def mut_llm_rewrite_plan(
     Returns:
         The plan; turn the mutator's answer into a child with :func:`apply_rewrite`.
     """
-    candidates = [name for name, text in parent.sections if text.strip()] or [n for n, _ in parent.sections]
+    editable = instruction_sections(parent.sections) or list(parent.sections)
+    candidates = [name for name, text in editable if text.strip()] or [n for n, _ in editable]
     section = rng.choice(candidates)
     style = rng.choice(styles_for(section, styles))
     messages = build_rewrite_messages(parent.section(section), style.instruction, task_hint=task_hint)
@@ -450,7 +454,7 @@ def cx_llm_merge_plan(
         The plan (operator ``cx_llm_merge``), or None when no section differs.
     """
     t2 = dict(p2.sections)
-    candidates = [n for n, t in p1.sections if t.strip() and t2.get(n, "").strip() and t2[n] != t]
+    candidates = [n for n, t in instruction_sections(p1.sections) if t.strip() and t2.get(n, "").strip() and t2[n] != t]
     if not candidates:
         return None
     section = rng.choice(candidates)

@@ -18,7 +18,7 @@ import numpy as np
 from evotrainer.backends.base import Embedder
 from evotrainer.errors import ConfigError
 from evotrainer.search.cleaning import word_count
-from evotrainer.search.genome import Policy
+from evotrainer.search.genome import Policy, instruction_sections
 from evotrainer.search.operators import bullet_prefix, join_sentences, normalize_sentence, split_sentences
 
 __all__ = ["PhraseBank", "mut_phrase_substitution"]
@@ -105,7 +105,8 @@ class PhraseBank:
 
     def add_policies(self, policies: Iterable[Policy]) -> int:
         """Bank every sentence of every section of ``policies``; returns how many were new."""
-        return self.add((name, s) for p in policies for name, text in p.sections for s in split_sentences(text))
+        return self.add((name, s) for p in policies for name, text in instruction_sections(p.sections)
+                        for s in split_sentences(text))
 
     def vectors(self, sentences: Sequence[str]) -> np.ndarray:
         """Embeddings of ``sentences`` (bullet markers ignored), shape (len(sentences), dim), float32.
@@ -182,7 +183,7 @@ def mut_phrase_substitution(
     if len(bank) == 0:
         return none
     total = sum(word_count(text) for _, text in parent.sections)
-    slots = [(name, i) for name, text in parent.sections for i in range(len(split_sentences(text)))]
+    slots = [(name, i) for name, text in instruction_sections(parent.sections) for i in range(len(split_sentences(text)))]
     rng.shuffle(slots)
     texts = dict(parent.sections)
     matrix = bank.matrix

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
-from evotrainer.search.genome import Policy
+from evotrainer.search.genome import Policy, instruction_sections
 from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
 
@@ -123,8 +123,9 @@ def mut_reflective_plan(
     info = feedback(parent)
     if info is None:
         return None
-    candidates = [n for n, t in parent.sections if n in sections and t.strip()]
-    candidates = candidates or [n for n, t in parent.sections if t.strip()] or [n for n, _ in parent.sections]
+    editable = instruction_sections(parent.sections) or list(parent.sections)
+    candidates = [n for n, t in editable if n in sections and t.strip()]
+    candidates = candidates or [n for n, t in editable if t.strip()] or [n for n, _ in editable]
     section = rng.choice(candidates)
     messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint)
     seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params

@@ -30,6 +30,7 @@ from evotrainer.search.operators import (
     sel_tournament,
 )
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
+from evotrainer.search.prefill import DEFAULT_PREFILLS, mut_prefill
 from evotrainer.search.reflection import Feedback, mut_reflective_plan
 
 __all__ = ["GenomeHallOfFame", "InnerLoopConfig", "build_toolbox"]
@@ -92,6 +93,9 @@ class InnerLoopConfig:
             in [0, 1]; needs exemplars (otherwise these become structural edits).
         section_match_cosine: in crossover, two sections with different names correspond when the cosine
             of their mean sentence embeddings is at least this (names match first); needs an embedder.
+        prefill_mutation_share: share of the model-free mutations that add, swap or drop the answer
+            prefill (:func:`~evotrainer.search.prefill.mut_prefill`), in [0, 1].
+        prefill_fallbacks: prefills offered to prompts that name no heading.
         style_evolution_every: every this many harness candidates the least successful mutation style is
             replaced by a mutator rewrite of the most successful one (PromptBreeder hyper-mutation,
             :mod:`evotrainer.search.style_library`); 0 disables; needs a mutator.
@@ -137,6 +141,8 @@ class InnerLoopConfig:
     reflective_share: float = 0.5
     decoding_genes: tuple[DecodingGene, ...] = DEFAULT_DECODING_GENES
     exemplar_mutation_share: float = 0.1
+    prefill_mutation_share: float = 0.15
+    prefill_fallbacks: tuple[str, ...] = DEFAULT_PREFILLS
     section_match_cosine: float = 0.5
     style_evolution_every: int = 1
     style_min_trials: int = 2
@@ -170,6 +176,7 @@ class InnerLoopConfig:
              f"1 <= tournament_size <= population_size ({self.population_size})")
         for key in ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "phrase_mutation_share",
                     "decoding_mutation_share", "adaptive_mix", "reflective_share", "exemplar_mutation_share",
+                    "prefill_mutation_share",
                     "adapter_mutation_share", "adapter_noise_share"):
             need(0.0 <= getattr(self, key) <= 1.0, key, "a probability in [0, 1]")
         need(self.phrase_mutation_share + self.decoding_mutation_share <= 1.0, "decoding_mutation_share",
@@ -177,6 +184,11 @@ class InnerLoopConfig:
         need(self.phrase_mutation_share + self.decoding_mutation_share + self.exemplar_mutation_share <= 1.0,
              "exemplar_mutation_share", "phrase_mutation_share + decoding_mutation_share + exemplar_mutation_share"
              f" <= 1 (phrase: {self.phrase_mutation_share}, decoding: {self.decoding_mutation_share})")
+        need(self.phrase_mutation_share + self.decoding_mutation_share + self.exemplar_mutation_share
+             + self.prefill_mutation_share <= 1.0, "prefill_mutation_share",
+             "phrase + decoding + exemplar + prefill mutation shares <= 1")
+        need(bool(self.prefill_fallbacks) and all(isinstance(p, str) and p.strip() for p in self.prefill_fallbacks),
+             "prefill_fallbacks", "a non-empty list of non-empty texts")
         need(-1.0 <= self.section_match_cosine <= 1.0, "section_match_cosine", "a cosine in [-1, 1]")
         need(self.style_evolution_every >= 0, "style_evolution_every", "an integer >= 0 (0 disables)")
         need(self.style_min_trials >= 1, "style_min_trials", "an integer >= 1")
@@ -235,6 +247,7 @@ def build_toolbox(
     - ``apply_plan(plan, text) -> Policy | None`` (:func:`apply_rewrite`)
     - ``is_valid(policy) -> bool`` (:func:`is_valid` with the config's sections and word budget)
     - ``mutate_decoding(policy, rng, gen) -> Policy`` (:func:`mut_decoding`, ``cfg.decoding_genes``)
+    - ``mutate_prefill(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.prefill.mut_prefill`)
     - with ``phrases`` only: ``mutate_phrase(policy, rng, gen) -> Policy``
       (:func:`mut_phrase_substitution`, band from ``cfg``) and ``near_duplicate(a, b) -> bool``
       (:func:`is_near_duplicate`, ``cfg.near_duplicate_cosine``)
@@ -278,6 +291,7 @@ def build_toolbox(
                 min_on_topic=cfg.min_on_topic, max_growth=cfg.max_section_growth)
     tb.register("is_valid", is_valid, required_sections=sections, max_words=cfg.max_prompt_words)
     tb.register("mutate_decoding", mut_decoding, genes=tuple(cfg.decoding_genes))
+    tb.register("mutate_prefill", mut_prefill, fallbacks=tuple(cfg.prefill_fallbacks))
     if phrases is not None:
         tb.register("mutate_phrase", mut_phrase_substitution, bank=phrases, max_words=cfg.max_prompt_words,
                     band=(cfg.phrase_band_low, cfg.phrase_band_high))

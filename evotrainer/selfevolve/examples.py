@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from evotrainer.adapters.train import SFTExample
+from evotrainer.backends.base import with_answer
 from evotrainer.search.genome import Policy
 from evotrainer.selfevolve.pool import check_disjoint
 from evotrainer.tasks.base import MeetingTask, TaskFamily
@@ -50,8 +51,8 @@ def check_items(items: Iterable[TrainItem], forbidden: Mapping[str, str] | froze
 def to_sft(family: TaskFamily, policy: Policy, items: Sequence[TrainItem], source: str) -> list[SFTExample]:
     """Chat examples: the family's (system, user) messages under ``policy``'s prompt + the answer."""
     return [
-        SFTExample(messages=(*family.build_messages(policy.sections, item.task),
-                             {"role": "assistant", "content": item.answer}), source=source)
+        SFTExample(messages=with_answer(family.build_messages(policy.sections, item.task), item.answer),
+                   source=source)
         for item in items
     ]
 

@@ -40,7 +40,7 @@ def test_embedder_enables_phrase_substitution_and_decoding_genes() -> None:
     _, plain = _run(0, cfg, generations=3)
     assert "mut_phrase_substitution" not in {operator_kind(c.operator) for r in plain for c in r.children}
     assert all(r.record["diversity"] is None for r in plain)
-    assert set(plain[1].mutation_probabilities) == {"mut_structural", "mut_decoding"}
+    assert set(plain[1].mutation_probabilities) == {"mut_structural", "mut_decoding", "mut_prefill"}
 
 
 def test_run_is_deterministic_with_an_embedder() -> None:
@@ -81,7 +81,8 @@ def test_adaptive_probabilities_move_away_from_the_configured_ones() -> None:
     cfg = InnerLoopConfig(adaptive_operators=True, mut_prob=1.0)
     _, reports = _run(0, cfg, generations=5, embedder=FakeEmbedder())
     first = reports[1].mutation_probabilities
-    assert first == pytest.approx({"mut_structural": 0.45, "mut_phrase_substitution": 0.4, "mut_decoding": 0.15})
+    assert first == pytest.approx({"mut_structural": 0.3, "mut_phrase_substitution": 0.4, "mut_decoding": 0.15,
+                                   "mut_prefill": 0.15})
     assert any(r.mutation_probabilities != pytest.approx(first) for r in reports[2:])
     assert all(sum(r.mutation_probabilities.values()) == pytest.approx(1.0) for r in reports[1:])
 

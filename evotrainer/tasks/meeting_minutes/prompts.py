@@ -1,11 +1,11 @@
-"""The chat a meeting-minutes policy sends: its system prompt and a short fixed user turn."""
+"""The chat a meeting-minutes policy sends: its system prompt, a short fixed user turn, an optional prefill."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from evotrainer.backends.base import Message
-from evotrainer.search.genome import render_system_prompt
+from evotrainer.search.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.tasks.base import MeetingTask
 
 __all__ = ["USER_TEMPLATE", "build_messages"]
@@ -24,8 +24,12 @@ def build_messages(sections: Sequence[tuple[str, str]], task: MeetingTask) -> tu
     Returns:
         ``(system, user)``: the system message is :func:`render_system_prompt` of ``sections``, sent
         even when empty (chat templates otherwise inject a default persona); the user message is
-        :data:`USER_TEMPLATE` filled with the transcript.
+        :data:`USER_TEMPLATE` filled with the transcript. When the genome carries a non-empty
+        :data:`~evotrainer.search.genome.PREFILL_SECTION`, a third, assistant message holds it: the
+        backend pre-fills the answer with it (:func:`~evotrainer.backends.base.split_prefill`).
     """
     system = render_system_prompt(sections)
     user = USER_TEMPLATE.format(transcript=task.transcript.strip())
-    return ({"role": "system", "content": system}, {"role": "user", "content": user})
+    chat = ({"role": "system", "content": system}, {"role": "user", "content": user})
+    prefill = dict(sections).get(PREFILL_SECTION, "")
+    return (*chat, {"role": "assistant", "content": prefill}) if prefill.strip() else chat

@@ -1,0 +1,109 @@
+"""The answer-prefill gene: operator, validity, chat building, backend rendering and decoding."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import pytest
+
+from evotrainer.backends.base import GenerationRequest, SamplingParams, split_prefill, with_answer
+from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.search.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
+from evotrainer.search.operators import cx_sections, is_valid, mut_llm_rewrite_plan, mut_structural
+from evotrainer.search.prefill import DEFAULT_PREFILLS, mut_prefill, prefill_candidates
+from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.prompts import build_messages
+
+SEEDS = Path(__file__).resolve().parents[2] / "populations" / "meeting_minutes.yaml"
+
+
+def _seed(name: str) -> Policy:
+    return next(p for p in load_population(SEEDS) if p.id == name)
+
+
+def _task() -> MeetingTask:
+    return MeetingTask(task_id="t", transcript="Ana: I'll send the budget by Friday.\nBo: Fine.",
+                       reference_minutes="## Action items\n- Ana: send the budget (due: Friday)")
+
+
+def test_candidates_follow_the_prompts_own_headings() -> None:
+    assert prefill_candidates(_seed("project_manager_actions_first"))[0] == "## Action items\n-"
+    assert prefill_candidates(_seed("plain_labels"))[0] == "Topics:\n-"
+    bare = Policy.seed("bare", {"role": "", "format": "Write short minutes.", "rules": "Be brief."})
+    assert prefill_candidates(bare) == list(DEFAULT_PREFILLS)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_mut_prefill_adds_swaps_drops_valid_children(seed: int) -> None:
+    rng = random.Random(seed)
+    parent = _seed("secretary_markdown")
+    child = mut_prefill(parent, rng, 1)
+    assert child.operator == "mut_prefill/add" and child.parent_ids == (parent.id,)
+    assert child.section(PREFILL_SECTION) in prefill_candidates(parent)
+    assert is_valid(child) and child.genome_hash != parent.genome_hash
+    assert [n for n, _ in child.sections] == ["role", "format", "rules", PREFILL_SECTION]
+    grand = mut_prefill(child, rng, 2)
+    assert grand.operator in ("mut_prefill/swap", "mut_prefill/drop")
+    if grand.operator.endswith("drop"):
+        assert PREFILL_SECTION not in grand.section_dict
+    else:
+        assert grand.section(PREFILL_SECTION) != child.section(PREFILL_SECTION)
+
+
+def test_prefill_stays_out_of_the_system_prompt_and_starts_the_answer() -> None:
+    child = mut_prefill(_seed("terse"), random.Random(0), 1)
+    prefill = child.section(PREFILL_SECTION)
+    assert prefill not in render_system_prompt(child.sections)
+    messages = build_messages(child.sections, _task())
+    assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+    assert split_prefill(messages) == (list(messages[:2]), prefill)
+    assert [m["role"] for m in build_messages(_seed("terse").sections, _task())] == ["system", "user"]
+    # a training chat replaces the prefill by the whole answer
+    chat = with_answer(messages, prefill + " Ana: send the budget")
+    assert [m["role"] for m in chat] == ["system", "user", "assistant"]
+    assert chat[-1]["content"].startswith(prefill)
+
+
+def test_text_operators_leave_the_prefill_alone() -> None:
+    child = mut_prefill(_seed("secretary_markdown"), random.Random(3), 1)
+    for seed in range(30):
+        rng = random.Random(seed)
+        assert mut_structural(child, rng, 2).section(PREFILL_SECTION) == child.section(PREFILL_SECTION)
+        assert mut_llm_rewrite_plan(child, rng, 2).section != PREFILL_SECTION
+    kid, other = cx_sections(child, _seed("terse"), random.Random(0), 2)
+    assert kid.section(PREFILL_SECTION) == child.section(PREFILL_SECTION)  # inherited from its parent
+    assert PREFILL_SECTION not in other.section_dict
+
+
+def test_a_long_prefill_is_not_a_valid_genome() -> None:
+    long = _seed("terse").child([*_seed("terse").sections, (PREFILL_SECTION, "word " * 13)],
+                                operator="test", generation=1)
+    assert not is_valid(long)
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir: Path) -> HFBackend:
+    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+
+
+def test_backend_continues_the_prefill(tiny: HFBackend) -> None:
+    chat = ({"role": "system", "content": ""}, {"role": "user", "content": "Minutes please."})
+    prefilled = (*chat, {"role": "assistant", "content": "## Topics\n-"})
+    rendered = tiny.render(prefilled)
+    assert rendered == tiny.render(chat) + "## Topics\n-"
+    assert rendered.count("<|im_start|>assistant") == 1 and not rendered.endswith("<|im_end|>\n")
+    params = SamplingParams(max_new_tokens=8)
+    plain, pre = tiny.generate([GenerationRequest(chat, params), GenerationRequest(prefilled, params)])
+    assert pre.text.startswith("## Topics\n-") or pre.text == ""
+    assert pre.prompt_tokens > plain.prompt_tokens
+
+
+@pytest.mark.real_model
+def test_real_model_writes_minutes_after_a_prefill() -> None:
+    real = HFBackend(HFBackendConfig(batch_size=2))
+    task = _task()
+    child = _seed("secretary_markdown").child([*_seed("secretary_markdown").sections,
+                                                (PREFILL_SECTION, "## Action items\n-")], operator="t", generation=1)
+    out = real.generate([GenerationRequest(build_messages(child.sections, task), SamplingParams(max_new_tokens=24))])
+    assert out[0].text.startswith("## Action items\n-") and len(out[0].text) > len("## Action items\n-")
