@@ -202,7 +202,7 @@ class VLLMBackend:
             ids = self._encode(messages, prefill)
             truncated.append(len(ids) > budget)
             if truncated[-1]:
-                messages, _ = fit_messages(messages, lambda m: len(self._encode(m, prefill)), budget)
+                messages, _ = fit_messages(messages, lambda m, pre=prefill: len(self._encode(m, pre)), budget)
                 ids = self._encode(messages, prefill)
             prompts.append({"prompt_token_ids": ids})
         if any(truncated):

@@ -24,7 +24,6 @@ from dataclasses import dataclass, replace
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
 from evotrainer.search.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
-from evotrainer.search.prefill import MAX_PREFILL_WORDS
 from evotrainer.search.mutation_prompts import (
     DEFAULT_RULE_PHRASES,
     DOMAIN_VOCABULARY,
@@ -34,6 +33,7 @@ from evotrainer.search.mutation_prompts import (
     build_rewrite_messages,
     styles_for,
 )
+from evotrainer.search.prefill import MAX_PREFILL_WORDS
 
 __all__ = [
     "MUTATOR_PARAMS",
