@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from evotrainer.harness import Harness
-from evotrainer.search.genome import render_system_prompt
+from evotrainer.search.genome import PREFILL_SECTION, render_system_prompt
 
 __all__ = ["fmt", "fmt_harness", "print_summary"]
 
@@ -51,6 +51,9 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     console.print(f"archive: {s.archive}")
     console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")
     console.print(render_system_prompt(s.best.sections) or "(empty system prompt)", markup=False, highlight=False)
+    prefill = s.best.section_dict.get(PREFILL_SECTION, "")
+    if prefill.strip():
+        console.print(f"answer prefill (starts the assistant turn): {prefill!r}", markup=False, highlight=False)
 
 
 def print_operator_stats(console: Console, stats: Any) -> None:

@@ -166,3 +166,18 @@ def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_model_dir: Pat
     for row in rows:
         assert len(row.vector) == 1 and 80 <= row.values["difficulty"]["length"] <= 900
         assert row.values["reward_weights"] == pytest.approx(weights)
+
+
+def test_each_candidate_promotes_the_best_of_its_screened_policies(two_runs) -> None:
+    """``outer.screen_top_k``: a candidate screens its fittest policy and up to k-1 new genomes; the one with
+    the best screening S_val (not the fittest) is the candidate's best."""
+    cfg, (a, _) = two_runs
+    with ArchiveStore(a.archive, read_only=True) as store:
+        candidates = [c for c in store.harness_candidates(a.run_id) if c.screen_s_val is not None]
+        screens = [e for e in store.evaluations(a.run_id, kind="meta_screen") if e.harness_id != "h0"]
+    assert candidates
+    for cand in candidates:
+        mine = [e for e in screens if e.harness_id == cand.harness_id]
+        assert 1 <= len({e.policy_id for e in mine}) <= cfg.outer.screen_top_k
+        assert cand.screen_s_val == pytest.approx(max(e.total for e in mine))
+        assert cand.best_policy_id in {e.policy_id for e in mine if e.total == pytest.approx(cand.screen_s_val)}

@@ -1,4 +1,5 @@
-"""Export one archived policy to a folder: ``prompt.md``, ``policy.json`` and, with an adapter gene, its PEFT files.
+"""Export one archived policy to a folder: ``prompt.md``, ``policy.json``, ``prefill.txt`` when it has an answer prefill,
+and, with an adapter gene, its PEFT files.
 
 The folder is named by the user, never built from archived text. A policy carrying a LoRA adapter gets the
 adapter's ``adapter_config.json`` and ``adapter_model.safetensors`` (plus EvoTrainer's provenance file) at
@@ -18,7 +19,7 @@ from typing import Any
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.views import lineage_graph, policy_detail
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.search.genome import Policy, render_system_prompt
+from evotrainer.search.genome import PREFILL_SECTION, Policy, render_system_prompt
 
 __all__ = ["EXPORT_FORMAT", "export_policy"]
 
@@ -72,10 +73,14 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
         out.mkdir(parents=True, exist_ok=True)
         adapter_files = _copy_adapter(policy, prompt, out, doc) if policy.adapter is not None else []
         (out / "prompt.md").write_text(prompt + "\n", encoding="utf-8")
+        prefill = policy.section_dict.get(PREFILL_SECTION, "")
+        if prefill.strip():  # the start of the assistant turn, not part of the system prompt
+            (out / "prefill.txt").write_text(prefill, encoding="utf-8")
         (out / "policy.json").write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     except OSError as exc:
         raise ArchiveError(f"{out}: cannot write the export ({exc})") from None
-    return {"folder": str(out), "files": [str(out / "prompt.md"), str(out / "policy.json"), *adapter_files],
+    extra = [str(out / "prefill.txt")] if policy.section_dict.get(PREFILL_SECTION, "").strip() else []
+    return {"folder": str(out), "files": [str(out / "prompt.md"), str(out / "policy.json"), *extra, *adapter_files],
             "policy_id": policy.id, "adapter": policy.adapter}
 
 

@@ -18,7 +18,7 @@ from typing import Any
 from evotrainer.archive.schema import EvaluationRow, EventRow, RunInfo
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy, render_system_prompt
+from evotrainer.search.genome import PREFILL_SECTION, Policy, render_system_prompt
 
 __all__ = [
     "RUNNING_OR_CRASHED",
@@ -180,11 +180,12 @@ def resolve_policy(store: ArchiveStore, run_id: str, ref: str | None) -> Policy:
 
 def policy_json(p: Policy) -> dict[str, Any]:
     """A policy as a JSON-ready dict: id, sections (ordered list of ``{name, text}``), prompt (the
-    rendered system prompt), adapter, decoding, parent_ids, operator, generation, root_id."""
+    rendered system prompt), prefill (the answer prefill, or None), adapter, decoding, parent_ids, operator, generation, root_id."""
     return {
         "id": p.id,
         "sections": [{"name": k, "text": v} for k, v in p.sections],
         "prompt": render_system_prompt(p.sections),
+        "prefill": p.section_dict.get(PREFILL_SECTION),
         "adapter": p.adapter,
         "decoding": {k: v for k, v in p.decoding},
         "parent_ids": list(p.parent_ids),
