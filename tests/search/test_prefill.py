@@ -107,3 +107,19 @@ def test_real_model_writes_minutes_after_a_prefill() -> None:
                                                 (PREFILL_SECTION, "## Action items\n-")], operator="t", generation=1)
     out = real.generate([GenerationRequest(build_messages(child.sections, task), SamplingParams(max_new_tokens=24))])
     assert out[0].text.startswith("## Action items\n-") and len(out[0].text) > len("## Action items\n-")
+
+
+def test_export_keeps_the_prefill_and_evaluate_reads_it_back(tmp_path: Path) -> None:
+    from evotrainer.archive.policy_export import export_policy
+    from evotrainer.archive.store import ArchiveStore
+    from evotrainer.evaluate_refs import load_exported_policy
+
+    child = mut_prefill(_seed("terse"), random.Random(0), 1)
+    with ArchiveStore(tmp_path / "archive.db") as store:
+        store.create_run("r", seed=0, config={}, code_version="test")
+        store.add_policies("r", [_seed("terse"), child])
+        res = export_policy(store, "r", child, tmp_path / "out")
+    assert (tmp_path / "out" / "prefill.txt").read_text(encoding="utf-8") == child.section(PREFILL_SECTION)
+    assert child.section(PREFILL_SECTION) not in (tmp_path / "out" / "prompt.md").read_text(encoding="utf-8")
+    assert str(tmp_path / "out" / "prefill.txt") in res["files"]
+    assert load_exported_policy(tmp_path / "out").section_dict == child.section_dict
