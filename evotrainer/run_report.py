@@ -54,6 +54,11 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     prefill = s.best.section_dict.get(PREFILL_SECTION, "")
     if prefill.strip():
         console.print(f"answer prefill (starts the assistant turn): {prefill!r}", markup=False, highlight=False)
+    if s.best.decoding:
+        console.print("decoding genes: " + ", ".join(f"{k}={v:g}" for k, v in s.best.decoding), markup=False,
+                      highlight=False)
+    if s.best.adapter:
+        console.print(f"LoRA adapter: {s.best.adapter}", markup=False, highlight=False)
 
 
 def print_operator_stats(console: Console, stats: Any) -> None:
