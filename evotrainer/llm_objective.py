@@ -267,11 +267,7 @@ class LLMObjective:
         new = sorted((p for h, p in pool.items() if h not in known and p.id in fitness and h != result.best.genome_hash),
                      key=lambda p: -fitness[p.id])
         chosen = [result.best, *new[: max(self.cfg.outer.screen_top_k - 1, 0)]]
-        t0 = time.perf_counter()
-        evaluations = self.evaluator.meta_evaluate(chosen, self.screen)
-        self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0
-        for evaluation in evaluations:
-            self.rec.meta(evaluation, kind="meta_screen", harness_id=harness_id, outer_generation=outer_generation)
+        evaluations = self._meta_many(chosen, self.screen, "meta_screen", harness_id, outer_generation)
         scores = [e.s_val if e.s_val is not None else -np.inf for e in evaluations]
         k = int(np.argmax(scores))  # first maximum: the fitter policy wins ties
         if len(chosen) > 1:
@@ -293,11 +289,17 @@ class LLMObjective:
 
     def _meta(self, policy: Policy, items: Sequence[MeetingTask], kind: str, harness_id: str | None,
               outer_generation: int) -> MetaEvaluation:
+        return self._meta_many([policy], items, kind, harness_id, outer_generation)[0]
+
+    def _meta_many(self, policies: Sequence[Policy], items: Sequence[MeetingTask], kind: str,
+                   harness_id: str | None, outer_generation: int) -> list[MetaEvaluation]:
+        """``policies`` scored on ``items`` in one batched call, each archived as ``kind``."""
         t0 = time.perf_counter()
-        evaluation = self.evaluator.meta_evaluate([policy], items)[0]
+        evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
         self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0
-        self.rec.meta(evaluation, kind=kind, harness_id=harness_id, outer_generation=outer_generation)
-        return evaluation
+        for evaluation in evaluations:
+            self.rec.meta(evaluation, kind=kind, harness_id=harness_id, outer_generation=outer_generation)
+        return evaluations
 
     def _inner(
         self, population: Sequence[Policy], tasks: Sequence[MeetingTask], harness: Harness, hid: str, g: int

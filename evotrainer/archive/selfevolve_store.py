@@ -8,40 +8,19 @@ the host's ``_write``); reads go through the host's ``_read`` snapshot.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
+from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 
 __all__ = ["ROUND_STATUSES", "SelfEvolveTables"]
 
 ROUND_STATUSES: tuple[str, ...] = ("kept", "reverted", "no_pass", "failed")
 """Values of ``RoundRow.status``."""
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _dumps(obj: Any, what: str) -> str:
-    try:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ArchiveError(f"{what}: not JSON-serialisable with finite numbers ({exc})") from None
-
-
-def _num(value: Any, what: str, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ArchiveError(f"{what}: expected a finite number, got {value!r}")
-    return float(value)
-
 
 class SelfEvolveTables:
     """Insert and query methods of the self-evolution tables (host provides ``path``, ``_write``, ``_read``)."""
@@ -61,18 +40,18 @@ class SelfEvolveTables:
         what = f"self-evolution round {row.round}"
         if row.status not in ROUND_STATUSES:
             raise ArchiveError(f"{what}: status must be one of {ROUND_STATUSES}, got {row.status!r}")
-        losses = [_num(x, f"{what} loss") for x in row.losses]
-        timings = {str(k): _num(v, f"{what} timing {k!r}") for k, v in row.timings.items()}
+        losses = [finite(x, f"{what} loss") for x in row.losses]
+        timings = {str(k): finite(v, f"{what} timing {k!r}") for k, v in row.timings.items()}
         params = (
             str(run_id), int(row.round), str(row.policy_id), row.candidate_id, row.status,
-            _dumps(dict(row.difficulty), f"{what} difficulty"),
-            _dumps(dict(row.next_difficulty), f"{what} next_difficulty"), str(row.curriculum),
-            _dumps(dict(row.config), f"{what} config"), int(row.pool_size), int(row.n_added),
-            int(row.n_duplicates), int(row.n_samples), int(row.n_kept), _num(row.pass_rate, f"{what} pass_rate"),
-            _num(row.mean_score, f"{what} mean_score"), _dumps(losses, f"{what} losses"), row.adapter_path,
-            _dumps(dict(row.train), f"{what} train"), _num(row.dev_score, f"{what} dev_score", True),
-            _num(row.prev_dev_score, f"{what} prev_dev_score", True),
-            _num(row.val_score, f"{what} val_score", True), _dumps(timings, f"{what} timings"), row.note, _now(),
+            to_json(dict(row.difficulty), f"{what} difficulty"),
+            to_json(dict(row.next_difficulty), f"{what} next_difficulty"), str(row.curriculum),
+            to_json(dict(row.config), f"{what} config"), int(row.pool_size), int(row.n_added),
+            int(row.n_duplicates), int(row.n_samples), int(row.n_kept), finite(row.pass_rate, f"{what} pass_rate"),
+            finite(row.mean_score, f"{what} mean_score"), to_json(losses, f"{what} losses"), row.adapter_path,
+            to_json(dict(row.train), f"{what} train"), finite(row.dev_score, f"{what} dev_score", True),
+            finite(row.prev_dev_score, f"{what} prev_dev_score", True),
+            finite(row.val_score, f"{what} val_score", True), to_json(timings, f"{what} timings"), row.note, now(),
         )
         with self._write(f"add {what} to run {run_id!r}") as conn:
             conn.execute(
@@ -91,8 +70,8 @@ class SelfEvolveTables:
                 "INSERT INTO selfevolve_pool (run_id, round, task_id, content_hash, source, difficulty_json, "
                 "transcript, reference_minutes, truth_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(str(run_id), int(r.round), str(r.task_id), str(r.content_hash), str(r.source),
-                  _dumps(dict(r.difficulty), f"pool task {r.task_id!r} difficulty"), str(r.transcript),
-                  str(r.reference_minutes), _dumps(dict(r.truth), f"pool task {r.task_id!r} truth"), _now())
+                  to_json(dict(r.difficulty), f"pool task {r.task_id!r} difficulty"), str(r.transcript),
+                  str(r.reference_minutes), to_json(dict(r.truth), f"pool task {r.task_id!r} truth"), now())
                  for r in rows],
             )
 
@@ -105,15 +84,15 @@ class SelfEvolveTables:
         values = []
         for r in rows:
             what = f"sample {r.task_id!r}#{r.index} of round {r.round}"
-            score = _num(r.score, f"{what} score")
+            score = finite(r.score, f"{what} score")
             if not 0.0 <= score <= 1.0:
                 raise ArchiveError(f"{what}: score must be in [0, 1], got {score}")
-            grades = [_num(g, f"{what} grade", True) for g in r.grades]
-            comps = {str(k): _num(v, f"{what} component {k!r}") for k, v in r.components.items()}
+            grades = [finite(g, f"{what} grade", True) for g in r.grades]
+            comps = {str(k): finite(v, f"{what} component {k!r}") for k, v in r.components.items()}
             values.append((str(run_id), int(r.round), str(r.task_id), int(r.index), str(r.output), score,
-                           _num(r.rule, f"{what} rule"), _dumps(comps, f"{what} components"),
-                           _dumps(grades, f"{what} grades"), _num(r.model, f"{what} model", True), r.degenerate,
-                           int(bool(r.passed)), r.error, _now()))
+                           finite(r.rule, f"{what} rule"), to_json(comps, f"{what} components"),
+                           to_json(grades, f"{what} grades"), finite(r.model, f"{what} model", True), r.degenerate,
+                           int(bool(r.passed)), r.error, now()))
         with self._write(f"add samples to run {run_id!r}") as conn:
             conn.executemany(
                 "INSERT INTO selfevolve_samples (run_id, round, task_id, sample_index, output, score, rule, "

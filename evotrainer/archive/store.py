@@ -10,13 +10,10 @@ policy inserts).
 
 from __future__ import annotations
 
-import json
-import math
 import socket
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +27,7 @@ from evotrainer.archive.schema import (
     HarnessCandidateRow,
 )
 from evotrainer.archive.selfevolve_store import SelfEvolveTables
+from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 from evotrainer.search.genome import Policy
 
@@ -41,33 +39,13 @@ DEFAULT_ARCHIVE_NAME = "archive.db"
 _BUSY_TIMEOUT_S = 10.0
 
 
-def _now() -> str:
-    """ISO 8601 UTC timestamp with milliseconds: the only non-deterministic content of the archive."""
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-
-
-def _json(obj: Any, what: str) -> str:
-    try:
-        return json.dumps(obj, ensure_ascii=False, allow_nan=False, sort_keys=False)
-    except (TypeError, ValueError) as exc:
-        raise ArchiveError(f"{what}: not JSON-serialisable with finite numbers ({exc})") from None
-
-
-def _finite(value: Any, what: str, optional: bool = False) -> float | None:
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ArchiveError(f"{what}: expected a finite number, got {value!r}")
-    return float(value)
-
-
 def _genome_json(policy: Policy) -> str:
     genome = {
         "sections": [list(s) for s in policy.sections],
         "adapter": policy.adapter,
         "decoding": [list(d) for d in policy.decoding],
     }
-    return _json(genome, f"policy {policy.id!r} genome")
+    return to_json(genome, f"policy {policy.id!r} genome")
 
 
 class ArchiveStore(ArchiveQueries, SelfEvolveTables):
@@ -207,13 +185,13 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
         Raises:
             ArchiveError: the run exists (and not ``exist_ok``), or config is not JSON-serialisable.
         """
-        cfg = _json(dict(config), f"run {run_id!r} config")
+        cfg = to_json(dict(config), f"run {run_id!r} config")
         verb = "INSERT OR IGNORE" if exist_ok else "INSERT"
         with self._write(f"create run {run_id!r}") as conn:
             conn.execute(
                 f"{verb} INTO runs (run_id, created_at, seed, config_json, code_version, host) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
-                (str(run_id), _now(), int(seed), cfg, str(code_version), socket.gethostname()),
+                (str(run_id), now(), int(seed), cfg, str(code_version), socket.gethostname()),
             )
 
     def add_policies(self, run_id: str, policies: Sequence[Policy]) -> int:
@@ -238,8 +216,8 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
                     "INSERT OR IGNORE INTO policies (run_id, policy_id, genome_json, genome_hash, "
                     "parent_ids_json, operator, generation, root_id, created_at) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (str(run_id), p.id, _genome_json(p), genome_hash, _json(list(p.parent_ids), "parent ids"),
-                     p.operator, int(p.generation), p.root_id, _now()),
+                    (str(run_id), p.id, _genome_json(p), genome_hash, to_json(list(p.parent_ids), "parent ids"),
+                     p.operator, int(p.generation), p.root_id, now()),
                 )
                 if cur.rowcount == 0:
                     row = conn.execute(
@@ -273,42 +251,42 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
                     raise ArchiveError(f"{what}: kind must be one of {EVALUATION_KINDS}, got {r.kind!r}")
                 if min(int(r.n_tasks), int(r.generated_tokens)) < 0:
                     raise ArchiveError(f"{what}: n_tasks and generated_tokens must be >= 0")
-                components = {str(k): _finite(v, f"{what} component {k!r}") for k, v in r.components.items()}
+                components = {str(k): finite(v, f"{what} component {k!r}") for k, v in r.components.items()}
                 conn.execute(
                     "INSERT INTO evaluations (run_id, policy_id, kind, batch_id, total, components_json, "
                     "n_tasks, generated_tokens, seconds, harness_id, outer_generation, inner_generation, "
                     "cached, error, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (str(run_id), r.policy_id, r.kind, str(r.batch_id), _finite(r.total, f"{what} total"),
-                     _json(components, f"{what} components"), int(r.n_tasks), int(r.generated_tokens),
-                     _finite(r.seconds, f"{what} seconds"), r.harness_id,
+                    (str(run_id), r.policy_id, r.kind, str(r.batch_id), finite(r.total, f"{what} total"),
+                     to_json(components, f"{what} components"), int(r.n_tasks), int(r.generated_tokens),
+                     finite(r.seconds, f"{what} seconds"), r.harness_id,
                      None if r.outer_generation is None else int(r.outer_generation),
                      None if r.inner_generation is None else int(r.inner_generation),
-                     int(bool(r.cached)), r.error, _now()),
+                     int(bool(r.cached)), r.error, now()),
                 )
 
     def add_harness_candidate(self, run_id: str, row: HarnessCandidateRow) -> None:
         """Archive one scored harness candidate (once: a second row with its id raises ArchiveError)."""
         what = f"harness candidate {row.harness_id!r}"
-        vector = [_finite(v, f"{what} vector") for v in row.vector]
+        vector = [finite(v, f"{what} vector") for v in row.vector]
         with self._write(f"add {what} to run {run_id!r}") as conn:
             conn.execute(
                 "INSERT INTO harness_candidates (run_id, harness_id, outer_generation, cand_index, "
                 "vector_json, values_json, s_val, screen_s_val, best_policy_id, status, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (str(run_id), str(row.harness_id), int(row.outer_generation), int(row.index),
-                 _json(vector, f"{what} vector"), _json(dict(row.values), f"{what} values"),
-                 _finite(row.s_val, f"{what} s_val", optional=True),
-                 _finite(row.screen_s_val, f"{what} screen_s_val", optional=True),
-                 row.best_policy_id, str(row.status), _now()),
+                 to_json(vector, f"{what} vector"), to_json(dict(row.values), f"{what} values"),
+                 finite(row.s_val, f"{what} s_val", optional=True),
+                 finite(row.screen_s_val, f"{what} screen_s_val", optional=True),
+                 row.best_policy_id, str(row.status), now()),
             )
 
     def add_event(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         """Log an event (phase timings, incumbent change, rollback, ...); returns its id."""
-        body = _json(dict(payload), f"event {kind!r} payload")
+        body = to_json(dict(payload), f"event {kind!r} payload")
         with self._write(f"add event {kind!r} to run {run_id!r}") as conn:
             cur = conn.execute(
                 "INSERT INTO events (run_id, kind, payload_json, created_at) VALUES (?, ?, ?, ?)",
-                (str(run_id), str(kind), body, _now()),
+                (str(run_id), str(kind), body, now()),
             )
             return int(cur.lastrowid or 0)
 
