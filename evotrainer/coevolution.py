@@ -398,8 +398,10 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     if not scored:
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
+    lead_screen = None
     if o.seed_screen and len(population) > 1:
-        keep = _screened_start(population, keep, scored, screen_items, evaluator, rec, console, timings)
+        keep, lead_screen = _screened_start(population, keep, scored, screen_items, evaluator, rec, console, timings)
+    objective.set_lead(keep[0], lead_screen)  # its neighbourhood gets inner.lead_offspring mutants per generation
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
@@ -438,12 +440,13 @@ def _screened_start(
     population: Sequence[Policy], keep: list[Policy], scored: Sequence[tuple[float, int]],
     screen_items: Sequence[Any], evaluator: RolloutEvaluator, rec: RunRecorder, console: Console,
     timings: dict[str, float],
-) -> list[Policy]:
+) -> tuple[list[Policy], float | None]:
     """Every seed that scored on the training batch, screened on the screening items (one batched call).
 
     The best seed by screening S_val (ties: the earlier seed) leads the starting population (and becomes
     the first incumbent once scored on the whole selection set); the rest of ``keep`` follows it.
-    Archived as ``meta_screen`` scores of harness ``h0``.
+    Archived as ``meta_screen`` scores of harness ``h0``. Returns the population and the best seed's
+    screening S_val (None when every screening failed).
     """
     candidates = [population[i] for _, i in scored]
     t0 = time.perf_counter()
@@ -455,7 +458,8 @@ def _screened_start(
     best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
     console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "
                   f"({max(values):.4f})", markup=False, highlight=False)
-    return [best, *[p for p in keep if p.id != best.id]][: len(keep)]
+    top = max(values)
+    return [best, *[p for p in keep if p.id != best.id]][: len(keep)], (top if math.isfinite(top) else None)
 
 
 def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None:

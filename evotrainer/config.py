@@ -144,6 +144,9 @@ class InnerConfig:
     use_embedder: bool = True  # phrase substitution, near-duplicate and diversity checks (MiniLM)
     exemplar_mutation_share: float = 0.1  # share of model-free mutations that add/swap/drop a few-shot exemplar
     prefill_mutation_share: float = 0.15  # share of model-free mutations that add/swap/drop the answer prefill
+    # offspring per generation that are mutants of the best policy screened so far (GEPA-style local search
+    # around the best-validated candidate; each kind of move tried once before one repeats); 0 = off
+    lead_offspring: int = 2
     section_match_cosine: float = 0.5  # crossover pairs differently named sections at this embedding cosine
     style_evolution_every: int = 1  # harness candidates between mutation-style hyper-mutations (0 = off)
     style_min_trials: int = 2  # rewrites a style needs before its success rate counts
@@ -385,6 +388,8 @@ def validate(cfg: Config) -> None:
            i.elites)
     _check(1 <= i.tournament_size <= i.population_size, "inner.tournament_size",
            f"in [1, inner.population_size={i.population_size}]", i.tournament_size)
+    _check(i.lead_offspring >= 0, "inner.lead_offspring", ">= 0 (at most population_size - elites are used)",
+           i.lead_offspring)
     for key in ("cx_prob", "mut_prob", "llm_mutation_share", "adapter_mutation_share", "adapter_noise_share",
                 "adapter_pass_threshold"):
         v = getattr(i, key)

@@ -101,7 +101,7 @@ def inner_config(cfg: Config) -> InnerLoopConfig:
         phrase_band_low=i.phrase_band[0], phrase_band_high=i.phrase_band[1],
         near_duplicate_cosine=i.near_duplicate_cosine, min_diversity=i.min_diversity,
         adaptive_operators=i.adaptive_operators, exemplar_mutation_share=i.exemplar_mutation_share,
-        prefill_mutation_share=i.prefill_mutation_share,
+        prefill_mutation_share=i.prefill_mutation_share, lead_offspring=i.lead_offspring,
         section_match_cosine=i.section_match_cosine, style_evolution_every=i.style_evolution_every,
         style_min_trials=i.style_min_trials, adapter_mutation_share=i.adapter_mutation_share,
         adapter_noise_share=i.adapter_noise_share,
@@ -206,6 +206,8 @@ class LLMObjective:
         self.operator_stats = OperatorStats()
         self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
         self.candidates_run = 0
+        self.lead: Policy | None = None  # best policy screened so far (None: the population's first)
+        self.lead_screen: float | None = None  # its screening S_val
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
             backend = evaluator.llm
@@ -235,11 +237,18 @@ class LLMObjective:
     def __call__(
         self, harness: Harness, population: Sequence[Policy], harness_id: str, outer_generation: int
     ) -> CandidateResult:
-        """Run one harness candidate: task batch, K inner generations, screening of the best policy."""
+        """Run one harness candidate: task batch, K inner generations, screening of the best policy.
+
+        The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the lead (the best
+        policy screened so far, see :meth:`set_lead`; the population's first when none was set).
+        """
         tokens0 = self.meter.tokens
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
-        result = self._inner(population, tasks, harness, harness_id, outer_generation)
+        lead = self.lead if self.lead is not None else (population[0] if population else None)
+        result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
         best, screen = self._screen(result, population, harness_id, outer_generation)
+        if screen.s_val is not None and (self.lead_screen is None or screen.s_val > self.lead_screen):
+            self.set_lead(best, screen.s_val)
         try:
             start_max = float(result.logbook[0]["max"])
         except (IndexError, KeyError, TypeError, ValueError):
@@ -251,22 +260,30 @@ class LLMObjective:
             inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
         )
 
+    def set_lead(self, policy: Policy, screen_s_val: float | None) -> None:
+        """Make ``policy`` (screening S_val ``screen_s_val``, None = unknown) the lead of later candidates."""
+        self.lead, self.lead_screen = policy, screen_s_val
+
     def _screen(self, result: InnerResult, population: Sequence[Policy], harness_id: str,
                 outer_generation: int) -> tuple[Policy, MetaEvaluation]:
-        """Screen the candidate's fittest policy and its ``outer.screen_top_k - 1`` fittest new genomes.
+        """Screen the candidate's fittest policy and ``outer.screen_top_k - 1`` of its new genomes.
 
         Fitness on generated meetings and S_val disagree (on the 2-core runs the seeds kept the top
-        fitness while evolved children screened better or worse at random), so the fittest children made
-        under this harness get a screening too; they are scored in one batched call (archived as
-        ``meta_screen``). Returns the policy with the best screening S_val (ties: the fitter one) and
-        its evaluation.
+        fitness while evolved children screened better or worse at random), so children made under this
+        harness get a screening too: the fittest child of the lead first (it is compared with its parent
+        on the same items), then the fittest other new genomes. They are scored in one batched call
+        (archived as ``meta_screen``). Returns the policy with the best screening S_val (ties: the
+        earlier one) and its evaluation.
         """
         known = {p.genome_hash for p in population}
         fitness = result.fitness
-        pool = {p.genome_hash: p for p in (*result.hall_of_fame, *result.population)}
+        lead_ids = {p.id for p in result.lead_children}
+        pool = {p.genome_hash: p for p in (*result.hall_of_fame, *result.population, *result.lead_children)}
         new = sorted((p for h, p in pool.items() if h not in known and p.id in fitness and h != result.best.genome_hash),
                      key=lambda p: -fitness[p.id])
-        chosen = [result.best, *new[: max(self.cfg.outer.screen_top_k - 1, 0)]]
+        slots = max(self.cfg.outer.screen_top_k - 1, 0)
+        lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
+        chosen = [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
         evaluations = self._meta_many(chosen, self.screen, "meta_screen", harness_id, outer_generation)
         scores = [e.s_val if e.s_val is not None else -np.inf for e in evaluations]
         k = int(np.argmax(scores))  # first maximum: the fitter policy wins ties
@@ -302,7 +319,8 @@ class LLMObjective:
         return evaluations
 
     def _inner(
-        self, population: Sequence[Policy], tasks: Sequence[MeetingTask], harness: Harness, hid: str, g: int
+        self, population: Sequence[Policy], tasks: Sequence[MeetingTask], harness: Harness, hid: str, g: int,
+        lead: Policy | None = None,
     ) -> InnerResult:
         """K inner generations under one harness candidate, archived as they go."""
         inner_gen = (g - 1) * self.cfg.inner.generations
@@ -351,7 +369,7 @@ class LLMObjective:
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
             on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.styles, exemplars=exemplars, adapters=workshop,
+            styles=self.styles, exemplars=exemplars, adapters=workshop, lead=lead,
         )
         self.operator_stats = self.operator_stats.merged(result.operator_stats)
         rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())

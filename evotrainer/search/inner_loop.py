@@ -113,6 +113,8 @@ class InnerResult:
         best_fitness: its fitness.
         skipped_generations: generations in which every evaluation failed.
         operator_stats: children that beat their parents, per operator, summed over the call.
+        lead_children: the children made in the lead's slots (``lead`` and ``cfg.lead_offspring``) that
+            were evaluated successfully, in the order made (each has a fitness in ``fitness``).
     """
 
     population: tuple[Policy, ...]
@@ -123,6 +125,7 @@ class InnerResult:
     best_fitness: float
     skipped_generations: tuple[int, ...] = field(default=())
     operator_stats: OperatorStats = field(default_factory=OperatorStats)
+    lead_children: tuple[Policy, ...] = ()
 
 
 def run_inner_loop(
@@ -142,6 +145,7 @@ def run_inner_loop(
     styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
     exemplars: Sequence[str] = (),
     adapters: AdapterWorkshop | None = None,
+    lead: Policy | None = None,
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
@@ -153,7 +157,8 @@ def run_inner_loop(
     ``generate`` call). Rejected LLM answers and invalid, already-seen or near-duplicate genomes are
     replaced by a structural mutation, or by a copy of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
     previous population; a generation in which every evaluation fails is skipped (population kept,
-    logged). With an embedder, the phrase bank then banks the new children's sentences and the
+    logged). With a ``lead`` and ``cfg.lead_offspring > 0``, that many of the non-elite slots are
+    mutants of the lead instead (see :class:`InnerLoopConfig`). With an embedder, the phrase bank then banks the new children's sentences and the
     population is kept at ``cfg.min_diversity``. Operator statistics, the hall of fame and a logbook
     record follow, then ``on_generation(report)``.
 
@@ -188,6 +193,8 @@ def run_inner_loop(
             policy's LoRA adapter, and crossover merges two parents' adapters; see
             :mod:`evotrainer.search.adapter_ops`). ``evaluate`` must then score each policy with its
             adapter (the rollout evaluator does, in mixed-adapter batches).
+        lead: the policy whose neighbourhood gets ``cfg.lead_offspring`` mutants per generation (the
+            caller's best policy on meta-validation); added to the initial population when absent.
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -199,6 +206,8 @@ def run_inner_loop(
     """
     cfg.validate(generations=generations)
     population = _checked_population(population, cfg)
+    if lead is not None and cfg.lead_offspring > 0 and all(p.id != lead.id for p in population):
+        population = [lead, *population]
     bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
     if bank is not None:
         if len(bank) == 0:
@@ -212,6 +221,8 @@ def run_inner_loop(
     hall_of_fame = GenomeHallOfFame(cfg.hall_of_fame_size)
     fitness: dict[str, float] = {}
     skipped_generations: list[int] = []
+    lead_bag: list[str] = []  # the lead's operator kinds still untried in the current round
+    lead_children: dict[str, Policy] = {}
 
     # --- generation 0 of this call: score the initial population --------------------------------
     t0 = time.perf_counter()
@@ -240,15 +251,23 @@ def run_inner_loop(
         ranked = _ranked(population, fitness)
         elites = _distinct_best(ranked, cfg.elites)
         n_offspring = cfg.population_size - len(elites)
+        n_lead = min(cfg.lead_offspring, n_offspring) if lead is not None and lead.id in fitness else 0
         pop_fitness = [fitness[p.id] for p in population]
-        parents = _checked_list(toolbox.select(population, pop_fitness, n_offspring, rng), "select", n_offspring)
+        parents = _checked_list(toolbox.select(population, pop_fitness, n_offspring - n_lead, rng), "select",
+                                n_offspring - n_lead) + [lead] * n_lead
         t_select = time.perf_counter() - t0
 
         # --- vary: crossover, mutation, one batched mutator call, validity and novelty ------------
         t0 = time.perf_counter()
         probabilities = _mutation_probabilities(cfg, toolbox, mutator, operator_stats)
+        forced = {}
+        for i in range(n_offspring - n_lead, n_offspring):
+            if not lead_bag:
+                lead_bag = sorted(probabilities)
+                rng.shuffle(lead_bag)
+            forced[i] = lead_bag.pop()
         offspring, origins, rejected, mutator_error, made = _vary(
-            parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities)
+            parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities, forced)
         t_vary = time.perf_counter() - t0
 
         # --- evaluate the new genomes only --------------------------------------------------------
@@ -256,6 +275,8 @@ def run_inner_loop(
         children = list({p.id: p for p in offspring if p.id not in fitness}.values())
         child_scores = _evaluate(evaluate, children) if children else []
         child_fitness = {p.id: s for p, s in zip(children, child_scores, strict=True)}
+        lead_children |= {o.id: o for i, o in enumerate(offspring)
+                          if i in forced and o is not lead and child_fitness.get(o.id) is not None}
         t_evaluate = time.perf_counter() - t0
         timings = {"select": t_select, "vary": t_vary, "evaluate": t_evaluate}
         seen_genomes.update(p.genome_hash for p in children)
@@ -293,7 +314,7 @@ def run_inner_loop(
 
     best = hall_of_fame.items[0]
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
-                       hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats)
+                       hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats, tuple(lead_children.values()))
 
 
 # -------------------------------------------------------------------------------------------------
@@ -356,9 +377,12 @@ def _vary(
     mutator: LLM | None,
     seen_genomes: set[str],
     probabilities: Mapping[str, float],
+    forced: Mapping[int, str] | None = None,
 ) -> tuple[list[Policy], list[tuple[str, ...]], int, str | None, dict[str, Policy]]:
     """Offspring of ``parents`` (same length), each slot's origin parent ids, the number of
     rejections, the mutator's error, and every genome made on the way (by id).
+
+    ``forced`` maps slot -> mutation kind: such a slot is never crossed and is always mutated by that kind.
 
     An offspring is either an unchanged parent (keeps its fitness) or a new, valid genome never seen
     before in this call and not a near-duplicate of a population member or an earlier offspring.
@@ -368,9 +392,10 @@ def _vary(
     varied = [False] * len(parents)
     plans: dict[int, MutationPlan] = {}
     made: dict[str, Policy] = {}
+    forced = forced or {}
 
     for i in range(0, len(parents) - 1, 2):  # crossover of consecutive pairs
-        if rng.random() >= cfg.cx_prob:
+        if i in forced or i + 1 in forced or rng.random() >= cfg.cx_prob:
             continue
         slots[i], slots[i + 1] = _checked_pair(toolbox.mate(parents[i], parents[i + 1], rng, gen), "mate")
         made.update({slots[i].id: slots[i], slots[i + 1].id: slots[i + 1]})
@@ -382,9 +407,9 @@ def _vary(
                 plans[i] = _checked_plan(plan, "plan_merge")
 
     for i in range(len(slots)):  # mutation
-        if i in plans or rng.random() >= cfg.mut_prob:
+        if i in plans or (i not in forced and rng.random() >= cfg.mut_prob):
             continue
-        kind = _pick(probabilities, rng)
+        kind = forced[i] if i in forced else _pick(probabilities, rng)
         role = MUTATION_ROLES[kind]
         plan = toolbox.plan_reflect(slots[i], rng, gen) if kind == "mut_reflective" else None
         if plan is not None:

@@ -96,6 +96,15 @@ class InnerLoopConfig:
         prefill_mutation_share: share of the model-free mutations that add, swap or drop the answer
             prefill (:func:`~evotrainer.search.prefill.mut_prefill`), in [0, 1].
         prefill_fallbacks: prefills offered to prompts that name no heading.
+        lead_offspring: offspring slots per generation given to mutants of the *lead* policy passed to
+            :func:`~evotrainer.search.inner_loop.run_inner_loop` (the best policy known on
+            meta-validation), >= 0; 0 or no lead = plain tournament parents. Each such slot is mutated
+            (never crossed) by an operator kind drawn without replacement from the kinds that can run, so
+            every kind of move is tried on the lead before one repeats. Local search around the
+            best-validated candidate follows GEPA (Agrawal et al. 2025, "GEPA: Reflective Prompt
+            Evolution Can Outperform Reinforcement Learning", which mutates candidates chosen by their
+            validation scores); the lead's children are then compared with it on the same screening
+            items (a paired comparison).
         style_evolution_every: every this many harness candidates the least successful mutation style is
             replaced by a mutator rewrite of the most successful one (PromptBreeder hyper-mutation,
             :mod:`evotrainer.search.style_library`); 0 disables; needs a mutator.
@@ -143,6 +152,7 @@ class InnerLoopConfig:
     exemplar_mutation_share: float = 0.1
     prefill_mutation_share: float = 0.15
     prefill_fallbacks: tuple[str, ...] = DEFAULT_PREFILLS
+    lead_offspring: int = 0
     section_match_cosine: float = 0.5
     style_evolution_every: int = 1
     style_min_trials: int = 2
@@ -174,6 +184,7 @@ class InnerLoopConfig:
              f"0 <= elites <= population_size ({self.population_size})")
         need(1 <= self.tournament_size <= self.population_size, "tournament_size",
              f"1 <= tournament_size <= population_size ({self.population_size})")
+        need(self.lead_offspring >= 0, "lead_offspring", "an integer >= 0")
         for key in ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "phrase_mutation_share",
                     "decoding_mutation_share", "adaptive_mix", "reflective_share", "exemplar_mutation_share",
                     "prefill_mutation_share",
