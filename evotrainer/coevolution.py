@@ -12,7 +12,9 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    ``inner.population_size``; with ``outer.seed_screen`` every seed is also scored on the screening
    items and the best of them leads the population; that leader, scored on the whole selection set, is
    the first incumbent (so the run starts from the best seed known on meta-validation, and an evolved
-   policy has to beat it) and the first archived (harness, population) pair;
+   policy has to beat it) and the first archived (harness, population) pair; it is also the objective's
+   first *lead*, whose mutants fill ``inner.lead_offspring`` slots of every inner generation (the lead
+   moves to any policy that screens better);
 3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
    apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;

@@ -3,7 +3,9 @@
 :class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``coevolution.run_outer_loop``:
 called with a harness and a population, it draws a task batch at the harness' difficulty, runs
 ``inner.generations`` DEAP generations under the harness' reward weights (archiving every policy,
-fitness and generation as it goes), screens the best policy on the fixed screening items and returns
+fitness and generation as it goes; ``inner.lead_offspring`` slots per generation mutate the *lead*, the best
+policy screened so far), screens the fittest policy, the lead's fittest mutant and the fittest other new
+genomes on the fixed screening items and returns
 a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` scores that policy on the
 whole selection set only when the outer loop asks for it.
 
@@ -208,6 +210,7 @@ class LLMObjective:
         self.candidates_run = 0
         self.lead: Policy | None = None  # best policy screened so far (None: the population's first)
         self.lead_screen: float | None = None  # its screening S_val
+        self.lead_tried: tuple[str, ...] = ()  # mutation kinds tried on the lead since it became the lead
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
             backend = evaluator.llm
@@ -240,7 +243,8 @@ class LLMObjective:
         """Run one harness candidate: task batch, K inner generations, screening of the best policy.
 
         The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the lead (the best
-        policy screened so far, see :meth:`set_lead`; the population's first when none was set).
+        policy screened so far, see :meth:`set_lead`; the population's first when none was set), rotating
+        through the mutation kinds across candidates until the lead changes.
         """
         tokens0 = self.meter.tokens
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
@@ -248,7 +252,7 @@ class LLMObjective:
         result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
         best, screen = self._screen(result, population, harness_id, outer_generation)
         if screen.s_val is not None and (self.lead_screen is None or screen.s_val > self.lead_screen):
-            self.set_lead(best, screen.s_val)
+            self.set_lead(best, screen.s_val, harness_id, outer_generation)
         try:
             start_max = float(result.logbook[0]["max"])
         except (IndexError, KeyError, TypeError, ValueError):
@@ -260,9 +264,13 @@ class LLMObjective:
             inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
         )
 
-    def set_lead(self, policy: Policy, screen_s_val: float | None) -> None:
-        """Make ``policy`` (screening S_val ``screen_s_val``, None = unknown) the lead of later candidates."""
-        self.lead, self.lead_screen = policy, screen_s_val
+    def set_lead(self, policy: Policy, screen_s_val: float | None, harness_id: str = "h0",
+                 outer_generation: int = 0) -> None:
+        """Make ``policy`` (screening S_val ``screen_s_val``, None = unknown) the lead of later candidates
+        (archived as a ``lead`` event)."""
+        self.lead, self.lead_screen, self.lead_tried = policy, screen_s_val, ()
+        self.rec.event("lead", outer_generation=outer_generation, harness_id=harness_id, policy_id=policy.id,
+                       screen_s_val=screen_s_val)
 
     def _screen(self, result: InnerResult, population: Sequence[Policy], harness_id: str,
                 outer_generation: int) -> tuple[Policy, MetaEvaluation]:
@@ -369,8 +377,9 @@ class LLMObjective:
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
             on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.styles, exemplars=exemplars, adapters=workshop, lead=lead,
+            styles=self.styles, exemplars=exemplars, adapters=workshop, lead=lead, lead_tried=self.lead_tried,
         )
+        self.lead_tried += result.lead_kinds
         self.operator_stats = self.operator_stats.merged(result.operator_stats)
         rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())
         self.candidates_run += 1

@@ -181,3 +181,17 @@ def test_each_candidate_promotes_the_best_of_its_screened_policies(two_runs) -> 
         assert 1 <= len({e.policy_id for e in mine}) <= cfg.outer.screen_top_k
         assert cand.screen_s_val == pytest.approx(max(e.total for e in mine))
         assert cand.best_policy_id in {e.policy_id for e in mine if e.total == pytest.approx(cand.screen_s_val)}
+
+
+
+def test_first_candidate_screens_a_mutant_of_the_best_seed(two_runs) -> None:
+    """``inner.lead_offspring``: the best seed (by seed screening) leads; the first candidate's screened
+    policies include one of its mutants, compared with it on the same items."""
+    cfg, (a, _) = two_runs
+    assert cfg.inner.lead_offspring >= 1
+    with ArchiveStore(a.archive, read_only=True) as store:
+        screens = store.evaluations(a.run_id, kind="meta_screen")
+        seeds = [e for e in screens if e.harness_id == "h0"]
+        leads = {e.policy_id for e in seeds if e.total == max(s.total for s in seeds)}
+        first = [store.get_policy(a.run_id, e.policy_id) for e in screens if e.harness_id == "g1c0"]
+    assert any(p.operator.startswith("mut_") and p.root_id in leads for p in first)

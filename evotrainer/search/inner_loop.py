@@ -11,6 +11,7 @@ import logging
 import math
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -115,6 +116,8 @@ class InnerResult:
         operator_stats: children that beat their parents, per operator, summed over the call.
         lead_children: the children made in the lead's slots (``lead`` and ``cfg.lead_offspring``) that
             were evaluated successfully, in the order made (each has a fitness in ``fitness``).
+        lead_kinds: the mutation kind given to each lead slot of the call, in order (pass them on as
+            ``lead_tried`` to keep the rotation going across calls).
     """
 
     population: tuple[Policy, ...]
@@ -126,6 +129,7 @@ class InnerResult:
     skipped_generations: tuple[int, ...] = field(default=())
     operator_stats: OperatorStats = field(default_factory=OperatorStats)
     lead_children: tuple[Policy, ...] = ()
+    lead_kinds: tuple[str, ...] = ()
 
 
 def run_inner_loop(
@@ -146,6 +150,7 @@ def run_inner_loop(
     exemplars: Sequence[str] = (),
     adapters: AdapterWorkshop | None = None,
     lead: Policy | None = None,
+    lead_tried: Sequence[str] = (),
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
@@ -195,6 +200,8 @@ def run_inner_loop(
             adapter (the rollout evaluator does, in mixed-adapter batches).
         lead: the policy whose neighbourhood gets ``cfg.lead_offspring`` mutants per generation (the
             caller's best policy on meta-validation); added to the initial population when absent.
+        lead_tried: mutation kinds already tried on ``lead`` by earlier calls: each lead slot takes a kind
+            tried least often so far (ties drawn with ``rng``), so every kind is tried once before one repeats.
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -221,7 +228,8 @@ def run_inner_loop(
     hall_of_fame = GenomeHallOfFame(cfg.hall_of_fame_size)
     fitness: dict[str, float] = {}
     skipped_generations: list[int] = []
-    lead_bag: list[str] = []  # the lead's operator kinds still untried in the current round
+    lead_kinds: list[str] = []
+    tries = Counter(lead_tried)  # mutation kind -> times tried on the lead
     lead_children: dict[str, Policy] = {}
 
     # --- generation 0 of this call: score the initial population --------------------------------
@@ -262,10 +270,10 @@ def run_inner_loop(
         probabilities = _mutation_probabilities(cfg, toolbox, mutator, operator_stats)
         forced = {}
         for i in range(n_offspring - n_lead, n_offspring):
-            if not lead_bag:
-                lead_bag = sorted(probabilities)
-                rng.shuffle(lead_bag)
-            forced[i] = lead_bag.pop()
+            least = min(tries[k] for k in probabilities)
+            forced[i] = rng.choice(sorted(k for k in probabilities if tries[k] == least))
+            tries[forced[i]] += 1
+            lead_kinds.append(forced[i])
         offspring, origins, rejected, mutator_error, made = _vary(
             parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities, forced)
         t_vary = time.perf_counter() - t0
@@ -314,7 +322,8 @@ def run_inner_loop(
 
     best = hall_of_fame.items[0]
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
-                       hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats, tuple(lead_children.values()))
+                       hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats,
+                       tuple(lead_children.values()), tuple(lead_kinds))
 
 
 # -------------------------------------------------------------------------------------------------

@@ -99,8 +99,9 @@ class InnerLoopConfig:
         lead_offspring: offspring slots per generation given to mutants of the *lead* policy passed to
             :func:`~evotrainer.search.inner_loop.run_inner_loop` (the best policy known on
             meta-validation), >= 0; 0 or no lead = plain tournament parents. Each such slot is mutated
-            (never crossed) by an operator kind drawn without replacement from the kinds that can run, so
-            every kind of move is tried on the lead before one repeats. Local search around the
+            (never crossed) by one of the operator kinds tried least often on the lead so far (across
+            calls when the caller passes ``lead_tried``), so every kind of move is tried on the lead
+            before one repeats. Local search around the
             best-validated candidate follows GEPA (Agrawal et al. 2025, "GEPA: Reflective Prompt
             Evolution Can Outperform Reinforcement Learning", which mutates candidates chosen by their
             validation scores); the lead's children are then compared with it on the same screening
