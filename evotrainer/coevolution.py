@@ -402,7 +402,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     lead_screen = None
     if o.seed_screen and len(population) > 1:
-        keep, lead_screen = _screened_start(population, keep, scored, screen_items, evaluator, rec, console, timings)
+        keep, lead_screen = _screened_start(population, keep, scored, screen_items, objective, console)
     objective.set_lead(keep[0], lead_screen)  # its neighbourhood gets inner.lead_offspring mutants per generation
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.full_score(keep[0], "h0", 0),
@@ -440,8 +440,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
 def _screened_start(
     population: Sequence[Policy], keep: list[Policy], scored: Sequence[tuple[float, int]],
-    screen_items: Sequence[Any], evaluator: RolloutEvaluator, rec: RunRecorder, console: Console,
-    timings: dict[str, float],
+    screen_items: Sequence[Any], objective: LLMObjective, console: Console,
 ) -> tuple[list[Policy], float | None]:
     """Every seed that scored on the training batch, screened on the screening items (one batched call).
 
@@ -451,11 +450,7 @@ def _screened_start(
     screening S_val (None when every screening failed).
     """
     candidates = [population[i] for _, i in scored]
-    t0 = time.perf_counter()
-    screened = evaluator.meta_evaluate(candidates, screen_items)
-    timings["meta-validation"] = timings.get("meta-validation", 0.0) + time.perf_counter() - t0
-    for evaluation in screened:
-        rec.meta(evaluation, kind="meta_screen", harness_id="h0", outer_generation=0)
+    screened = objective.meta_many(candidates, screen_items, "meta_screen", "h0", 0)
     values = [e.s_val if e.s_val is not None else -math.inf for e in screened]
     best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
     console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "

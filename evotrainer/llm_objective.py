@@ -292,7 +292,7 @@ class LLMObjective:
         slots = max(self.cfg.outer.screen_top_k - 1, 0)
         lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
         chosen = [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
-        evaluations = self._meta_many(chosen, self.screen, "meta_screen", harness_id, outer_generation)
+        evaluations = self.meta_many(chosen, self.screen, "meta_screen", harness_id, outer_generation)
         scores = [e.s_val if e.s_val is not None else -np.inf for e in evaluations]
         k = int(np.argmax(scores))  # first maximum: the fitter policy wins ties
         if len(chosen) > 1:
@@ -314,9 +314,9 @@ class LLMObjective:
 
     def _meta(self, policy: Policy, items: Sequence[MeetingTask], kind: str, harness_id: str | None,
               outer_generation: int) -> MetaEvaluation:
-        return self._meta_many([policy], items, kind, harness_id, outer_generation)[0]
+        return self.meta_many([policy], items, kind, harness_id, outer_generation)[0]
 
-    def _meta_many(self, policies: Sequence[Policy], items: Sequence[MeetingTask], kind: str,
+    def meta_many(self, policies: Sequence[Policy], items: Sequence[MeetingTask], kind: str,
                    harness_id: str | None, outer_generation: int) -> list[MetaEvaluation]:
         """``policies`` scored on ``items`` in one batched call, each archived as ``kind``."""
         t0 = time.perf_counter()
