@@ -26,6 +26,7 @@ Design choices (each one a correctness requirement, not a speed-up only):
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import re
 import time
@@ -39,9 +40,11 @@ import torch
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.embedded import embedded_gguf
 from evotrainer.backends.logits import build_processors
+from evotrainer.backends.prefix import PrefixStore, plan_prefixes
 from evotrainer.errors import ConfigError, DataError, ModelError
 
 __all__ = [
+    "GenerationStats",
     "HFBackend",
     "HFBackendConfig",
     "ensure_system_turn",
@@ -74,6 +77,19 @@ class HFBackendConfig:
         threads: ``torch.set_num_threads`` value (process-wide); None leaves torch's default.
         progress: show a progress bar over batches (off by default).
         device: torch device for the model ("cpu", "cuda", "cuda:1", ...).
+        prefix_sharing: compute a token prefix shared by several requests of one ``generate`` call
+            once and reuse its key/value states for each of them (:mod:`evotrainer.backends.prefix`);
+            False runs every request's whole prompt (the per-pair path). Greedy text is the same either
+            way up to floating-point rounding.
+        prefix_min_tokens: shortest shared prefix worth reusing, tokens, >= 1.
+        prefix_cache_mb: MiB of computed prefix states kept across calls (least recently used
+            dropped first), >= 0; 0 keeps none (prefixes are still shared inside one call).
+        kv_cache: "dynamic" (transformers' ``DynamicCache``: grows by concatenation each step) or
+            "static" (a ``StaticCache`` preallocated to the chunk's prompt width + max new tokens and
+            written in place; same text, no per-step copy of the whole cache).
+        max_batch_tokens: cap on a chunk's padded size, rows x (prompt width + max new tokens), tokens;
+            a chunk closes before it would pass the cap or ``batch_size`` rows (a single row is always
+            allowed). None: rows only. Bounds memory when long prompts meet large batches.
     """
 
     path: str | None = None
@@ -84,6 +100,31 @@ class HFBackendConfig:
     threads: int | None = None
     progress: bool = False
     device: str = "cpu"
+    prefix_sharing: bool = True
+    prefix_min_tokens: int = 32
+    prefix_cache_mb: int = 512
+    max_batch_tokens: int | None = None
+    kv_cache: str = "dynamic"
+
+
+@dataclass
+class GenerationStats:
+    """Running token counts of one backend, for benchmarks and the run summary.
+
+    Attributes:
+        requests: requests generated.
+        prompt_tokens: prompt tokens of those requests (after context fitting).
+        prefix_tokens_reused: prompt tokens not run through the model because a shared prefix's states
+            were computed once (or found in the prefix store) and reused.
+        prefix_tokens_computed: prompt tokens of shared prefixes that were run through the model.
+        generated_tokens: tokens generated, end-of-turn included.
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    prefix_tokens_reused: int = 0
+    prefix_tokens_computed: int = 0
+    generated_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -196,6 +237,29 @@ def fit_messages(
     )
 
 
+@functools.cache
+def _cache_kwarg() -> str:
+    """The ``generate`` keyword of a user-built KV cache: ``cache`` since transformers renamed
+    ``past_key_values`` (5.x deprecation), ``past_key_values`` before."""
+    import inspect
+
+    from transformers import LlamaModel
+
+    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
+
+
+def _plain_kv_cache(model: torch.nn.Module) -> bool:
+    """True when ``model``'s cache is plain per-layer key/value tensors that rows can share (no sliding
+    window, no linear-attention state): the condition for prefix sharing."""
+    from transformers import DynamicCache
+
+    try:
+        layers = DynamicCache(config=model.config).layers
+    except Exception:  # an exotic config: share nothing rather than guess
+        return False
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
     """Silence transformers' weight-loading and GGUF de-quantisation progress bars, then restore them."""
@@ -262,6 +326,14 @@ class HFBackend:
             raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
         if cfg.batch_size < 1:
             raise ConfigError(f"model.batch_size must be >= 1, got {cfg.batch_size}")
+        if cfg.prefix_min_tokens < 1:
+            raise ConfigError(f"model.prefix_min_tokens must be >= 1, got {cfg.prefix_min_tokens}")
+        if cfg.kv_cache not in ("dynamic", "static"):
+            raise ConfigError(f"model.kv_cache must be 'dynamic' or 'static', got {cfg.kv_cache!r}")
+        if cfg.max_batch_tokens is not None and cfg.max_batch_tokens < 1:
+            raise ConfigError(f"model.max_batch_tokens must be >= 1 or null, got {cfg.max_batch_tokens}")
+        if cfg.prefix_cache_mb < 0:
+            raise ConfigError(f"model.prefix_cache_mb must be >= 0, got {cfg.prefix_cache_mb}")
         if cfg.max_context is not None and cfg.max_context < 16:
             raise ConfigError(f"model.max_context must be >= 16 tokens or null, got {cfg.max_context}")
         if cfg.threads is not None:
@@ -290,6 +362,10 @@ class HFBackend:
         self._peft = None
         self._adapters: dict[str, _LoadedAdapter] = {}
         self._adapter_counter = 0
+        # shared prefixes (issue 14): only for models whose cache is plain per-layer key/value tensors
+        self.stats = GenerationStats()
+        self.prefix_store = PrefixStore(cfg.prefix_cache_mb * 2**20)
+        self.prefix_sharing = cfg.prefix_sharing and _plain_kv_cache(self.model)
 
     # ------------------------------------------------------------------ loading
     @staticmethod
@@ -412,6 +488,7 @@ class HFBackend:
         entry = self._adapters.pop(key, None)
         if entry is None:
             return False
+        self.prefix_store.clear()
         if not self._adapters:
             self.unload_adapters()
             return True
@@ -423,6 +500,7 @@ class HFBackend:
     def unload_adapters(self) -> None:
         """Remove every loaded adapter and the PEFT wrapper: the model is the plain base model again."""
         self._adapters.clear()
+        self.prefix_store.clear()
         if self._peft is not None:
             peft, self._peft = self._peft, None
             self.model = peft.unload()
@@ -518,6 +596,11 @@ class HFBackend:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Run all requests, batched; the i-th result answers the i-th request.
 
+        Requests whose prompts start with the same tokens (same adapter) share one computation of that
+        prefix when ``prefix_sharing`` is on; chunks of ``batch_size`` rows are then formed group by
+        group, so that a chunk holds few distinct prefixes. Without it, requests are sorted by prompt
+        length and chunked (least padding).
+
         Args:
             requests: chats with their decoding settings; any mix of settings may share a batch.
 
@@ -543,14 +626,62 @@ class HFBackend:
                 self.context_length,
                 max(p.omitted_words for p in cut),
             )
-        order = sorted(range(len(requests)), key=lambda i: len(prepared[i].ids))
-        chunks = [order[k : k + self.cfg.batch_size] for k in range(0, len(order), self.cfg.batch_size)]
+        order, prefix_len = self._schedule(prepared, requests)
+        chunks = self._chunks(order, prepared, requests, prefix_len)
         results: list[Generation | None] = [None] * len(requests)
         for chunk in self._progress(chunks):
-            outs = self._generate_chunk([prepared[i] for i in chunk], [requests[i] for i in chunk])
+            outs = self._generate_chunk(
+                [prepared[i] for i in chunk], [requests[i] for i in chunk], [prefix_len[i] for i in chunk]
+            )
             for i, out in zip(chunk, outs, strict=True):
                 results[i] = out
+        self.stats.requests += len(requests)
+        self.stats.prompt_tokens += sum(len(p.ids) for p in prepared)
+        self.stats.generated_tokens += sum(r.generated_tokens for r in results if r is not None)
         return [r for r in results if r is not None]
+
+    def _schedule(
+        self, prepared: list[_Prepared], requests: list[GenerationRequest]
+    ) -> tuple[list[int], list[int]]:
+        """Row order for chunking, and each row's shared-prefix length (0: none)."""
+        if not self.prefix_sharing or len(prepared) < 2:
+            return sorted(range(len(prepared)), key=lambda i: len(prepared[i].ids)), [0] * len(prepared)
+        keys = [self._state_key(r.adapter) for r in requests]
+        groups = plan_prefixes([p.ids for p in prepared], keys, self.cfg.prefix_min_tokens)
+        groups.sort(key=lambda g: (g.length == 0, max(len(prepared[i].ids) for i in g.rows)))
+        order: list[int] = []
+        prefix_len = [0] * len(prepared)
+        for group in groups:
+            order += sorted(group.rows, key=lambda i: len(prepared[i].ids))
+            for i in group.rows:
+                prefix_len[i] = group.length
+        return order, prefix_len
+
+    def _chunks(
+        self, order: list[int], prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int]
+    ) -> list[list[int]]:
+        """Consecutive rows of ``order`` in chunks of at most ``batch_size`` rows and ``max_batch_tokens``
+        padded tokens."""
+        cap = self.cfg.max_batch_tokens
+        chunks: list[list[int]] = []
+        chunk: list[int] = []
+        lead = tail = new = 0
+        for i in order:
+            n = prefix_len[i]
+            grown = (max(lead, n), max(tail, len(prepared[i].ids) - n), max(new, requests[i].params.max_new_tokens))
+            too_big = cap is not None and (len(chunk) + 1) * sum(grown) > cap
+            if chunk and (len(chunk) >= self.cfg.batch_size or too_big):
+                chunks.append(chunk)
+                chunk, grown = [], (n, len(prepared[i].ids) - n, requests[i].params.max_new_tokens)
+            chunk.append(i)
+            lead, tail, new = grown
+        if chunk:
+            chunks.append(chunk)
+        return chunks
+
+    def _state_key(self, adapter: str | None) -> tuple | None:
+        """What a prefix's key/value states depend on besides its tokens: the adapter and its files."""
+        return None if adapter is None else self._adapter_folder(adapter)
 
     def _progress(self, chunks: list[list[int]]) -> Iterator[list[int]]:
         if not self.cfg.progress or not chunks:
@@ -564,23 +695,90 @@ class HFBackend:
                 yield chunk
                 bar.advance(task)
 
+    def _prefix_states(
+        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int]
+    ) -> dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Per-layer ``(keys, values)``, each ``(1, kv_heads, L, head_dim)``, of every distinct prefix of
+        a chunk, from the prefix store or from one forward pass each (under the rows' adapter)."""
+        states: dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        for p, r, n in zip(prepared, requests, prefix_len, strict=True):
+            if n == 0:
+                continue
+            key = (self._state_key(r.adapter), tuple(p.ids[:n]))
+            if key in states:
+                self.stats.prefix_tokens_reused += n
+                continue
+            found = self.prefix_store.get(*key)
+            if found is not None:
+                states[key] = found
+                self.stats.prefix_tokens_reused += n
+                continue
+            ids = torch.tensor([p.ids[:n]], dtype=torch.long, device=self.model.device)  # (1, L)
+            with torch.inference_mode(), self._generator([r]) as (model, _):
+                out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+            cache = out.get("cache") or out.get("past_key_values")
+            states[key] = [(layer.keys, layer.values) for layer in cache.layers]
+            self.prefix_store.put(*key, states[key])
+            self.stats.prefix_tokens_computed += n
+        return states
+
+    def _chunk_cache(
+        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int], capacity: int
+    ):
+        """A KV cache (``model.kv_cache``) holding each row's prefix states, left-padded to the chunk's
+        longest prefix; a static one is allocated for ``capacity`` tokens (prompt width + new tokens)."""
+        from transformers import DynamicCache, StaticCache
+
+        if self.cfg.kv_cache == "static":
+            cache = StaticCache(config=self.model.config, max_cache_len=capacity)
+        else:
+            cache = DynamicCache(config=self.model.config)
+        width = max(prefix_len)
+        if width == 0:
+            return cache
+        states = self._prefix_states(prepared, requests, prefix_len)
+        template = next(iter(states.values()))
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(prepared), k0.shape[1], width, k0.shape[3]))  # (B, H, Lp, D)
+            values = v0.new_zeros((len(prepared), v0.shape[1], width, v0.shape[3]))
+            for row, (p, r, n) in enumerate(zip(prepared, requests, prefix_len, strict=True)):
+                if n:
+                    k, v = states[(self._state_key(r.adapter), tuple(p.ids[:n]))][layer]
+                    keys[row, :, width - n :] = k[0]
+                    values[row, :, width - n :] = v[0]
+            cache.update(keys, values, layer)
+        return cache
+
     def _generate_chunk(
-        self, prepared: list[_Prepared], requests: list[GenerationRequest]
+        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int] | None = None
     ) -> list[Generation]:
+        """Generate one chunk. Row layout: ``[pad | prefix][pad | suffix]``: the prefix part (all pad when a
+        row has no shared prefix) comes from a precomputed cache, only the suffix part runs here;
+        positions follow the attention mask, so padding in the middle changes nothing."""
         from transformers import GenerationConfig
 
-        width = max(len(p.ids) for p in prepared)
+        prefix_len = prefix_len or [0] * len(prepared)
+        lead = max(prefix_len)  # width of the cached part
+        tail = max(len(p.ids) - n for p, n in zip(prepared, prefix_len, strict=True))
+        width = lead + tail
         input_ids = torch.full((len(prepared), width), self.pad_token_id, dtype=torch.long)  # (B, P)
         attention_mask = torch.zeros((len(prepared), width), dtype=torch.long)  # (B, P)
-        for row, p in enumerate(prepared):  # left padding
-            input_ids[row, width - len(p.ids) :] = torch.tensor(p.ids, dtype=torch.long)
-            attention_mask[row, width - len(p.ids) :] = 1
+        for row, (p, n) in enumerate(zip(prepared, prefix_len, strict=True)):
+            ids = torch.tensor(p.ids, dtype=torch.long)
+            input_ids[row, lead - n : lead] = ids[:n]
+            attention_mask[row, lead - n : lead] = 1
+            input_ids[row, width - (len(p.ids) - n) :] = ids[n:]
+            attention_mask[row, width - (len(p.ids) - n) :] = 1
         params = [r.params for r in requests]
         gen_cfg = GenerationConfig(
             do_sample=False,  # sampling happens per row inside SeededSampler
             max_new_tokens=max(p.max_new_tokens for p in params),  # shorter budgets: RowBudget
             eos_token_id=list(self.stop_token_ids),
             pad_token_id=self.pad_token_id,
+        )
+        cache_kwargs = (
+            {_cache_kwarg(): self._chunk_cache(prepared, requests, prefix_len, width + gen_cfg.max_new_tokens)}
+            if lead or self.cfg.kv_cache == "static" else {}
         )
         device = self.model.device
         with torch.inference_mode(), self._generator(requests) as (model, adapter_kwargs):
@@ -589,6 +787,7 @@ class HFBackend:
                 attention_mask=attention_mask.to(device),
                 generation_config=gen_cfg,
                 logits_processor=build_processors(width, params, self.stop_token_ids[0]),
+                **cache_kwargs,
                 **adapter_kwargs,
             )
         new_tokens = out[:, width:].cpu()  # (B, T)

@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 
 from evotrainer.backends.base import Message
+from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown
 from evotrainer.tasks.meeting_minutes import generator, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
 from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
+from evotrainer.tasks.meeting_minutes.prompts import PROMPT_LAYOUTS
 from evotrainer.tasks.meeting_minutes.prompts import build_messages as _build_messages
 
 __all__ = ["MeetingMinutes"]
@@ -26,19 +28,26 @@ class MeetingMinutes:
     Args:
         action_band: ``(lo, hi)`` number of action-item bullets that earns a full ``action_count``
             reward; integers with ``0 <= lo <= hi``.
+        prompt_layout: where the policy's text goes in the chat, one of
+            :data:`~evotrainer.tasks.meeting_minutes.prompts.PROMPT_LAYOUTS` (``task.prompt_layout``).
 
     Raises:
-        ConfigError: a bad ``action_band`` (names ``task.action_band``).
+        ConfigError: a bad ``action_band`` (names ``task.action_band``) or ``prompt_layout``.
     """
 
     name = "meeting_minutes"
     scorer_version = SCORER_VERSION
 
-    def __init__(self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND) -> None:
+    def __init__(
+        self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first"
+    ) -> None:
         self.action_band = rewards.validate_action_band(tuple(action_band))
+        if prompt_layout not in PROMPT_LAYOUTS:
+            raise ConfigError(f"task.prompt_layout: expected one of {list(PROMPT_LAYOUTS)}, got {prompt_layout!r}")
+        self.prompt_layout = prompt_layout
 
     def __repr__(self) -> str:
-        return f"MeetingMinutes(action_band={self.action_band})"
+        return f"MeetingMinutes(action_band={self.action_band}, prompt_layout={self.prompt_layout!r})"
 
     @property
     def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
@@ -63,7 +72,7 @@ class MeetingMinutes:
 
     def build_messages(self, sections: Sequence[tuple[str, str]], task: MeetingTask) -> tuple[Message, ...]:
         """See :func:`evotrainer.tasks.meeting_minutes.prompts.build_messages`."""
-        return _build_messages(sections, task)
+        return _build_messages(sections, task, self.prompt_layout)
 
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
