@@ -24,5 +24,6 @@ test: install
 	HF_HUB_OFFLINE=1 $(PY) -m ruff check evotrainer tests benchmarks
 	HF_HUB_OFFLINE=1 $(PY) -m pytest -q $(ARGS)
 
+# the benchmark suite (benchmarks/README.md): every figure from one run, ~10 min on 2 cores; ARGS="--quick", "--only prefix"
 bench: install
-	HF_HUB_OFFLINE=1 $(PY) benchmarks/bench_generation.py
+	HF_HUB_OFFLINE=1 $(PY) -m benchmarks.run $(ARGS)
