@@ -9,8 +9,11 @@ file and exit non-zero; ``debug=true`` shows the full traceback.
 
 from __future__ import annotations
 
-import logging
 import os
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: see evotrainer.threads
+
+import logging
 import sys
 
 import hydra

@@ -66,7 +66,8 @@ from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
-from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config
+from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config, planned_requests
+from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
@@ -340,7 +341,7 @@ def _run_id(cfg: Config, config_dict: dict) -> str:
 def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None) -> EvolveSummary:
     """Run the co-evolution described in the module docstring; returns and prints the summary."""
     t_run = time.perf_counter()
-    console = Console()
+    console = stdout_console()
     timings: dict[str, float] = {}
     config_dict = config_dict if config_dict is not None else asdict(cfg)
     seeds = Seeds(cfg.seed)
@@ -364,9 +365,8 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
     t0 = time.perf_counter()
     counter = [0]  # generated tokens of the policy model and the mutator together
-    llm = TokenMeter(build_llm(cfg.model, progress=True), counter)
-    mutator = llm if cfg.mutator == cfg.model else TokenMeter(
-        build_llm(cfg.mutator, progress=True, role="mutator"), counter)
+    llm = TokenMeter(build_llm(cfg.model), counter)  # progress: evotrainer.progress tasks around long phases
+    mutator = llm if cfg.mutator == cfg.model else TokenMeter(build_llm(cfg.mutator, role="mutator"), counter)
     timings["model load"] = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
@@ -393,7 +393,9 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     harness0 = space.decode(space.initial_vector())
     tasks0 = objective.draw_tasks(harness0, "h0", 0)
     t0 = time.perf_counter()
-    evals0 = evaluator.evaluate(population, tasks0, harness0.reward_weights)
+    with task(f"gen 0: scoring {len(population)} seeds on {len(tasks0)} tasks", planned_requests(population, tasks0),
+              console=console):
+        evals0 = evaluator.evaluate(population, tasks0, harness0.reward_weights)
     timings["inner: evaluate"] = time.perf_counter() - t0
     rec.fitness(evals0, harness_id="h0", outer_generation=0, inner_generation=0)
     scored = [(e.fitness, i) for i, e in enumerate(evals0) if e.fitness is not None]

@@ -55,7 +55,9 @@ class ModelConfig:
     dtype: str = "float32"  # fp32 on the CPU path
     batch_size: int = 16  # requests per forward batch; measured 66 tok/s at 16 vs 8-15 tok/s alone
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
-    threads: int | None = None  # torch CPU threads; None = torch default
+    # torch CPU threads (an override); None = auto: the cores other processes leave free (1-minute load
+    # average and a 0.5 s CPU sample) and this job's share of a parallel Hydra sweep, >= 1 (evotrainer.threads)
+    threads: int | None = None
     device: str = "cpu"  # torch device of the hf backend: "cpu", "cuda", "cuda:1", ...
 
 

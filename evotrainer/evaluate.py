@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import inspect
 import logging
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from evotrainer.evaluate_report import (
     write_results,
 )
 from evotrainer.evaluate_stats import bootstrap_interval
+from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
 from evotrainer.search.genome import load_population
@@ -203,7 +203,7 @@ def run_evaluate(
         llm: the policy model (built from ``cfg.model`` when None).
         embedder: passed to the meta metric when it accepts ``embedder=``, ``inner.use_embedder`` is
             true and some item has action items (MiniLM is loaded then when None).
-        console: where tables go (default: stdout; 160 columns when not a terminal).
+        console: where tables go (default: stdout; 200 columns when not a terminal).
 
     Returns:
         The per-policy results, the comparison and the files written.
@@ -211,7 +211,7 @@ def run_evaluate(
     Raises:
         ConfigError, DataError, ArchiveError, ModelError: bad keys, data, references or model.
     """
-    console = console or (Console() if sys.stdout.isatty() else Console(width=160))
+    console = console or stdout_console()
     e = cfg.evaluate
     family = build_family(cfg)
     items, path, shape = load_eval_items(cfg)
@@ -231,12 +231,15 @@ def run_evaluate(
         family = _EmbedderFamily(family, metric, embedder)  # type: ignore[assignment]
     t0 = time.perf_counter()
     if llm is None:
-        llm = build_llm(cfg.model, progress=True)
+        llm = build_llm(cfg.model)  # progress: the evotrainer.progress task below
     load_s = time.perf_counter() - t0
 
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
     t0 = time.perf_counter()
-    evaluations: list[MetaEvaluation] = evaluator.meta_evaluate([r.policy for r in refs], items)
+    policies = [r.policy for r in refs]
+    with task(f"evaluate: {len(refs)} policies on {len(items)} items",
+              len({p.genome_hash for p in policies}) * len(items), console=console):
+        evaluations: list[MetaEvaluation] = evaluator.meta_evaluate(policies, items)
     wall = time.perf_counter() - t0
 
     stats = {"seed": cfg.seed, "n_resamples": e.bootstrap, "level": e.level}

@@ -35,6 +35,7 @@ from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore
+from evotrainer.progress import task
 from evotrainer.rollout import (
     FeedbackRecorder,
     MetaEvaluation,
@@ -56,7 +57,9 @@ from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 
-__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "subset_mean"]
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests", "subset_mean"]
+
+_KIND_WORDS = {"meta_screen": "screening", "meta_val": "whole selection set:", "meta_heldout": "held-out set:"}
 
 
 class TokenMeter:
@@ -161,6 +164,12 @@ def lora_workshop(
         perturb=lambda parent, out, rng: mut_adapter_noise(parent, out, rng=rng, scale=scale),
         merge=lambda a, b, out: cx_adapters(a, b, out, weight=0.5, rank=train_cfg.rank),
     )
+
+
+def planned_requests(policies: Sequence[Policy], items: Sequence[Any]) -> int:
+    """Generation requests a batched evaluation plans: distinct genomes x items (an upper bound: the
+    fitness cache may serve some). The ``total`` of a progress task (:mod:`evotrainer.progress`)."""
+    return len({p.genome_hash for p in policies}) * len(items)
 
 
 def subset_mean(evaluation: MetaEvaluation, indices: Sequence[int]) -> float:
@@ -320,7 +329,11 @@ class LLMObjective:
                    harness_id: str | None, outer_generation: int) -> list[MetaEvaluation]:
         """``policies`` scored on ``items`` in one batched call, each archived as ``kind``."""
         t0 = time.perf_counter()
-        evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
+        n = len(policies)
+        where = "gen 0" if harness_id == "h0" else harness_id or "final best"
+        label = f"{where}: {_KIND_WORDS.get(kind, kind)} {n} polic{'y' if n == 1 else 'ies'} on {len(items)} items"
+        with task(label, planned_requests(policies, items), console=self.console):
+            evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
         self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0
         for evaluation in evaluations:
             self.rec.meta(evaluation, kind=kind, harness_id=harness_id, outer_generation=outer_generation)
@@ -371,8 +384,14 @@ class LLMObjective:
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
         exemplars = exemplars_from_tasks(tasks, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
-        evaluate = self.evaluator.fitness_function(
+        fitness = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
+
+        def evaluate(policies: Sequence[Policy]) -> list[float | None]:
+            with task(f"  {hid}: evaluating {len(policies)} policies on {len(tasks)} tasks",
+                      planned_requests(policies, tasks), console=console):
+                return fitness(policies)
+
         result = run_inner_loop(
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,

@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") -> LLM:
     """Load the backend of one model role (``model`` = policy model, ``mutator``).
 
+    The transformers backend gets ``model.threads`` torch CPU threads, or when it is None the count
+    :func:`evotrainer.threads.apply_threads` chooses from the cores free now.
+
     Raises:
+        ConfigError: ``model.threads`` is below 1.
         ModelError: the model cannot be located or loaded (the message names the path).
     """
     if cfg.backend == "vllm":
@@ -34,10 +38,12 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") 
             raise ConfigError(f"{role}.path: the vllm backend needs a Hugging Face model folder or id")
         return VLLMBackend(VLLMBackendConfig(path=cfg.path, max_context=cfg.max_context))
     from evotrainer.backends.hf import HFBackend, HFBackendConfig
+    from evotrainer.threads import apply_threads
 
+    threads = apply_threads(cfg.threads)  # model.threads, or the cores free now (chosen once per process)
     return HFBackend(HFBackendConfig(
         path=cfg.path, gguf_file=cfg.gguf_file, dtype=cfg.dtype, batch_size=cfg.batch_size,
-        max_context=cfg.max_context, threads=cfg.threads, progress=progress, device=cfg.device,
+        max_context=cfg.max_context, threads=threads, progress=progress, device=cfg.device,
     ))
 
 

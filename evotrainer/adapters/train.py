@@ -29,6 +29,7 @@ from evotrainer.adapters.files import ADAPTER_META_FILE, check_fits, read_adapte
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
 from evotrainer.backends.base import Message
 from evotrainer.errors import ConfigError, DataError, ModelError
+from evotrainer.progress import advance
 
 if TYPE_CHECKING:
     from evotrainer.backends.hf import HFBackend
@@ -221,6 +222,7 @@ def _fit(peft_model: Any, plan: list[list[BatchRow]], data: dict[str, list[Encod
         optim.step()
         losses.append(float(loss.detach()))
         tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        advance(1, unit="steps")  # an open progress task counting steps (a self-evolution round's train phase)
     return losses, tokens
 
 

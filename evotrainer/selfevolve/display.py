@@ -1,4 +1,4 @@
-"""Console output of self-evolution: a rich progress line per phase and the per-round summary table."""
+"""Console output of self-evolution: progress per phase (done/total, rate, ETA) and the per-round table."""
 
 from __future__ import annotations
 
@@ -7,20 +7,23 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from evotrainer.archive.schema import RoundRow
+from evotrainer.progress import task
 
 __all__ = ["PhaseTimer", "round_table"]
 
 
 class PhaseTimer:
-    """Times named phases; with a console, shows each as a rich progress row (spinner, then elapsed).
+    """Times named phases; with a console, shows each one's progress and a closing line.
+
+    Each phase is an :func:`evotrainer.progress.task`: a transient bar on a terminal, a line every 30 s in
+    a log, and (both) a final line with the units done, the wall time and the rate.
 
     Args:
         console: where to draw; None = time silently (tests, co-evolution calls).
-        label: prefix of every row, e.g. "round 2".
+        label: prefix of every line, e.g. "round 2".
 
     Attributes:
         seconds: wall seconds per phase name, in the order the phases ran.
@@ -30,34 +33,35 @@ class PhaseTimer:
         self.console = console
         self.label = label
         self.seconds: dict[str, float] = {}
-        self._progress: Progress | None = None
 
     def __enter__(self) -> PhaseTimer:
-        if self.console is not None:
-            self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                                      console=self.console, transient=False)
-            self._progress.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()
-            self._progress = None
+        return None
 
     @contextmanager
-    def phase(self, name: str, detail: str = "") -> Iterator[None]:
-        """Time the block as phase ``name`` (seconds add up when a name repeats)."""
-        row = None
-        if self._progress is not None:
-            row = self._progress.add_task(f"{self.label} {name} {detail}".strip(), total=1)
+    def phase(self, name: str, detail: str = "", total: int | None = None, unit: str = "requests"
+              ) -> Iterator[None]:
+        """Time the block as phase ``name`` (seconds add up when a name repeats).
+
+        Args:
+            name: the phase (``rollout``, ``judge``, ``train``, ...).
+            detail: shown after the name, e.g. "12 tasks x 4".
+            total: planned units of ``unit`` the block reports with :func:`evotrainer.progress.advance`
+                (generation requests, or ``"steps"`` of training), or None when it reports none.
+            unit: what ``total`` counts.
+        """
         t0 = time.perf_counter()
         try:
-            yield
+            if self.console is None:
+                yield
+            else:
+                with task(f"{self.label} {name} {detail}".strip(), total, console=self.console, unit=unit,
+                          summary=True):
+                    yield
         finally:
             self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t0
-            if row is not None and self._progress is not None:
-                self._progress.update(row, completed=1)
-                self._progress.stop_task(row)
 
 
 def _f(x: float | None, fmt: str = "{:.3f}") -> str:

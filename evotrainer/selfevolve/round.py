@@ -214,12 +214,13 @@ def run_round(
     tasks = [p.task for p in update.pool]
 
     # ---- 2. rollout: the current policy (prompt + adapter) samples answers --------------------------
-    with timer.phase("rollout", f"{len(tasks)} tasks x {cfg.samples_per_task}"):
+    with timer.phase("rollout", f"{len(tasks)} tasks x {cfg.samples_per_task}", len(tasks) * cfg.samples_per_task):
         texts = _sample(models.llm, family, policy, tasks, cfg.samples_per_task,
                         replace(setup.decoding, temperature=cfg.temperature), roll_rng)
 
     # ---- 3. judge: rules + fixed model judge, repeats averaged; degenerate = 0 ----------------------
-    with timer.phase("judge", f"{len(texts)} samples x {cfg.judge_repeats}"):
+    judge_requests = len(texts) * cfg.judge_repeats if cfg.model_judge_weight > 0 else 0  # degenerate: none
+    with timer.phase("judge", f"{len(texts)} samples x {cfg.judge_repeats}", judge_requests):
         settings = JudgeSettings(setup.reward_weights, cfg.judge_repeats, cfg.judge_temperature,
                                  cfg.judge_max_new_tokens, cfg.model_judge_weight)
         verdicts = judge_samples(models.judge, family, [(t, x) for t, _, x in texts], settings, judge_rng)
@@ -242,7 +243,7 @@ def run_round(
         check_items(items, setup.forbidden, "training data")
         check_items(state.replay, setup.forbidden, "replay data")
         out_dir = setup.adapter_root / f"round_{k:03d}"
-        with timer.phase("train", f"{len(items)} samples + {len(state.replay)} replay"):
+        with timer.phase("train", f"{len(items)} samples + {len(state.replay)} replay", cfg.lora.steps, "steps"):
             try:
                 result = train(models.trainer, to_sft(family, policy, items, "pool"),
                                to_sft(family, policy, state.replay, "replay"), lora_train_config(cfg), out_dir,
@@ -255,10 +256,10 @@ def run_round(
     # ---- 6. evaluate: dev set decides keep/revert; meta-validation is reported --------------------
     dev_score, val_score = state.dev_score, state.val_score
     if candidate is not None:
-        with timer.phase("dev", f"{len(setup.dev)} tasks"):
+        with timer.phase("dev", f"{len(setup.dev)} tasks", len(setup.dev)):
             dev = score_policy(models.evaluator, candidate, setup.dev)
             dev_score = float(dev.s_val or 0.0)
-        with timer.phase("meta-val", f"{len(setup.val)} items"):
+        with timer.phase("meta-val", f"{len(setup.val)} items", len(setup.val)):
             val = score_policy(models.evaluator, candidate, setup.val) if setup.val else None
             val_score = float(val.s_val or 0.0) if val is not None else None
         status = "kept" if dev_score >= state.dev_score else "reverted"

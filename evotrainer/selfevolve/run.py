@@ -24,6 +24,7 @@ from evotrainer.archive.store import ArchiveStore, archive_path
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
 from evotrainer.llm_objective import TokenMeter
+from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
 from evotrainer.search.genome import Policy
@@ -111,14 +112,14 @@ def run_selfevolve(
         run_dir: the Hydra run dir (archive, adapters under ``adapters/round_NNN``).
         config_dict: the resolved config for the archive (``asdict(cfg)`` when None).
         train: the LoRA trainer (default ``evotrainer.adapters.train.train_lora``).
-        console: where to print (a new rich Console when None).
+        console: where to print (stdout when None: 200 columns when it is not a terminal).
 
     Raises:
         ConfigError: bad settings (unknown policy id, a non-hf backend, unknown curriculum knobs).
         DataError / ModelError: missing data or model; a dev/meta-validation leak.
     """
     t_run = time.perf_counter()
-    console = console or Console()
+    console = console or stdout_console()
     s = cfg.selfevolve
     config_dict = config_dict if config_dict is not None else asdict(cfg)
     run_dir = Path(run_dir)
@@ -145,9 +146,9 @@ def run_selfevolve(
 
     t0 = time.perf_counter()
     counter = [0]
-    backend = build_llm(cfg.model, progress=True)
+    backend = build_llm(cfg.model)  # progress: evotrainer.progress tasks around each phase
     llm = TokenMeter(backend, counter)
-    judge = llm if s.judge is None else TokenMeter(build_llm(s.judge, progress=True, role="selfevolve.judge"),
+    judge = llm if s.judge is None else TokenMeter(build_llm(s.judge, role="selfevolve.judge"),
                                                    counter)
     embedder = MiniLMEmbedder()
     load_seconds = time.perf_counter() - t0
@@ -176,9 +177,9 @@ def run_selfevolve(
                   f"{len(seed_pool.pool)} seed tasks (cap {s.pool_cap}), dev {len(dev)} tasks, meta-validation "
                   f"{len(val)}/{len(val_all)} items, archive {db_path}")
     with PhaseTimer(console, "baseline") as timer:
-        with timer.phase("dev", f"{len(dev)} tasks"):
+        with timer.phase("dev", f"{len(dev)} tasks", len(dev)):
             base_dev = score_policy(evaluator, policy, dev)
-        with timer.phase("meta-val", f"{len(val)} items"):
+        with timer.phase("meta-val", f"{len(val)} items", len(val)):
             base_val = score_policy(evaluator, policy, val) if val else None
     if base_val is not None:
         rec.meta(base_val, kind="meta_val")
