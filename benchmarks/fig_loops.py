@@ -198,6 +198,10 @@ def cache_figure(bench: Bench) -> Figure:
     fig.add("rollouts sent to the model", sent)
     fig.add("rollouts avoided (cache hit or duplicate genome)", asked - sent, "",
             note=f"{(asked - sent) / asked:.0%} of the pairs" if asked else "")
+    per_gen = run.sizes["population"] * run.sizes["tasks_per_generation"]
+    kept = sum(per_gen - c["pairs"] for c in inner[1:])
+    fig.add("not asked for: survivors already scored", kept, "",
+            note="pairs of inner generations 1.. the loop skipped itself (its fitness map, not the cache)")
     fig.add("cache lookups: hits / misses", run.cache_hits, f"/ {run.cache_misses}",
             note="rollout, reward and meta-score lookups together")
     fig.metrics["cache.avoided"] = float(asked - sent)
@@ -227,7 +231,7 @@ def phases_figure(bench: Bench) -> Figure:
             vary = float(gen.get("vary", 0.0))
             m_seconds, m_requests = mutator_between(evaluations[k - 1]["end"], ev["start"])
             fig.add(f"{label}: select", gen.get("select", 0.0), "s")
-            fig.add(f"{label}: vary, mutator model", m_seconds, "s", note=f"{m_requests} mutator requests")
+            fig.add(f"{label}: vary, mutator model", m_seconds, "s", note=f"{m_requests} mutator request(s)")
             fig.add(f"{label}: vary, other operators", max(vary - m_seconds, 0.0), "s",
                     note="crossover, phrase bank, novelty checks")
             accounted += float(gen.get("select", 0.0)) + vary

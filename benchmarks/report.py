@@ -160,12 +160,15 @@ def check_targets(metrics: Mapping[str, float | None], targets: Sequence[Target]
 def format_value(value: float | None, unit: str = "") -> str:
     """``value`` with about 3 significant digits (ints in full below 1e6) and its unit; "n/a" for None.
 
-    ``unit="%"`` multiplies a fraction by 100; ``"x"`` is written right after the number ("2.17x").
+    ``unit="%"`` multiplies a fraction by 100; ``"x"`` is written right after the number ("2.17x"); seconds
+    below 0.1 are shown in ms.
     """
     if value is None or not math.isfinite(value):
         return "n/a"
     if unit == "%":
         return f"{100 * value:.1f} %"
+    if unit == "s" and 0 < abs(value) < 0.1:
+        return f"{1e3 * value:.2g} ms"
     mag = abs(value)
     if isinstance(value, int) or mag >= 1e6:
         text = f"{value:.3g}" if mag >= 1e6 else str(value)

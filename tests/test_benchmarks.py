@@ -55,6 +55,7 @@ def test_format_value() -> None:
     assert format_value(123.4, "tok/s") == "123 tok/s"
     assert format_value(24, "") == "24"
     assert format_value(49.0, "tok/s") == "49.0 tok/s"
+    assert format_value(0.0123, "s") == "12 ms"
 
 
 def test_render_prints_rows_runs_skips_and_targets() -> None:
