@@ -9,11 +9,8 @@ file and exit non-zero; ``debug=true`` shows the full traceback.
 
 from __future__ import annotations
 
-import os
-
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before torch loads OpenMP: see evotrainer.threads
-
 import logging
+import os
 import sys
 
 import hydra

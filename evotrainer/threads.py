@@ -1,24 +1,24 @@
-"""Compute threads chosen from the cores actually free, and an OpenMP runtime that never spin-waits.
+"""Compute threads chosen from the cores actually free (issue 14, item 3).
 
-Issue 14, item 3. Measured on a 2-core machine: with one core busy with another process, torch's two
-OpenMP threads stalled (the smoke experiment took 1652 s instead of about 90 s). Two causes, two fixes:
+A parallel region ends only when its slowest thread does: a torch thread whose core is taken by another
+process waits for a time slice, and its sibling waits for it. :func:`choose_threads` counts the cores left
+free by other processes (and this run's share of a parallel Hydra sweep); :func:`apply_threads` sets
+``torch.set_num_threads`` to that (``model.threads`` overrides it). With one core of two busy the choice
+is 1 thread: no OpenMP team, so no thread ever waits for a descheduled sibling.
 
-1. **Too many threads.** A parallel region ends only when its slowest thread does; a thread whose core
-   is taken by another process waits for a time slice, and the other thread waits for it.
-   :func:`choose_threads` counts the cores left free by other processes (and this run's share of a
-   parallel Hydra sweep); :func:`apply_threads` sets ``torch.set_num_threads`` to that (``model.threads``
-   overrides it). The 1-minute load average lags a minute behind in both directions: right after
-   another job ends it still counts that job (measured here: load 1.91 on a machine gone quiet, so 1
-   thread instead of 2). On Linux a half-second sample of ``/proc/stat`` is taken too, and the smaller
-   of the two counts (the sample never sees a finished job; the load average never sees a job's
-   momentary burst).
-2. **Spin-waiting.** GNU libgomp (torch's CPU wheel ships ``torch/lib/libgomp.so.1``) lets a waiting
-   thread spin 300,000 times before it sleeps when ``OMP_WAIT_POLICY`` is unset, burning the time slice
-   the descheduled thread needs. With ``OMP_WAIT_POLICY=PASSIVE`` the default ``GOMP_SPINCOUNT`` is 0:
-   waiting threads sleep at once (libgomp manual, "GOMP_SPINCOUNT" and "OMP_WAIT_POLICY",
-   https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html). LLVM's libomp reads the same
-   variable (passive = block time 0). :func:`prefer_passive_openmp` sets it, and only takes effect before
-   the OpenMP runtime is loaded, i.e. before torch is first imported: ``evotrainer/__init__.py`` calls it.
+The 1-minute load average lags a minute behind in both directions: right after another job ends it still
+counts that job (measured here: load 1.91 on a machine gone quiet, so 1 thread instead of 2). On Linux a
+half-second sample of ``/proc/stat`` is taken too, and the smaller of the two counts is used (the sample
+never sees a finished job; the load average never sees a momentary burst).
+
+``OMP_WAIT_POLICY`` is left to the user. GNU libgomp (torch's CPU wheel ships ``torch/lib/libgomp.so.1``)
+spins a waiting thread 300,000 times before it sleeps when the variable is unset, and 0 times with
+``PASSIVE`` (libgomp manual, "GOMP_SPINCOUNT", https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html).
+Measured on this 2-core machine (smoke experiment, 2 threads): quiet, ``PASSIVE`` took 79-80 s against
+64-71 s for libgomp's default (3 runs each, interleaved); with one core busy, 100.9 s against 101.3 s (one
+run each).
+Sleeping at once costs every quiet run about 13 % and bought nothing measurable, so it is not set; on a
+machine shared with other OpenMP jobs a user may still export ``OMP_WAIT_POLICY=PASSIVE``.
 """
 
 from __future__ import annotations
@@ -28,26 +28,17 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable, MutableMapping
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from evotrainer.errors import ConfigError
 
-__all__ = ["Machine", "apply_threads", "choose_threads", "own_load", "prefer_passive_openmp", "read_machine",
-           "sample_busy_cores", "sweep_jobs"]
+__all__ = ["Machine", "apply_threads", "choose_threads", "own_load", "read_machine", "sample_busy_cores",
+           "sweep_jobs"]
 
 log = logging.getLogger(__name__)
 _LOAD_WINDOW_S = 60.0  # the 1-minute load average is an exponential average over this many seconds
 _chosen: int | None = None  # the automatic choice, made once per process (torch's pool is process-wide)
-
-
-def prefer_passive_openmp(environ: MutableMapping[str, str] | None = None) -> None:
-    """Set ``OMP_WAIT_POLICY=PASSIVE`` unless the user set it (their value wins).
-
-    ``GOMP_SPINCOUNT`` is left alone: under ``PASSIVE`` libgomp's default is already 0 spins.
-    Effective only before the OpenMP runtime loads (before ``import torch``).
-    """
-    (os.environ if environ is None else environ).setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Compute threads from the cores actually free: pure choice, own-load estimate, override, env default."""
+"""Compute threads from the cores actually free: pure choice, own-load and busy-core estimates, override."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from evotrainer import threads
 from evotrainer.errors import ConfigError
-from evotrainer.threads import Machine, apply_threads, choose_threads, own_load, prefer_passive_openmp
+from evotrainer.threads import Machine, apply_threads, choose_threads, own_load
 
 
 @pytest.mark.parametrize(
@@ -51,25 +51,6 @@ def test_sample_busy_cores_reads_proc_stat(monkeypatch: pytest.MonkeyPatch) -> N
     assert busy is not None and 1.4 < busy <= 1.5  # 0.75 x 2 cores, minus our own (tiny) CPU time
     monkeypatch.setattr(threads, "_cpu_jiffies", lambda: None)
     assert threads.sample_busy_cores(0.5, sleep=lambda s: None) is None
-
-
-def test_prefer_passive_openmp_keeps_a_users_value() -> None:
-    env: dict[str, str] = {}
-    prefer_passive_openmp(env)
-    assert env == {"OMP_WAIT_POLICY": "PASSIVE"}
-    env = {"OMP_WAIT_POLICY": "ACTIVE"}
-    prefer_passive_openmp(env)
-    assert env["OMP_WAIT_POLICY"] == "ACTIVE"
-
-
-def test_importing_the_package_sets_passive_wait() -> None:
-    import subprocess
-    import sys
-
-    code = "import os, evotrainer; print(os.environ['OMP_WAIT_POLICY'])"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PATH": "", "PYTHONPATH": ""})
-    assert out.stdout.strip() == "PASSIVE"
 
 
 def test_sweep_jobs_outside_hydra_is_one() -> None:
