@@ -44,12 +44,16 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") 
     return HFBackend(HFBackendConfig(
         path=cfg.path, gguf_file=cfg.gguf_file, dtype=cfg.dtype, batch_size=cfg.batch_size,
         max_context=cfg.max_context, threads=threads, progress=progress, device=cfg.device,
+        prefix_sharing=cfg.prefix_sharing, prefix_min_tokens=cfg.prefix_min_tokens,
+        prefix_cache_mb=cfg.prefix_cache_mb, max_batch_tokens=cfg.max_batch_tokens,
+        kv_cache=cfg.kv_cache,
     ))
 
 
 def build_family(cfg: Config) -> TaskFamily:
     """The task family of ``task.name``, its knobs validated (ConfigError names the key)."""
-    family = get_task_family(cfg.task.name, action_band=tuple(cfg.task.action_band))
+    family = get_task_family(cfg.task.name, action_band=tuple(cfg.task.action_band),
+                             prompt_layout=cfg.task.prompt_layout)
     if cfg.task.name == "meeting_minutes":
         from evotrainer.tasks.meeting_minutes import resolve_difficulty
 

@@ -51,12 +51,13 @@ def plan_prefixes(
 ) -> list[PrefixGroup]:
     """Group rows by a shared token prefix so that each prefix is computed once.
 
-    Rows are sorted by (key, tokens); consecutive rows join a group while the group's common prefix
-    stays at least ``min_tokens`` long and joining saves at least as many prefix tokens as starting a
-    new group would (a group of ``n`` rows with a prefix of ``L`` tokens saves ``(n - 1) * L``). A
-    prefix always leaves at least one token of every row to the model (the last prompt token's logits
-    start the answer), so ``length <= len(row) - 1``. A row that shares nothing forms a group of its
-    own with ``length`` 0.
+    Rows are sorted by (key, tokens), so rows sharing a prefix are adjacent and the common prefix of a
+    run of rows is the smallest common prefix of its neighbours. A run of ``n`` rows sharing ``L``
+    tokens saves ``(n - 1) * L`` prompt tokens; starting from all rows, a run is split at its weakest
+    neighbour link whenever its two halves together save more than the run does (top down over the
+    LCP-interval tree, as in suffix-array clustering). A prefix always leaves at least one token of
+    every row to the model (the last prompt token's logits start the answer), so
+    ``length <= len(row) - 1``. A row that shares nothing forms a group of its own with ``length`` 0.
 
     Args:
         sequences: prompt token ids per row.
@@ -74,29 +75,62 @@ def plan_prefixes(
         raise ValueError(f"{len(sequences)} sequences but {len(keys)} keys")
     if min_tokens < 1:
         raise ValueError(f"min_tokens must be >= 1, got {min_tokens}")
+    if not sequences:
+        return []
     key_rank = {k: i for i, k in enumerate(dict.fromkeys(keys))}
     order = sorted(range(len(sequences)), key=lambda i: (key_rank[keys[i]], list(sequences[i])))
+    link = [  # usable common prefix of each sorted row and the next one
+        0 if keys[a] != keys[b] else min(common_prefix_length(sequences[a], sequences[b]),
+                                         len(sequences[a]) - 1, len(sequences[b]) - 1)
+        for a, b in zip(order, order[1:], strict=False)
+    ]
+
+    def saving(lo: int, hi: int) -> tuple[int, int]:
+        """(tokens saved, shared length) if rows order[lo:hi] form one group."""
+        if hi - lo < 2:
+            return 0, 0
+        shared = min(link[lo : hi - 1])
+        return ((hi - lo - 1) * shared, shared) if shared >= min_tokens else (0, 0)
+
+    def best(lo: int, hi: int) -> int:
+        """Most tokens any split of order[lo:hi] saves (memoised)."""
+        if (lo, hi) not in memo:
+            whole = saving(lo, hi)[0]
+            if hi - lo > 1:
+                cut = lo + 1 + min(range(hi - lo - 1), key=lambda j: link[lo + j])
+                whole = max(whole, best(lo, cut) + best(cut, hi))
+            memo[(lo, hi)] = whole
+        return memo[(lo, hi)]
+
+    memo: dict[tuple[int, int], int] = {}
     groups: list[PrefixGroup] = []
-    rows: list[int] = []
-    length = 0
-
-    def close() -> None:
-        if rows:
-            kept = length if length >= min_tokens and len(rows) > 1 else 0
-            groups.append(PrefixGroup(keys[rows[0]], kept, tuple(rows)))
-
-    for i in order:
-        cap = len(sequences[i]) - 1
-        if rows and keys[i] == keys[rows[0]]:
-            joined = min(common_prefix_length(sequences[rows[0]][:length], sequences[i]), cap)
-            if joined >= min_tokens and len(rows) * joined >= (len(rows) - 1) * length:
-                rows.append(i)
-                length = joined
-                continue
-        close()
-        rows, length = [i], max(cap, 0)
-    close()
+    stack = [(0, len(order))]
+    while stack:  # explicit stack: a chain of single-row splits can be as deep as the row count
+        lo, hi = stack.pop()
+        for a, b in _post_order_spans(lo, hi, link):  # fill the memo bottom-up, no deep recursion
+            best(a, b)
+        whole, shared = saving(lo, hi)
+        if hi - lo == 1 or (whole > 0 and whole >= best(lo, hi)):
+            groups.append(PrefixGroup(keys[order[lo]], shared if hi - lo > 1 else 0, tuple(order[lo:hi])))
+            continue
+        cut = lo + 1 + min(range(hi - lo - 1), key=lambda j: link[lo + j])
+        stack += [(cut, hi), (lo, cut)]  # left span popped first: groups come out in sorted order
     return groups
+
+
+def _post_order_spans(lo: int, hi: int, link: Sequence[int]) -> list[tuple[int, int]]:
+    """The spans :func:`plan_prefixes` splits ``[lo, hi)`` into (at the weakest link each time), children
+    before parents, so that memoised savings are computed without recursing deeper than one level."""
+    out: list[tuple[int, int]] = []
+    stack = [(lo, hi, False)]
+    while stack:
+        a, b, expanded = stack.pop()
+        if b - a < 2 or expanded:
+            out.append((a, b))
+            continue
+        cut = a + 1 + min(range(b - a - 1), key=lambda j: link[a + j])
+        stack += [(a, b, True), (cut, b, False), (a, cut, False)]
+    return out
 
 
 class PrefixStore:

@@ -136,3 +136,17 @@ def test_token_budget_closes_chunks(tiny_model_dir: Path) -> None:
     roomy = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4, max_batch_tokens=10**6))
     assert [len(c) for c in roomy._chunks(order, prepared, requests, prefix_len)] == [4, 2]
     assert roomy.generate(requests) == backend.generate(requests)  # chunking never changes the text
+
+
+def test_converted_model_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evotrainer.backends.hf import _converted_dir
+
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF")
+    monkeypatch.setenv("EVOTRAINER_MODEL_CACHE", str(tmp_path / "cache"))
+    folder = _converted_dir(str(tmp_path), "m.gguf", torch.float32)
+    assert folder is not None and folder.parent == tmp_path / "cache" and folder.name.startswith("m-4-")
+    assert "float32" in folder.name
+    assert _converted_dir(str(tmp_path), None, torch.float32) is None  # not a GGUF: nothing to cache
+    monkeypatch.setenv("EVOTRAINER_MODEL_CACHE", "off")
+    assert _converted_dir(str(tmp_path), "m.gguf", torch.float32) is None

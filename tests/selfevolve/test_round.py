@@ -31,7 +31,7 @@ class RecordingFamily(MeetingMinutes):
     """The real family; every generated task is also registered with the fake model."""
 
     def __init__(self, fake: FakeLLM) -> None:
-        super().__init__()
+        super().__init__(prompt_layout="system_first")  # the chat shape the asserts read
         self.fake = fake
 
     def generate(self, rng, difficulty, n):
