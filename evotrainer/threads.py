@@ -147,7 +147,7 @@ def sample_busy_cores(window_s: float = 0.5, sleep: Callable[[float], None] = ti
     if after is None or after[1] <= before[1]:
         return None
     busy = (after[0] - before[0]) / (after[1] - before[1]) * cpus
-    own = (t1.user + t1.system - t0.user - t0.system) / window_s
+    own = max(t1.user + t1.system - t0.user - t0.system, 0.0) / window_s  # float rounding can dip below 0
     return max(busy - own, 0.0)
 
 
