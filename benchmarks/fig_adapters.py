@@ -14,6 +14,7 @@ from typing import Any
 
 from benchmarks.report import Figure, median
 from benchmarks.workloads import Bench, Run, build_requests, decoding, family_for, mean_words, timed_generate
+from evotrainer.adapters.synthetic import random_adapter
 
 __all__ = ["AdapterSizes", "adapters_figure", "random_adapter"]
 
@@ -32,30 +33,6 @@ class AdapterSizes:
     @classmethod
     def for_bench(cls, bench: Bench) -> AdapterSizes:
         return cls(2, 2, 80, 8) if bench.quick else cls()
-
-
-def random_adapter(backend: Any, folder: Path, *, seed: int, rank: int = 8, scale: float = 0.02,
-                   targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Path:
-    """Save a PEFT LoRA adapter with random ``lora_A`` and ``lora_B`` (``scale`` * N(0, 1)) for the
-    backend's model in ``folder``; the model is left as it was (its adapters are unloaded first)."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    backend.unload_adapters()
-    flags = [p.requires_grad for p in backend.model.parameters()]
-    peft_model = get_peft_model(backend.model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(targets)))
-    try:
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for name, p in peft_model.named_parameters():
-                if "lora_" in name:
-                    p.copy_(torch.randn(p.shape, generator=gen) * scale)
-        peft_model.save_pretrained(str(folder))
-    finally:
-        peft_model.unload()
-        for p, flag in zip(backend.model.parameters(), flags, strict=True):
-            p.requires_grad_(flag)
-    return folder
 
 
 def _grouped(backend: Any, reqs: list, folders: list[str]) -> Run:

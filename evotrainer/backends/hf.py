@@ -774,15 +774,15 @@ class HFBackend:
                 bar.advance(task)
 
     def _prefix_states(
-        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int]
+        self, row_keys: list[tuple | None], requests: list[GenerationRequest], prefix_len: list[int]
     ) -> dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]]:
         """Per-layer ``(keys, values)``, each ``(1, kv_heads, L, head_dim)``, of every distinct prefix of
-        a chunk, from the prefix store or from one forward pass each (under the rows' adapter)."""
+        a chunk (``row_keys``: per row ``(adapter key, prefix ids)`` or None), from the prefix store or
+        from one forward pass each (under the rows' adapter)."""
         states: dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        for p, r, n in zip(prepared, requests, prefix_len, strict=True):
-            if n == 0:
+        for key, r, n in zip(row_keys, requests, prefix_len, strict=True):
+            if key is None:
                 continue
-            key = (self._state_key(r.adapter), tuple(p.ids[:n]))
             if key in states:
                 self.stats.prefix_tokens_reused += n
                 continue
@@ -791,7 +791,7 @@ class HFBackend:
                 states[key] = found
                 self.stats.prefix_tokens_reused += n
                 continue
-            ids = torch.tensor([p.ids[:n]], dtype=torch.long, device=self.model.device)  # (1, L)
+            ids = torch.tensor([key[1]], dtype=torch.long, device=self.model.device)  # (1, L)
             with torch.inference_mode(), self._generator([r]) as (model, _):
                 out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
             cache = out.get("cache") or out.get("past_key_values")
@@ -814,14 +814,16 @@ class HFBackend:
         width = max(prefix_len)
         if width == 0:
             return cache
-        states = self._prefix_states(prepared, requests, prefix_len)
+        row_keys = [(self._state_key(r.adapter), tuple(p.ids[:n])) if n else None
+                    for p, r, n in zip(prepared, requests, prefix_len, strict=True)]  # one stat per row
+        states = self._prefix_states(row_keys, requests, prefix_len)
         template = next(iter(states.values()))
         for layer, (k0, v0) in enumerate(template):
             keys = k0.new_zeros((len(prepared), k0.shape[1], width, k0.shape[3]))  # (B, H, Lp, D)
             values = v0.new_zeros((len(prepared), v0.shape[1], width, v0.shape[3]))
-            for row, (p, r, n) in enumerate(zip(prepared, requests, prefix_len, strict=True)):
-                if n:
-                    k, v = states[(self._state_key(r.adapter), tuple(p.ids[:n]))][layer]
+            for row, (key, n) in enumerate(zip(row_keys, prefix_len, strict=True)):
+                if key is not None:
+                    k, v = states[key][layer]
                     keys[row, :, width - n :] = k[0]
                     values[row, :, width - n :] = v[0]
             cache.update(keys, values, layer)

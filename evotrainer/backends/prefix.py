@@ -92,45 +92,41 @@ def plan_prefixes(
         shared = min(link[lo : hi - 1])
         return ((hi - lo - 1) * shared, shared) if shared >= min_tokens else (0, 0)
 
-    def best(lo: int, hi: int) -> int:
-        """Most tokens any split of order[lo:hi] saves (memoised)."""
-        if (lo, hi) not in memo:
-            whole = saving(lo, hi)[0]
-            if hi - lo > 1:
-                cut = lo + 1 + min(range(hi - lo - 1), key=lambda j: link[lo + j])
-                whole = max(whole, best(lo, cut) + best(cut, hi))
-            memo[(lo, hi)] = whole
-        return memo[(lo, hi)]
+    def weakest(lo: int, hi: int) -> int:
+        """Where [lo, hi) splits: after its smallest neighbour link."""
+        return lo + 1 + min(range(hi - lo - 1), key=lambda j: link[lo + j])
 
-    memo: dict[tuple[int, int], int] = {}
+    # bottom-up over the split tree (explicit stacks: a chain of splits can be as deep as the row count)
+    spans: list[tuple[int, int]] = []
+    stack = [(0, len(order))]
+    while stack:
+        lo, hi = stack.pop()
+        spans.append((lo, hi))
+        if hi - lo > 1:
+            cut = weakest(lo, hi)
+            stack += [(lo, cut), (cut, hi)]
+    best: dict[tuple[int, int], int] = {}
+    split_at: dict[tuple[int, int], int | None] = {}  # None: keep the span as one group
+    for lo, hi in reversed(spans):  # children before parents
+        whole = saving(lo, hi)[0]
+        if hi - lo == 1:
+            best[(lo, hi)], split_at[(lo, hi)] = 0, None
+            continue
+        cut = weakest(lo, hi)
+        parts = best[(lo, cut)] + best[(cut, hi)]
+        keep = whole > 0 and whole >= parts
+        best[(lo, hi)], split_at[(lo, hi)] = (whole, None) if keep else (parts, cut)
+
     groups: list[PrefixGroup] = []
     stack = [(0, len(order))]
-    while stack:  # explicit stack: a chain of single-row splits can be as deep as the row count
-        lo, hi = stack.pop()
-        for a, b in _post_order_spans(lo, hi, link):  # fill the memo bottom-up, no deep recursion
-            best(a, b)
-        whole, shared = saving(lo, hi)
-        if hi - lo == 1 or (whole > 0 and whole >= best(lo, hi)):
-            groups.append(PrefixGroup(keys[order[lo]], shared if hi - lo > 1 else 0, tuple(order[lo:hi])))
-            continue
-        cut = lo + 1 + min(range(hi - lo - 1), key=lambda j: link[lo + j])
-        stack += [(cut, hi), (lo, cut)]  # left span popped first: groups come out in sorted order
-    return groups
-
-
-def _post_order_spans(lo: int, hi: int, link: Sequence[int]) -> list[tuple[int, int]]:
-    """The spans :func:`plan_prefixes` splits ``[lo, hi)`` into (at the weakest link each time), children
-    before parents, so that memoised savings are computed without recursing deeper than one level."""
-    out: list[tuple[int, int]] = []
-    stack = [(lo, hi, False)]
     while stack:
-        a, b, expanded = stack.pop()
-        if b - a < 2 or expanded:
-            out.append((a, b))
-            continue
-        cut = a + 1 + min(range(b - a - 1), key=lambda j: link[a + j])
-        stack += [(a, b, True), (cut, b, False), (a, cut, False)]
-    return out
+        lo, hi = stack.pop()
+        cut = split_at[(lo, hi)]
+        if cut is None:
+            groups.append(PrefixGroup(keys[order[lo]], saving(lo, hi)[1], tuple(order[lo:hi])))
+        else:
+            stack += [(cut, hi), (lo, cut)]  # left span popped first: groups come out in sorted order
+    return groups
 
 
 class PrefixStore:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from evotrainer.adapters import synthetic
 from evotrainer.adapters.train import SFTExample
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 
@@ -34,20 +35,4 @@ REPLAY = [chat_example("Gus: nothing to do today.", "No action items.", source="
 def random_adapter(backend: HFBackend, folder: Path, *, seed: int, rank: int = 4, scale: float = 0.5,
                    targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Path:
     """A genuine PEFT save on the backend's model with random (non-zero) lora_A and lora_B."""
-    import torch
-    from peft import LoraConfig, get_peft_model
-
-    flags = [p.requires_grad for p in backend.model.parameters()]
-    peft_model = get_peft_model(backend.model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(targets)))
-    try:
-        gen = torch.Generator().manual_seed(seed)
-        with torch.no_grad():
-            for name, p in peft_model.named_parameters():
-                if "lora_" in name:
-                    p.copy_(torch.randn(p.shape, generator=gen) * scale)
-        peft_model.save_pretrained(str(folder))
-    finally:
-        peft_model.unload()
-        for p, flag in zip(backend.model.parameters(), flags, strict=True):
-            p.requires_grad_(flag)
-    return folder
+    return synthetic.random_adapter(backend, folder, seed=seed, rank=rank, scale=scale, targets=targets)
