@@ -156,7 +156,7 @@ def candidate_run(bench: Bench) -> CandidateRun:
             evaluator=evaluator, mutator=mutator, meter=meter, family=family, rec=rec, console=Console(quiet=True),
             timings={}, cfg=cfg, seeds=seeds, selection=selection, screen=screen,
             forbidden={t.content_hash for t in val_items}, phrase_bank=bank)
-        objective.set_lead(population[0], None)
+        objective.set_incumbent(population[0])
         harness = space.decode(space.initial_vector())
         setup = time.perf_counter() - t_setup
         bench.log("  running one harness candidate of the default experiment ...")

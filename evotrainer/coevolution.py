@@ -28,11 +28,18 @@ proposals ``x_j`` (the arrays ``ask`` returned), each with the score obtained un
 harness: CMA-ES searches the landscape as seen through the damping map, and its state (mean, sigma,
 covariance) is undamped. ``damping=1`` applies the proposals as they are.
 
-**Scores.** CMA-ES is told the screening S_val (minus ``outer.hack_check.penalty`` for a candidate
-flagged by the reward-hacking check). Only the generation's best candidate whose screening score beats
-the incumbent's on the screening items is scored on the whole selection set; it becomes the incumbent
-if it beats it there too. Every whole-set score is offered to the top-k archive of pairs, whose first
-pair is always the incumbent: the run never ends worse than its best archived pair. Rollback semantics:
+**Scores and promotions.** Each candidate's policies race the incumbent (``harness/racing.py``): on
+the screening items first, then on more selection items while undecided, dropped once confidently
+worse. CMA-ES is told the race's estimate of the leader's whole-set S_val (the incumbent's S_val plus
+the paired mean difference on the items raced; minus ``outer.hack_check.penalty`` for a candidate
+flagged by the reward-hacking check). The generation's best candidate whose estimate beats the
+incumbent's S_val is scored on the whole selection set (free when its race ran every item) and is
+*promoted* only when the paired difference to the incumbent on those same items is confidently
+positive: a one-sided Student-t lower bound above 0 at ``outer.race.level``; ties and "not yet known"
+keep the incumbent (a ``promotion`` event archives the decision and its evidence). Promoted pairs enter
+the top-k archive, whose first pair is always the incumbent: the run never ends worse than its best
+archived pair. An objective that gives no per-item values (synthetic test objectives) is promoted on a
+higher whole-set mean. Rollback semantics:
 ``harness/rollback.py``. Stopping: ``harness/stopping.py`` (budget, plateau, ``outer.generations``).
 pycma's own termination flags (tolfun, tolflatfitness, ...) are logged but do not stop the run: with a
 few screening scores, often tied, they fire after one flat generation; the sigma floor keeps CMA-ES
@@ -64,6 +71,7 @@ from evotrainer.errors import EvoTrainerError
 from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
+from evotrainer.harness.racing import PairedBound, paired_bound
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
 from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config, planned_requests
@@ -154,9 +162,10 @@ def run_outer_loop(
     full0 = _safe_full(start)
     tokens += full0.generated_tokens
     incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
-                             start.best, 0, "h0")
+                             start.best, 0, "h0", full0.per_item)
     pairs: tuple[ArchivedPair, ...] = (incumbent,)
     rec.event("incumbent", outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0")
+    _tell_incumbent(objective, incumbent)
     console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
     anchor = np.asarray(start_harness.vector, dtype=float)  # the applied harness `a` we damp from
     population, current = tuple(start.population), incumbent.screen_s_val
@@ -200,7 +209,8 @@ def run_outer_loop(
                 break
             continue
 
-        # Promotion: only a candidate that beats the incumbent on the screening items earns a whole-set score.
+        # Promotion: a candidate whose estimate beats the incumbent earns a whole-set score, and replaces the
+        # incumbent only on confidently positive paired evidence (module docstring).
         best = max(scored, key=lambda o: o.told)  # first on ties
         full: FullScore | None = None
         if best.result.screen_s_val > incumbent.screen_s_val:
@@ -210,12 +220,20 @@ def run_outer_loop(
         improved = False
         if full is not None and full.s_val is not None:
             pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, best.harness, tuple(best.result.population),
-                                best.result.best, g, best.harness_id)
-            pairs = archive_pair(pairs, pair, r.top_k)
-            if full.s_val > incumbent.s_val:
+                                best.result.best, g, best.harness_id, full.per_item)
+            evidence = _paired(incumbent, pair, cfg.race.level)
+            promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
+            rec.event("promotion", outer_generation=g, harness_id=best.harness_id, policy_id=pair.best.id,
+                      incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
+                      incumbent_s_val=incumbent.s_val, level=cfg.race.level,
+                      paired=None if evidence is None else evidence.as_dict())
+            if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
+                pairs = archive_pair(pairs, pair, r.top_k)
+            if promote:
                 incumbent, improved = pair, True
                 rec.event("incumbent", outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val,
                           harness_id=pair.harness_id)
+                _tell_incumbent(objective, incumbent)
         anchor = np.asarray(best.harness.vector, dtype=float)
         population, current = tuple(best.result.population), float(best.result.screen_s_val)
         history.append(current)
@@ -259,6 +277,20 @@ def run_outer_loop(
     if pairs[0] is not incumbent:  # the invariant the rollback design rests on
         raise EvoTrainerError("outer loop: the incumbent is not the best archived pair")
     return OuterResult(incumbent, pairs, s_val_curve, current_curve, rollbacks, stop, usage())
+
+
+def _paired(incumbent: ArchivedPair, pair: ArchivedPair, level: float) -> PairedBound | None:
+    """Paired bounds of ``pair.best - incumbent.best`` on the same items, or None without per-item values."""
+    if not incumbent.per_item or len(incumbent.per_item) != len(pair.per_item):
+        return None
+    return paired_bound(incumbent.per_item, pair.per_item, level)
+
+
+def _tell_incumbent(objective: Objective, pair: ArchivedPair) -> None:
+    """Let an objective that races (``set_incumbent``) compare later candidates with ``pair.best``."""
+    hook = getattr(objective, "set_incumbent", None)
+    if hook is not None:
+        hook(pair.best, pair.harness_id, pair.outer_generation)
 
 
 def _run_candidate(objective: Objective, harness: Harness, population: Sequence[Any], hid: str, g: int,
@@ -402,10 +434,8 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     if not scored:
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
-    lead_screen = None
     if o.seed_screen and len(population) > 1:
-        keep, lead_screen = _screened_start(population, keep, scored, screen_items, objective, console)
-    objective.set_lead(keep[0], lead_screen)  # its neighbourhood gets inner.lead_offspring mutants per generation
+        keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)

@@ -29,6 +29,7 @@ __all__ = [
     "HackCheckConfig",
     "KnobSpec",
     "OuterConfig",
+    "RaceConfig",
     "RollbackConfig",
     "CurriculumConfig",
     "LoraSettings",
@@ -212,6 +213,20 @@ class RollbackConfig:
 
 
 @dataclass
+class RaceConfig:
+    """How a harness candidate's policies race the incumbent on selection items (harness/racing.py).
+
+    Stage 1 is the screening subset (``outer.screen_size`` items); then the cumulative item counts in
+    ``sizes``; then the whole selection set. A promotion needs the paired lower bound above 0.
+    """
+
+    sizes: list[int] = field(default_factory=lambda: [24])  # cumulative item counts between screen and all
+    level: float = 0.95  # one-sided confidence of "better than the incumbent" (paired t lower bound > 0)
+    drop_level: float = 0.95  # one-sided confidence of "worse than the incumbent" (dropped from the race)
+    survivors: int = 1  # policies per harness candidate that go on after each stage
+
+
+@dataclass
 class BudgetConfig:
     """Hard limits of an evolve run; null = unlimited. Checked before each harness candidate."""
 
@@ -251,6 +266,7 @@ class OuterConfig:
     patience: int = 3  # early stop: outer generations without an incumbent S_val gain >= min_gain
     min_gain: float = 0.005  # S_val units
     rollback: RollbackConfig = field(default_factory=RollbackConfig)
+    race: RaceConfig = field(default_factory=RaceConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     hack_check: HackCheckConfig = field(default_factory=HackCheckConfig)
 
@@ -416,6 +432,11 @@ def validate(cfg: Config) -> None:
     _check(0 < o.sigma0 <= 1, "outer.sigma0", "in (0, 1] (normalised search space)", o.sigma0)
     _check(o.screen_size >= 1, "outer.screen_size", ">= 1", o.screen_size)
     _check(o.screen_top_k >= 1, "outer.screen_top_k", ">= 1", o.screen_top_k)
+    _check(0.5 < o.race.level < 1, "outer.race.level", "in (0.5, 1)", o.race.level)
+    _check(0.5 < o.race.drop_level < 1, "outer.race.drop_level", "in (0.5, 1)", o.race.drop_level)
+    _check(o.race.survivors >= 1, "outer.race.survivors", ">= 1", o.race.survivors)
+    _check(all(isinstance(k, int) and k >= 1 for k in o.race.sizes), "outer.race.sizes",
+           "a list of item counts >= 1", o.race.sizes)
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)

@@ -35,6 +35,7 @@ from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore
+from evotrainer.harness.racing import Race, race_stages, run_race
 from evotrainer.progress import task
 from evotrainer.rollout import (
     FeedbackRecorder,
@@ -51,15 +52,17 @@ from evotrainer.search.genome import Policy
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
 from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.pareto_front import choose_parent, item_wins
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation
 from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.validation_split import race_order
 
-__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests", "subset_mean"]
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests"]
 
-_KIND_WORDS = {"meta_screen": "screening", "meta_val": "whole selection set:", "meta_heldout": "held-out set:"}
+_KIND_WORDS = {"meta_screen": "racing", "meta_val": "whole selection set:", "meta_heldout": "held-out set:"}
 
 
 class TokenMeter:
@@ -172,12 +175,6 @@ def planned_requests(policies: Sequence[Policy], items: Sequence[Any]) -> int:
     return len({p.genome_hash for p in policies}) * len(items)
 
 
-def subset_mean(evaluation: MetaEvaluation, indices: Sequence[int]) -> float:
-    """Mean of an evaluation's per-item values over ``indices`` (failed items count 0)."""
-    vals = [evaluation.per_item[i] or 0.0 for i in indices]
-    return float(np.mean(vals)) if vals else 0.0
-
-
 class LLMObjective:
     """Scores harness candidates with the policy model (see the module docstring).
 
@@ -211,15 +208,20 @@ class LLMObjective:
         self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
         self.selection, self.screen, self.forbidden = list(selection), list(screen), forbidden
-        self.screen_idx = [i for i, t in enumerate(self.selection) if any(t is s for s in self.screen)]
+        self.order = race_order(self.selection, self.screen)  # per-item vectors are in this order
+        self._position = {id(t): i for i, t in enumerate(self.order)}
+        self.stages = race_stages(len(self.order), max(len(self.screen), 1), cfg.outer.race.sizes)
         self.inner_cfg = inner_config(cfg)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
         self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
         self.candidates_run = 0
-        self.lead: Policy | None = None  # best policy screened so far (None: the population's first)
-        self.lead_screen: float | None = None  # its screening S_val
-        self.lead_tried: tuple[str, ...] = ()  # mutation kinds tried on the lead since it became the lead
+        self._items: dict[str, dict[int, float]] = {}  # genome hash -> race position -> S_val item value
+        self._parts: dict[str, list[tuple[int, dict[str, float]]]] = {}  # genome hash -> (items, mean parts)
+        self.incumbent: Policy | None = None  # the reference every race compares with (set_incumbent)
+        self.front: dict[str, Policy] = {}  # policies scored on every selection item (Pareto parents)
+        self.lead: Policy | None = None  # the parent of the latest candidate's lead mutants
+        self.lead_tried: dict[str, tuple[str, ...]] = {}  # policy id -> mutation kinds tried on it as lead
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
             backend = evaluator.llm
@@ -249,48 +251,77 @@ class LLMObjective:
     def __call__(
         self, harness: Harness, population: Sequence[Policy], harness_id: str, outer_generation: int
     ) -> CandidateResult:
-        """Run one harness candidate: task batch, K inner generations, screening of the best policy.
+        """Run one harness candidate: task batch, K inner generations, a race of its best policies.
 
-        The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the lead (the best
-        policy screened so far, see :meth:`set_lead`; the population's first when none was set), rotating
-        through the mutation kinds across candidates until the lead changes.
+        The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the *lead*, a
+        parent drawn from the per-item Pareto front of the policies scored on the whole selection set
+        (:meth:`choose_lead`), rotating through the mutation kinds until each was tried on it. The
+        candidate's fittest policies then race the incumbent (:meth:`race`); ``screen_s_val`` is the
+        race's estimate of the leader's whole-set S_val (the incumbent's mean plus the paired mean
+        difference on the items raced), and ``full_score`` is free when the leader ran every item.
         """
         tokens0 = self.meter.tokens
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
-        lead = self.lead if self.lead is not None else (population[0] if population else None)
+        lead = self.choose_lead(population, harness_id, outer_generation)
         result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
-        best, screen = self._screen(result, population, harness_id, outer_generation)
-        if screen.s_val is not None and (self.lead_screen is None or screen.s_val > self.lead_screen):
-            self.set_lead(best, screen.s_val, harness_id, outer_generation)
+        best, estimate = self.race(result, population, harness_id, outer_generation)
         try:
             start_max = float(result.logbook[0]["max"])
         except (IndexError, KeyError, TypeError, ValueError):
             start_max = float("nan")
         gain = result.best_fitness - start_max if np.isfinite(start_max) else None
         return CandidateResult(
-            best=best, population=tuple(result.population), screen_s_val=screen.s_val,
+            best=best, population=tuple(result.population), screen_s_val=estimate,
             full_score=partial(self.full_score, best, harness_id, outer_generation),
             inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
         )
 
-    def set_lead(self, policy: Policy, screen_s_val: float | None, harness_id: str = "h0",
-                 outer_generation: int = 0) -> None:
-        """Make ``policy`` (screening S_val ``screen_s_val``, None = unknown) the lead of later candidates
-        (archived as a ``lead`` event)."""
-        self.lead, self.lead_screen, self.lead_tried = policy, screen_s_val, ()
-        self.rec.event("lead", outer_generation=outer_generation, harness_id=harness_id, policy_id=policy.id,
-                       screen_s_val=screen_s_val)
+    def set_incumbent(self, policy: Policy, harness_id: str = "h0", outer_generation: int = 0) -> None:
+        """Make ``policy`` the reference of later races (the outer loop calls this on every promotion).
 
-    def _screen(self, result: InnerResult, population: Sequence[Policy], harness_id: str,
-                outer_generation: int) -> tuple[Policy, MetaEvaluation]:
-        """Screen the candidate's fittest policy and ``outer.screen_top_k - 1`` of its new genomes.
+        Archived as an ``incumbent_reference`` event; the policy joins the Pareto front when it is scored
+        on every selection item.
+        """
+        self.incumbent = policy
+        if self.vector(policy) is not None:
+            self.front[policy.id] = policy
+        self.rec.event("incumbent_reference", outer_generation=outer_generation, harness_id=harness_id,
+                       policy_id=policy.id)
 
-        Fitness on generated meetings and S_val disagree (on the 2-core runs the seeds kept the top
-        fitness while evolved children screened better or worse at random), so children made under this
-        harness get a screening too: the fittest child of the lead first (it is compared with its parent
-        on the same items), then the fittest other new genomes. They are scored in one batched call
-        (archived as ``meta_screen``). Returns the policy with the best screening S_val (ties: the
-        earlier one) and its evaluation.
+    def vector(self, policy: Policy) -> list[float] | None:
+        """``policy``'s per-item S_val values on the selection set in race order, or None when any is unknown."""
+        known = self._items.get(policy.genome_hash, {})
+        if len(known) < len(self.order):
+            return None
+        return [known[i] for i in range(len(self.order))]
+
+    def choose_lead(self, population: Sequence[Policy], harness_id: str, outer_generation: int) -> Policy | None:
+        """The parent of this candidate's lead mutants: drawn from the per-item Pareto front
+        (:func:`~evotrainer.search.pareto_front.item_wins`) with probability proportional to items won;
+        the incumbent (or the population's first) when the front is empty. Archived as a ``lead`` event."""
+        vectors = {pid: self.vector(p) for pid, p in self.front.items()}
+        wins = item_wins({pid: v for pid, v in vectors.items() if v is not None})
+        pick = choose_parent(wins, self.seeds.python(f"lead/{harness_id}"))
+        lead = self.front[pick] if pick is not None else (
+            self.incumbent if self.incumbent is not None else (population[0] if population else None))
+        if lead is not None:
+            self.lead = lead
+            self.rec.event("lead", outer_generation=outer_generation, harness_id=harness_id, policy_id=lead.id,
+                           front=wins)
+        return lead
+
+    def race(self, result: InnerResult, population: Sequence[Policy], harness_id: str,
+             outer_generation: int) -> tuple[Policy, float | None]:
+        """Race the candidate's fittest policy and ``outer.screen_top_k - 1`` of its new genomes against the
+        incumbent (``harness/racing.py``): all on the screening items, then the best survivor on the
+        ``outer.race.sizes`` item counts and the whole selection set, dropping every policy that is
+        confidently worse. Evaluations are archived as ``meta_screen`` rows, the race as a ``race`` event.
+
+        Fitness on generated meetings and S_val disagree, so the lead's fittest child is raced first
+        (compared with its parent), then the fittest other new genomes.
+
+        Returns:
+            The race's leader and its estimated whole-set S_val (None when every evaluation failed).
         """
         known = {p.genome_hash for p in population}
         fitness = result.fitness
@@ -301,42 +332,99 @@ class LLMObjective:
         slots = max(self.cfg.outer.screen_top_k - 1, 0)
         lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
         chosen = [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
-        evaluations = self.meta_many(chosen, self.screen, "meta_screen", harness_id, outer_generation)
-        scores = [e.s_val if e.s_val is not None else -np.inf for e in evaluations]
-        k = int(np.argmax(scores))  # first maximum: the fitter policy wins ties
-        if len(chosen) > 1:
-            self.console.print(f"  screened {len(chosen)} policies: "
-                               + ", ".join(f"{p.id} {v:.4f}" for p, v in zip(chosen, scores, strict=True))
-                               + f" -> {chosen[k].id}", markup=False, highlight=False)
-        return chosen[k], evaluations[k]
+        reference = self.incumbent if self.incumbent is not None else (population[0] if population else result.best)
+        ref = self.vector(reference)
+        if ref is None:  # a reference never scored on every item (objectives driven without the outer loop)
+            self.full_score(reference, harness_id, outer_generation)
+            ref = self.vector(reference) or [0.0] * len(self.order)
+        failed: set[int] = set()
+
+        def evaluate(indices: Sequence[int], start: int, end: int) -> list[list[float | None]]:
+            evaluations = self.meta_many([chosen[i] for i in indices], self.order[start:end], "meta_screen",
+                                         harness_id, outer_generation)
+            failed.update(i for i, e in zip(indices, evaluations, strict=True) if e.s_val is None)
+            return [list(e.per_item) for e in evaluations]
+
+        rc = self.cfg.outer.race
+        race = run_race(len(chosen), ref, evaluate, self.stages, level=rc.level, drop_level=rc.drop_level,
+                        survivors=rc.survivors)
+        for p in chosen:
+            if self.vector(p) is not None:
+                self.front[p.id] = p
+        self._log_race(race, chosen, reference, harness_id, outer_generation)
+        leader = chosen[race.leader] if race.leader is not None else result.best
+        if race.leader is None or len(failed) == len(chosen):
+            return leader, None
+        entry = race.entries[race.leader]
+        return leader, float(np.mean(ref)) + entry.bound.mean
+
+    def _log_race(self, race: Race, chosen: Sequence[Policy], reference: Policy, harness_id: str,
+                  outer_generation: int) -> None:
+        self.rec.event("race", outer_generation=outer_generation, harness_id=harness_id, reference=reference.id,
+                       stages=list(race.stages), evaluations=race.evaluations,
+                       leader=None if race.leader is None else chosen[race.leader].id,
+                       level=self.cfg.outer.race.level, drop_level=self.cfg.outer.race.drop_level,
+                       entries=[{"policy_id": chosen[e.index].id, "items": e.items, "status": e.status,
+                                 **e.bound.as_dict()} for e in race.entries])
+        self.console.print(f"  race vs {reference.id} ({race.evaluations} evaluations): " + ", ".join(
+            f"{chosen[e.index].id} {e.status} after {e.items} ({e.bound.mean:+.4f})" for e in race.entries)
+            + (f" -> {chosen[race.leader].id}" if race.leader is not None else ""), markup=False, highlight=False)
 
     def full_score(self, policy: Policy, harness_id: str, outer_generation: int) -> FullScore:
-        """``policy`` on the whole selection set (archived as ``meta_val``)."""
+        """``policy`` on the whole selection set: only items not yet scored are evaluated; the whole-set
+        value is archived as one ``meta_val`` row. ``screen_s_val`` is on the same scale (the race's
+        estimates are whole-set estimates), ``per_item`` in race order."""
         tokens0 = self.meter.tokens
-        full = self._meta(policy, self.selection, "meta_val", harness_id, outer_generation)
-        screen = subset_mean(full, self.screen_idx) if full.s_val is not None else None
-        return FullScore(full.s_val, screen, self.meter.tokens - tokens0)
+        missing = [t for i, t in enumerate(self.order) if i not in self._items.get(policy.genome_hash, {})]
+        if missing:
+            evaluation = self.meta_many([policy], missing, "meta_screen", harness_id, outer_generation)[0]
+            if evaluation.s_val is None:
+                self.rec.meta(evaluation, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
+                return FullScore(None, None, self.meter.tokens - tokens0)
+        vec = self.vector(policy) or [0.0] * len(self.order)
+        s_val = float(np.mean(vec)) if vec else 0.0
+        self.rec.meta(self._whole_set(policy, vec), kind="meta_val", harness_id=harness_id,
+                      outer_generation=outer_generation)
+        return FullScore(s_val, s_val, self.meter.tokens - tokens0, tuple(vec))
+
+    def _whole_set(self, policy: Policy, vec: Sequence[float]) -> MetaEvaluation:
+        """One whole-selection-set evaluation assembled from the per-item values scored so far."""
+        chunks = self._parts.get(policy.genome_hash, [])
+        weight = sum(n for n, _ in chunks) or 1
+        names = {k for _, parts in chunks for k in parts}
+        parts = {k: sum(n * p.get(k, 0.0) for n, p in chunks) / weight for k in sorted(names)}
+        n = len(vec)
+        mean = float(np.mean(vec)) if n else 0.0
+        stderr = float(np.std(vec, ddof=1) / np.sqrt(n)) if n >= 2 else None
+        return MetaEvaluation(policy.id, policy.genome_hash, batch_id_for(self.selection), mean, stderr, parts,
+                              tuple(vec), (), 0, 0.0, True, None)
 
     def heldout(self, policy: Policy, items: Sequence[MeetingTask], outer_generation: int) -> MetaEvaluation:
         """``policy`` on the held-out items (archived as ``meta_heldout``; never used to select)."""
-        return self._meta(policy, items, "meta_heldout", None, outer_generation)
-
-    def _meta(self, policy: Policy, items: Sequence[MeetingTask], kind: str, harness_id: str | None,
-              outer_generation: int) -> MetaEvaluation:
-        return self.meta_many([policy], items, kind, harness_id, outer_generation)[0]
+        return self.meta_many([policy], items, "meta_heldout", None, outer_generation)[0]
 
     def meta_many(self, policies: Sequence[Policy], items: Sequence[MeetingTask], kind: str,
                    harness_id: str | None, outer_generation: int) -> list[MetaEvaluation]:
-        """``policies`` scored on ``items`` in one batched call, each archived as ``kind``."""
+        """``policies`` scored on ``items`` in one batched call, each archived as ``kind``; per-item values on
+        selection items are remembered (a failed item counts 0, as in S_val)."""
         t0 = time.perf_counter()
         n = len(policies)
-        where = "gen 0" if harness_id == "h0" else harness_id or "final best"
+        where = "gen 0" if harness_id == "h0" else harness_id or "final"
         label = f"{where}: {_KIND_WORDS.get(kind, kind)} {n} polic{'y' if n == 1 else 'ies'} on {len(items)} items"
         with task(label, planned_requests(policies, items), console=self.console):
             evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
         self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0
+        positions = [self._position.get(id(t)) for t in items]
         for evaluation in evaluations:
             self.rec.meta(evaluation, kind=kind, harness_id=harness_id, outer_generation=outer_generation)
+            if evaluation.s_val is None or any(p is None for p in positions):
+                continue
+            known = self._items.setdefault(evaluation.genome_hash, {})
+            fresh = [p for p in positions if p not in known]
+            for p, v in zip(positions, evaluation.per_item, strict=True):
+                known[p] = 0.0 if v is None else float(v)
+            if fresh:
+                self._parts.setdefault(evaluation.genome_hash, []).append((len(fresh), dict(evaluation.parts)))
         return evaluations
 
     def _inner(
@@ -396,9 +484,11 @@ class LLMObjective:
             population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
             cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
             on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.styles, exemplars=exemplars, adapters=workshop, lead=lead, lead_tried=self.lead_tried,
+            styles=self.styles, exemplars=exemplars, adapters=workshop, lead=lead,
+            lead_tried=self.lead_tried.get(lead.id, ()) if lead is not None else (),
         )
-        self.lead_tried += result.lead_kinds
+        if lead is not None:
+            self.lead_tried[lead.id] = self.lead_tried.get(lead.id, ()) + tuple(result.lead_kinds)
         self.operator_stats = self.operator_stats.merged(result.operator_stats)
         rec.event("operator_stats", harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict())
         self.candidates_run += 1

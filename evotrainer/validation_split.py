@@ -6,7 +6,9 @@
   by half a stride, is held out (with 44 items and share 0.25: ranks 2, 6, 10, ..., 42). It depends
   only on the items, never on a seed or the file order.
 * :func:`screening_subset` picks a fixed subset of the selection items, stratified the same way, on
-  which every harness candidate is screened.
+  which every harness candidate is screened (the first stage of a race).
+* :func:`race_order` orders the selection items for racing (``harness/racing.py``): the screening
+  items first, then the others so that every prefix stays spread over transcript lengths.
 
 Reporting the final best on the held-out part next to its selection score makes the winner's-curse
 inflation of selecting on a finite set visible (the best of many noisy scores is biased upward).
@@ -22,7 +24,7 @@ import numpy as np
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import MeetingTask
 
-__all__ = ["screening_subset", "split_validation"]
+__all__ = ["race_order", "screening_subset", "split_validation"]
 
 
 def _ranked(items: Sequence[MeetingTask]) -> list[MeetingTask]:
@@ -67,3 +69,33 @@ def screening_subset(items: Sequence[MeetingTask], k: int) -> list[MeetingTask]:
     ranked = _ranked(items)
     picks = np.linspace(0, len(ranked) - 1, k).round().astype(int)
     return [ranked[i] for i in sorted(set(picks.tolist()))]
+
+
+def _radical_inverse(k: int) -> float:
+    """Van der Corput's base-2 radical inverse of ``k`` (0.5, 0.25, 0.75, 0.125, ... for k = 1, 2, ...)."""
+    x, f = 0.0, 0.5
+    while k:
+        x, k, f = x + f * (k & 1), k >> 1, f / 2
+    return x
+
+
+def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) -> list[MeetingTask]:
+    """``items`` in racing order: ``first`` (e.g. the screening subset) as given, then the rest.
+
+    The rest are ranked by (word count, task id) and taken at the ranks nearest to the van der Corput
+    sequence (0.5, 0.25, 0.75, 0.125, ...), so any prefix of the order is spread over short, middle
+    and long transcripts (a stratified draw that depends only on the items, never on a seed).
+    """
+    chosen = {id(t) for t in first}
+    head = [t for t in first if any(t is s for s in items)]
+    rest = _ranked([t for t in items if id(t) not in chosen])
+    n, taken, order = len(rest), set(), []
+    k = 1
+    while len(order) < n and k <= 64 * max(n, 1):
+        r = min(n - 1, int(_radical_inverse(k) * n))
+        if r not in taken:
+            taken.add(r)
+            order.append(rest[r])
+        k += 1
+    order += [t for i, t in enumerate(rest) if i not in taken]
+    return head + order

@@ -168,20 +168,41 @@ def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_model_dir: Pat
         assert row.values["reward_weights"] == pytest.approx(weights)
 
 
-def test_each_candidate_promotes_the_best_of_its_screened_policies(two_runs) -> None:
-    """``outer.screen_top_k``: a candidate screens its fittest policy and up to k-1 new genomes; the one with
-    the best screening S_val (not the fittest) is the candidate's best."""
+def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> None:
+    """``outer.screen_top_k`` policies per candidate race the incumbent: the race event names the leader
+    (the candidate's best), counts exactly the archived item evaluations, and the told estimate is the
+    incumbent's whole-set S_val plus the leader's paired mean difference."""
     cfg, (a, _) = two_runs
     with ArchiveStore(a.archive, read_only=True) as store:
         candidates = [c for c in store.harness_candidates(a.run_id) if c.screen_s_val is not None]
         screens = [e for e in store.evaluations(a.run_id, kind="meta_screen") if e.harness_id != "h0"]
+        races = {e.payload["harness_id"]: e.payload for e in store.events(a.run_id) if e.kind == "race"}
+        incumbents = [e.payload for e in store.events(a.run_id) if e.kind == "incumbent"]
     assert candidates
     for cand in candidates:
+        race = races[cand.harness_id]
+        assert 1 <= len(race["entries"]) <= cfg.outer.screen_top_k
+        assert race["leader"] == cand.best_policy_id
         mine = [e for e in screens if e.harness_id == cand.harness_id]
-        assert 1 <= len({e.policy_id for e in mine}) <= cfg.outer.screen_top_k
-        assert cand.screen_s_val == pytest.approx(max(e.total for e in mine))
-        assert cand.best_policy_id in {e.policy_id for e in mine if e.total == pytest.approx(cand.screen_s_val)}
+        assert race["evaluations"] == sum(e.n_tasks for e in mine)
+        assert {x["status"] for x in race["entries"]} <= {"worse", "cut", "better", "undecided"}
+        leader = next(x for x in race["entries"] if x["policy_id"] == race["leader"])
+        ref = [i for i in incumbents if i["outer_generation"] < cand.outer_generation][-1]
+        assert cand.screen_s_val == pytest.approx(ref["s_val"] + leader["mean"])
 
+
+def test_promotions_are_paired_decisions(two_runs) -> None:
+    """Every whole-set score of a candidate is a promotion decision with paired evidence; an incumbent
+    change happens only when its lower bound is above 0."""
+    _, (a, _) = two_runs
+    with ArchiveStore(a.archive, read_only=True) as store:
+        events = store.events(a.run_id)
+    promotions = [e.payload for e in events if e.kind == "promotion"]
+    changes = [e.payload for e in events if e.kind == "incumbent" and e.payload["outer_generation"] > 0]
+    for p in promotions:
+        assert p["paired"] is not None and p["paired"]["n"] >= 1
+        assert p["promoted"] == (p["paired"]["low"] is not None and p["paired"]["low"] > 0)
+    assert len(changes) == sum(p["promoted"] for p in promotions)
 
 
 def test_first_candidate_screens_a_mutant_of_the_best_seed(two_runs) -> None:

@@ -24,11 +24,14 @@ class FullScore:
         screen_s_val: the same evaluation's mean over the screening items (the scale of screening
             scores); None = failed.
         generated_tokens: tokens this scoring generated.
+        per_item: the per-item values behind ``s_val`` in a fixed item order (the same for every
+            policy of a run), for paired promotions; empty when the objective does not give them.
     """
 
     s_val: float | None
     screen_s_val: float | None
     generated_tokens: int = 0
+    per_item: tuple[float, ...] = ()
 
 
 def _failed_full() -> FullScore:
@@ -42,7 +45,9 @@ class CandidateResult:
     Attributes:
         best: the best policy of the run under the candidate (opaque to the outer loop; has ``id``).
         population: the population to continue from.
-        screen_s_val: ``best``'s S_val on the screening items, higher is better; None = failed.
+        screen_s_val: ``best``'s S_val estimate from the items it was raced on (the real objective: the
+            incumbent's whole-set S_val plus the paired mean difference), higher is better; what CMA-ES is
+            told; None = failed.
         full_score: scores ``best`` on the whole selection set; called at most once, and only for a
             candidate that may replace the incumbent (and for the start).
         inner_gain: best inner fitness at the end minus the starting population's best on the same
@@ -63,7 +68,10 @@ class CandidateResult:
 class Objective(Protocol):
     """Scores one harness candidate (see the module docstring). May raise for a crashing candidate:
     the outer loop turns that into a failed candidate (worst penalty), except for ``EvoTrainerError``
-    (a systemic failure), which it re-raises."""
+    (a systemic failure), which it re-raises.
+
+    An objective may also define ``set_incumbent(policy, harness_id, outer_generation)``; the outer loop
+    calls it at the start and on every promotion, so that races compare with the incumbent."""
 
     def __call__(
         self, harness: Any, population: Sequence[Any], harness_id: str, outer_generation: int

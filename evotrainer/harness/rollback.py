@@ -50,6 +50,7 @@ class ArchivedPair:
         best: the best policy of that population (opaque; has an ``id``).
         outer_generation: when the pair was made (0 = the start).
         harness_id: the candidate's id in the archive (e.g. ``"g3c1"``, ``"h0"``).
+        per_item: ``best``'s per-item values behind ``s_val`` (empty when the objective gives none).
     """
 
     s_val: float
@@ -59,6 +60,7 @@ class ArchivedPair:
     best: Any
     outer_generation: int
     harness_id: str
+    per_item: tuple[float, ...] = ()
 
 
 def archive_pair(pairs: Sequence[ArchivedPair], pair: ArchivedPair, top_k: int) -> tuple[ArchivedPair, ...]:
