@@ -96,7 +96,10 @@ class DifficultyConfig:
 class TaskConfig:
     name: str = "meeting_minutes"
     validation_path: str = "validation_set/meeting_minutes.jsonl"  # meta-validation set (JSONL)
-    validation_limit: int | None = None  # first N items only
+    # more meta-validation JSONL files, appended (e.g. validation_set/qmsum_meetings.jsonl: real meetings); the
+    # held-out split, the screening subset and the race order are stratified by each item's `source`
+    validation_extra: list[str] = field(default_factory=list)
+    validation_limit: int | None = None  # first N items only (of each file)
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
     action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
     difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
@@ -222,7 +225,9 @@ class RaceConfig:
 
     sizes: list[int] = field(default_factory=lambda: [24])  # cumulative item counts between screen and all
     level: float = 0.95  # one-sided confidence of "better than the incumbent" (paired t lower bound > 0)
-    drop_level: float = 0.95  # one-sided confidence of "worse than the incumbent" (dropped from the race)
+    # one-sided confidence of "worse than the incumbent" (dropped from the race); lower than `level` because a
+    # wrong drop only loses one candidate while every item evaluated costs a rollout
+    drop_level: float = 0.8
     survivors: int = 1  # policies per harness candidate that go on after each stage
 
 

@@ -76,16 +76,31 @@ def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
 
 
 def load_validation(cfg: Config, family: TaskFamily) -> list[MeetingTask]:
-    """The meta-validation items of ``task.validation_path`` (first ``task.validation_limit``)."""
-    path = resolve_path(cfg.task.validation_path, "task.validation_path")
-    if path.is_dir():
-        raise DataError(f"{path}: task.validation_path must be a JSONL file, got a folder")
-    try:
-        items = family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-    if not items:
-        raise DataError(f"{path}: no meta-validation items (the file is empty or blank)")
+    """The meta-validation items of ``task.validation_path`` then of each ``task.validation_extra`` file
+    (first ``task.validation_limit`` of each file).
+
+    Raises:
+        DataError: a file is a folder, not UTF-8, or empty; or two files share a task id.
+    """
+    keys = [("task.validation_path", cfg.task.validation_path)] + [
+        (f"task.validation_extra[{i}]", p) for i, p in enumerate(cfg.task.validation_extra)]
+    items: list[MeetingTask] = []
+    seen: dict[str, str] = {}
+    for key, value in keys:
+        path = resolve_path(value, key)
+        if path.is_dir():
+            raise DataError(f"{path}: {key} must be a JSONL file, got a folder")
+        try:
+            got = family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+        if not got:
+            raise DataError(f"{path}: no meta-validation items (the file is empty or blank)")
+        for t in got:
+            if t.task_id in seen:
+                raise DataError(f"{path}: task id {t.task_id!r} ({key}) is already used in {seen[t.task_id]}")
+            seen[t.task_id] = str(path)
+        items += got
     return items
 
 

@@ -1,7 +1,8 @@
 """Fixed splits of the meta-validation set: selection vs held-out, and the screening subset.
 
 * :func:`split_validation` holds out a share of the items for the final report only: no selection
-  (screening, promotion, rollback, early stopping) ever sees them. The split is stratified by
+  (screening, promotion, rollback, early stopping) ever sees them. The split is stratified by source
+  (hand-written and real meetings each keep their share in both parts) and, within a source, by
   transcript length: items are ranked by (word count, task id) and every ``1/share``-th rank, offset
   by half a stride, is held out (with 44 items and share 0.25: ranks 2, 6, 10, ..., 42). It depends
   only on the items, never on a seed or the file order.
@@ -31,6 +32,28 @@ def _ranked(items: Sequence[MeetingTask]) -> list[MeetingTask]:
     return sorted(items, key=lambda t: (len(t.transcript.split()), t.task_id))
 
 
+def _by_source(items: Sequence[MeetingTask]) -> list[list[MeetingTask]]:
+    """Items grouped by ``source``, groups in order of first appearance."""
+    groups: dict[str, list[MeetingTask]] = {}
+    for t in items:
+        groups.setdefault(t.source, []).append(t)
+    return list(groups.values())
+
+
+def _allocate(sizes: Sequence[int], k: int) -> list[int]:
+    """``k`` split over groups in proportion to ``sizes`` (largest remainder; ties: the earlier group)."""
+    total = sum(sizes)
+    exact = [k * n / total for n in sizes]
+    out = [min(int(math.floor(e)), n) for e, n in zip(exact, sizes, strict=True)]
+    order = sorted(range(len(sizes)), key=lambda i: (-(exact[i] - out[i]), i))
+    for i in order:
+        if sum(out) >= k:
+            break
+        if out[i] < sizes[i]:
+            out[i] += 1
+    return out
+
+
 def split_validation(
     items: Sequence[MeetingTask], heldout_share: float
 ) -> tuple[list[MeetingTask], list[MeetingTask]]:
@@ -38,7 +61,7 @@ def split_validation(
 
     Args:
         items: the meta-validation set.
-        heldout_share: in [0, 1); ``round(n * share)`` items are held out (0 -> none).
+        heldout_share: in [0, 1); ``round(n * share)`` items of each source are held out (0 -> none).
 
     Raises:
         ConfigError: the share is outside [0, 1) or leaves no selection item (key
@@ -46,29 +69,44 @@ def split_validation(
     """
     if not (math.isfinite(heldout_share) and 0 <= heldout_share < 1):
         raise ConfigError(f"config key 'outer.heldout_share': expected a value in [0, 1), got {heldout_share!r}")
-    n = len(items)
-    n_held = int(math.floor(n * heldout_share + 0.5))
-    if n_held == 0:
-        return list(items), []
-    if n - n_held < 1:
-        raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {n} item(s) leaves no "
+    held_ids: set[int] = set()
+    for group in _by_source(items):
+        n = len(group)
+        n_held = int(math.floor(n * heldout_share + 0.5))
+        if n_held == 0:
+            continue
+        if n - n_held < 1 and len(items) - n_held < 1:
+            raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {n} item(s) leaves no "
+                              "item to select on")
+        ranked = _ranked(group)
+        stride = n / n_held
+        held_ids |= {id(ranked[min(n - 1, int((i + 0.5) * stride))]) for i in range(n_held)}
+    if held_ids and len(held_ids) >= len(items):
+        raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {len(items)} item(s) leaves no "
                           "item to select on")
-    ranked = _ranked(items)
-    stride = n / n_held
-    held_ids = {id(ranked[min(n - 1, int((i + 0.5) * stride))]) for i in range(n_held)}
     return [t for t in items if id(t) not in held_ids], [t for t in items if id(t) in held_ids]
 
 
 def screening_subset(items: Sequence[MeetingTask], k: int) -> list[MeetingTask]:
-    """A fixed subset of ``k`` items stratified by transcript length (evenly spaced ranks).
+    """A fixed subset of ``k`` items stratified by source (shares in proportion) and, within a source,
+    by transcript length (evenly spaced ranks).
 
     Deterministic: depends only on the items, so every candidate is screened on the same items.
     """
     if k >= len(items):
         return list(items)
-    ranked = _ranked(items)
-    picks = np.linspace(0, len(ranked) - 1, k).round().astype(int)
-    return [ranked[i] for i in sorted(set(picks.tolist()))]
+    groups = _by_source(items)
+    picked: set[int] = set()
+    for group, m in zip(groups, _allocate([len(g) for g in groups], k), strict=True):
+        if m == 0:
+            continue
+        ranked = _ranked(group)
+        idx = np.linspace(0, len(ranked) - 1, m).round().astype(int)
+        picked |= {id(ranked[i]) for i in sorted(set(idx.tolist()))}
+    if len(groups) == 1:  # the single-source order (by length rank) of earlier versions
+        ranked = _ranked(items)
+        return [t for t in ranked if id(t) in picked]
+    return [t for t in items if id(t) in picked]
 
 
 def _radical_inverse(k: int) -> float:
@@ -79,16 +117,10 @@ def _radical_inverse(k: int) -> float:
     return x
 
 
-def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) -> list[MeetingTask]:
-    """``items`` in racing order: ``first`` (e.g. the screening subset) as given, then the rest.
-
-    The rest are ranked by (word count, task id) and taken at the ranks nearest to the van der Corput
-    sequence (0.5, 0.25, 0.75, 0.125, ...), so any prefix of the order is spread over short, middle
-    and long transcripts (a stratified draw that depends only on the items, never on a seed).
-    """
-    chosen = {id(t) for t in first}
-    head = [t for t in first if any(t is s for s in items)]
-    rest = _ranked([t for t in items if id(t) not in chosen])
+def _spread(items: Sequence[MeetingTask]) -> list[MeetingTask]:
+    """``items`` ranked by (word count, task id), then taken at the ranks nearest to the van der Corput
+    sequence (0.5, 0.25, 0.75, 0.125, ...): every prefix spans short, middle and long transcripts."""
+    rest = _ranked(items)
     n, taken, order = len(rest), set(), []
     k = 1
     while len(order) < n and k <= 64 * max(n, 1):
@@ -97,5 +129,24 @@ def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) 
             taken.add(r)
             order.append(rest[r])
         k += 1
-    order += [t for i, t in enumerate(rest) if i not in taken]
+    return order + [t for i, t in enumerate(rest) if i not in taken]
+
+
+def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) -> list[MeetingTask]:
+    """``items`` in racing order: ``first`` (e.g. the screening subset) as given, then the rest.
+
+    The rest are stratified by source and, within a source, by length (:func:`_spread`); sources are
+    interleaved so that each prefix holds every source in proportion (the next item comes from the
+    source with the smallest share taken so far; ties: the source seen first). Depends only on the
+    items, never on a seed.
+    """
+    chosen = {id(t) for t in first}
+    head = [t for t in first if any(t is s for s in items)]
+    queues = [_spread(g) for g in _by_source([t for t in items if id(t) not in chosen])]
+    taken = [0] * len(queues)
+    order: list[MeetingTask] = []
+    while any(taken[i] < len(q) for i, q in enumerate(queues)):
+        i = min((i for i, q in enumerate(queues) if taken[i] < len(q)), key=lambda i: (taken[i] / len(queues[i]), i))
+        order.append(queues[i][taken[i]])
+        taken[i] += 1
     return head + order
