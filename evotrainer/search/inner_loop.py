@@ -68,6 +68,9 @@ class GenerationReport:
             including those whose evaluation failed.
         child_fitness: id -> fitness of each child, None where its evaluation failed.
         rejected: LLM answers rejected plus invalid or duplicate children replaced this generation.
+        rejections: one ``"<operator>: <reason>"`` per rejection counted in ``rejected`` (e.g.
+            ``"mut_reflective/rules: leak: names 'Priya'"``, ``"cx_sections: duplicate genome"``); the
+            record's ``rejections`` entry sums them up as one string for the archive.
         skipped: True when every evaluation failed and the population was kept unchanged.
         record: this generation's logbook record (see ``LOGBOOK_HEADER``).
         timings: seconds per phase: ``select``, ``vary``, ``evaluate``.
@@ -98,6 +101,7 @@ class GenerationReport:
     mutation_probabilities: Mapping[str, float] = field(default_factory=dict)
     diversity_swaps: int = 0
     intermediates: tuple[Policy, ...] = ()
+    rejections: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ def run_inner_loop(
     adapters: AdapterWorkshop | None = None,
     lead: Policy | None = None,
     lead_tried: Sequence[str] = (),
+    training_texts: Sequence[str] | None = None,
 ) -> InnerResult:
     """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
 
@@ -202,6 +207,11 @@ def run_inner_loop(
             caller's best policy on meta-validation); added to the initial population when absent.
         lead_tried: mutation kinds already tried on ``lead`` by earlier calls: each lead slot takes a kind
             tried least often so far (ties drawn with ``rng``), so every kind is tried once before one repeats.
+        training_texts: the transcripts of this call's training batch: an LLM answer that copies names,
+            numbers or phrases found only there (not in its parents, the initial population, the task hint
+            or the instruction) is rejected as a leak (:mod:`evotrainer.search.leakage`). None: the
+            transcripts of ``feedback.tasks`` when the feedback source carries its batch (as
+            :class:`evotrainer.rollout.FeedbackRecorder` does), else none.
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
@@ -220,8 +230,12 @@ def run_inner_loop(
         if len(bank) == 0:
             bank.add(("rules", phrase) for phrase in DEFAULT_RULE_PHRASES)
         bank.add_policies(population)
+    if training_texts is None:
+        transcripts = (getattr(task, "transcript", None) for task in getattr(feedback, "tasks", ()))
+        training_texts = [t for t in transcripts if isinstance(t, str)]
     toolbox = toolbox if toolbox is not None else build_toolbox(
-        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters)
+        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters,
+        training_texts=training_texts, seed_prompts=population)
     operator_stats = OperatorStats()
     logbook = tools.Logbook()
     logbook.header = list(LOGBOOK_HEADER)
@@ -274,8 +288,9 @@ def run_inner_loop(
             forced[i] = rng.choice(sorted(k for k in probabilities if tries[k] == least))
             tries[forced[i]] += 1
             lead_kinds.append(forced[i])
-        offspring, origins, rejected, mutator_error, made = _vary(
+        offspring, origins, rejections, mutator_error, made = _vary(
             parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities, forced)
+        rejected = len(rejections)
         t_vary = time.perf_counter() - t0
 
         # --- evaluate the new genomes only --------------------------------------------------------
@@ -311,14 +326,15 @@ def run_inner_loop(
         gen_stats = OperatorStats.from_children(children, child_fitness, _parent_best(offspring, origins, fitness))
         operator_stats = operator_stats.merged(gen_stats)
         record = _record(logbook, gen, population, fitness, len(children), rejected, timings, skipped,
-                         _diversity(population, bank))
+                         _diversity(population, bank), rejections)
         logger.info("gen %d: nevals=%d rejected=%d max=%.4f mean=%.4f", gen, len(children), rejected,
                     record["max"], record["mean"])
         if on_generation is not None:
             on_generation(GenerationReport(
                 gen, False, tuple(population), {p.id: fitness[p.id] for p in population}, tuple(children),
                 child_fitness, rejected, skipped, record, timings, hall_of_fame.items, mutator_error,
-                gen_stats, probabilities, swaps, _intermediates(made, children, offspring)))
+                gen_stats, probabilities, swaps, _intermediates(made, children, offspring),
+                tuple(rejections)))
 
     best = hall_of_fame.items[0]
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
@@ -387,9 +403,9 @@ def _vary(
     seen_genomes: set[str],
     probabilities: Mapping[str, float],
     forced: Mapping[int, str] | None = None,
-) -> tuple[list[Policy], list[tuple[str, ...]], int, str | None, dict[str, Policy]]:
-    """Offspring of ``parents`` (same length), each slot's origin parent ids, the number of
-    rejections, the mutator's error, and every genome made on the way (by id).
+) -> tuple[list[Policy], list[tuple[str, ...]], list[str], str | None, dict[str, Policy]]:
+    """Offspring of ``parents`` (same length), each slot's origin parent ids, the rejections
+    (``"<operator>: <reason>"`` each), the mutator's error, and every genome made on the way (by id).
 
     ``forced`` maps slot -> mutation kind: such a slot is never crossed and is always mutated by that kind.
 
@@ -433,31 +449,33 @@ def _vary(
             made[slots[i].id] = slots[i]
         varied[i] = True
 
-    rejected = 0
+    rejections: list[str] = []
     mutator_error = None
     if plans:
         order = sorted(plans)
         texts, mutator_error = _generate(mutator, [plans[i].request for i in order])
         for i, text in zip(order, texts, strict=True):
-            child = None if text is None else toolbox.apply_plan(plans[i], text)
-            if child is None:
-                rejected += 1  # the slot keeps its pre-plan content (crossover child or parent)
+            verdict = "no answer" if text is None else toolbox.apply_plan(plans[i], text)
+            if verdict is None or isinstance(verdict, str):  # the slot keeps its pre-plan content
+                rejections.append(f"{plans[i].operator}: {verdict or 'rejected'}")
+                if verdict and verdict.startswith("leak:"):
+                    logger.info("rejected a %s answer: %s", plans[i].operator, verdict)
             else:
-                slots[i] = _checked_policy(child, "apply_plan")
+                slots[i] = _checked_policy(verdict, "apply_plan")
                 made[slots[i].id] = slots[i]
 
     offspring: list[Policy] = []
     references = list(population)
     for i, child in enumerate(slots):
-        if varied[i] and not _is_new_and_valid(child, toolbox, seen_genomes, references):
-            rejected += 1
+        if varied[i] and (problem := _novelty_problem(child, toolbox, seen_genomes, references)):
+            rejections.append(f"{child.operator}: {problem}")
             child = _replacement(child, parents[i], gen, toolbox, rng, seen_genomes, references)
             made[child.id] = child
         if child is not parents[i]:
             seen_genomes.add(child.genome_hash)
             references.append(child)
         offspring.append(child)
-    return offspring, origins, rejected, mutator_error, made
+    return offspring, origins, rejections, mutator_error, made
 
 
 def _intermediates(made: Mapping[str, Policy], children: Sequence[Policy], offspring: Sequence[Policy]) -> tuple:
@@ -477,13 +495,18 @@ def _intermediates(made: Mapping[str, Policy], children: Sequence[Policy], offsp
     return tuple(out[k] for k in sorted(out))
 
 
-def _is_new_and_valid(
+def _novelty_problem(
     policy: Policy, toolbox: base.Toolbox, seen_genomes: set[str], references: Sequence[Policy]
-) -> bool:
-    if policy.genome_hash in seen_genomes or not toolbox.is_valid(policy):
-        return False
+) -> str | None:
+    """Why ``policy`` may not join the offspring (seen genome, invalid, near-duplicate), or None."""
+    if policy.genome_hash in seen_genomes:
+        return "duplicate genome"
+    if not toolbox.is_valid(policy):
+        return "invalid genome"
     near_duplicate = getattr(toolbox, "near_duplicate", None)
-    return near_duplicate is None or not any(near_duplicate(policy, other) for other in references)
+    if near_duplicate is not None and any(near_duplicate(policy, other) for other in references):
+        return "near-duplicate"
+    return None
 
 
 def _replacement(
@@ -493,7 +516,7 @@ def _replacement(
     """A structural mutation of the rejected child, else of its parent, else the parent itself."""
     for source in (child, parent):
         candidate = _checked_policy(toolbox.mutate(source, rng, gen), "mutate")
-        if _is_new_and_valid(candidate, toolbox, seen, references):
+        if _novelty_problem(candidate, toolbox, seen, references) is None:
             return candidate
     return parent
 
@@ -611,13 +634,17 @@ def _record(
     timings: Mapping[str, float],
     skipped: bool,
     diversity: float | None,
+    rejections: Sequence[str] = (),
 ) -> dict[str, Any]:
+    """Log one logbook record; ``rejections`` (not a logbook column) joins the record as one string,
+    ``"reason xN | ..."``, so the archive keeps why children were rejected."""
     values = np.array([fitness[p.id] for p in population], dtype=float)
     record = {
         "gen": gen, "nevals": nevals, "rejected": rejected,
         "max": float(values.max()), "mean": float(values.mean()), "min": float(values.min()),
         "std": float(values.std()), "t_select": timings["select"], "t_vary": timings["vary"],
         "t_evaluate": timings["evaluate"], "skipped": int(skipped), "diversity": diversity,
+        "rejections": " | ".join(r if n == 1 else f"{r} x{n}" for r, n in Counter(rejections).items()),
     }
     logbook.record(**record)
     return record

@@ -9,8 +9,8 @@ Operator names are ``kind`` or ``kind/detail`` (e.g. ``mut_structural/drop``,
 LLM operators run in two phases so that a whole generation's model calls go out in one batch (batched
 generation is ~5x faster per token on CPU): ``*_plan`` picks what to change and builds the
 :class:`~evotrainer.backends.base.GenerationRequest`; the loop sends all plans' requests in one
-``mutator.generate`` call; :func:`apply_rewrite` turns each returned text into a child, or None when the
-text is rejected.
+``mutator.generate`` call; :func:`judge_rewrite` turns each returned text into a child, or into the reason
+it was rejected (:func:`apply_rewrite`: the child or None).
 """
 
 from __future__ import annotations
@@ -20,10 +20,12 @@ import random
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
 from evotrainer.search.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
+from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (
     DEFAULT_RULE_PHRASES,
     DOMAIN_VOCABULARY,
@@ -45,6 +47,7 @@ __all__ = [
     "cx_sections",
     "is_valid",
     "join_sentences",
+    "judge_rewrite",
     "mut_llm_rewrite_plan",
     "mut_structural",
     "normalize_sentence",
@@ -379,6 +382,8 @@ class MutationPlan:
         request: the mutator chat; send ``plan.request`` for every plan in one ``generate`` call.
         generation: generation number the child will carry.
         co_parent: second parent of a merge; None for a rewrite.
+        shown: training material the request showed the mutator (a reflection's failed output on a
+            training meeting); terms copied from it count as leaks (:mod:`evotrainer.search.leakage`).
     """
 
     parent: Policy
@@ -388,6 +393,7 @@ class MutationPlan:
     request: GenerationRequest
     generation: int
     co_parent: Policy | None = None
+    shown: tuple[str, ...] = ()
 
 
 def _seeded(params: SamplingParams, rng: random.Random) -> SamplingParams:
@@ -463,7 +469,7 @@ def cx_llm_merge_plan(
     return MutationPlan(p1, section, "cx_llm_merge", "Combine A and B", request, generation, co_parent=p2)
 
 
-def apply_rewrite(
+def judge_rewrite(
     plan: MutationPlan,
     text: str,
     *,
@@ -474,17 +480,20 @@ def apply_rewrite(
     min_on_topic: float = 0.0,
     vocabulary: frozenset[str] = DOMAIN_VOCABULARY,
     max_growth: float | None = None,
-) -> Policy | None:
-    """Turn the mutator's answer to ``plan`` into a child, or None when the answer is rejected.
+    leak_guard: LeakGuard | None = None,
+) -> Policy | str:
+    """Turn the mutator's answer to ``plan`` into a child, or say why the answer is rejected.
 
     The answer is cleaned (:func:`~evotrainer.search.cleaning.clean_mutator_text`); it is rejected
-    when nothing valid remains, when it equals the section it replaces, when fewer than
-    ``min_on_topic`` of its content words occur in the parent section(s) or ``vocabulary``
-    (:func:`~evotrainer.search.cleaning.on_topic_fraction`), when it has more than
-    ``max(max_growth * old words, 30)`` words, when ``similarity`` to the
-    parent's section (for a merge: the higher of the two parents') falls outside ``similarity_band``
-    (inclusive; e.g. embedding cosine, to drop off-topic or unchanged rewrites), or when the child is
-    not a valid genome (:func:`is_valid`).
+    when nothing valid remains, when it equals the section it replaces, when it has more than
+    ``max(max_growth * old words, 30)`` words, when fewer than ``min_on_topic`` of its content words
+    occur in the parent section(s) or ``vocabulary``
+    (:func:`~evotrainer.search.cleaning.on_topic_fraction`), when ``leak_guard`` finds names, numbers or
+    phrases of the training meetings (or of ``plan.shown``) that neither parent's prompt nor the
+    instruction holds (:mod:`evotrainer.search.leakage`), when ``similarity`` to the parent's section (for a
+    merge: the higher of the two parents') falls outside ``similarity_band`` (inclusive; e.g. embedding
+    cosine, to drop off-topic or unchanged rewrites), or when the child is not a valid genome
+    (:func:`validity_problem`).
 
     Args:
         plan: the plan the answer belongs to.
@@ -496,24 +505,47 @@ def apply_rewrite(
         min_on_topic: lowest accepted on-topic share of content words, in [0, 1] (0 disables).
         vocabulary: domain words that count as on topic.
         max_growth: largest accepted length ratio new/old section (None disables).
+        leak_guard: the training batch's leak guard (None disables the leak check).
 
     Returns:
-        The child (operator ``plan.operator``), or None.
+        The child (operator ``plan.operator``), or a short reason: ``"unusable answer"``, ``"unchanged"``,
+        ``"grew to N words"``, ``"off topic (0.30)"``, ``"leak: names 'Priya'; numbers 'Q3'"``,
+        ``"similarity 0.12 outside [0.3, 0.95]"`` or ``"invalid: <validity problem>"``.
     """
     old = plan.parent.section(plan.section)
     cleaned = clean_mutator_text(text, max_words=max_words, echo_of=(plan.instruction,))
-    if cleaned is None or _norm(cleaned) == _norm(old):
-        return None
+    if cleaned is None:
+        return "unusable answer"
+    if _norm(cleaned) == _norm(old):
+        return "unchanged"
     olds = [old] + ([plan.co_parent.section(plan.section)] if plan.co_parent is not None else [])
     if max_growth is not None and word_count(cleaned) > max(max_growth * max(map(word_count, olds)), 30):
-        return None
-    if min_on_topic > 0 and on_topic_fraction(" ".join(olds), cleaned, vocabulary) < min_on_topic:
-        return None
+        return f"grew to {word_count(cleaned)} words"
+    if min_on_topic > 0 and (share := on_topic_fraction(" ".join(olds), cleaned, vocabulary)) < min_on_topic:
+        return f"off topic ({share:.2f})"
+    parents = (plan.co_parent,) if plan.co_parent is not None else ()
+    if leak_guard is not None:
+        allowed = [t for p in (plan.parent, *parents) for _, t in p.sections] + [plan.instruction]
+        leaks = leak_guard(cleaned, allowed=allowed, shown=plan.shown)
+        if leaks:
+            return leaks.reason()
     if similarity is not None:
         score = max(similarity(o, cleaned) for o in olds)
         if not (similarity_band[0] <= score <= similarity_band[1]):
-            return None
+            return f"similarity {score:.2f} outside [{similarity_band[0]:g}, {similarity_band[1]:g}]"
     sections = [(name, cleaned if name == plan.section else t) for name, t in plan.parent.sections]
-    parents = (plan.co_parent,) if plan.co_parent is not None else ()
     child = plan.parent.child(sections, operator=plan.operator, generation=plan.generation, parents=parents)
-    return child if is_valid(child, required_sections, max_words) else None
+    problem = validity_problem(child, required_sections, max_words)
+    return child if problem is None else f"invalid: {problem}"
+
+
+def apply_rewrite(plan: MutationPlan, text: str, **checks: Any) -> Policy | None:
+    """The child :func:`judge_rewrite` makes of the answer ``text`` to ``plan``, or None when it is rejected.
+
+    Args:
+        plan: the plan the answer belongs to.
+        text: the mutator's raw answer (untrusted).
+        **checks: the keyword arguments of :func:`judge_rewrite` (``max_words``, ``similarity``, ...).
+    """
+    verdict = judge_rewrite(plan, text, **checks)
+    return verdict if isinstance(verdict, Policy) else None

@@ -11,6 +11,7 @@ small mutator model often writes off-topic text).
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -21,7 +22,50 @@ from evotrainer.search.cleaning import word_count
 from evotrainer.search.genome import Policy, instruction_sections
 from evotrainer.search.operators import bullet_prefix, join_sentences, normalize_sentence, split_sentences
 
-__all__ = ["PhraseBank", "mut_phrase_substitution"]
+__all__ = ["NEGATION_CUES", "PhraseBank", "mut_phrase_substitution", "negation_count", "negation_flipped"]
+
+NEGATION_CUES: frozenset[str] = frozenset({
+    "not", "no", "never", "cannot", "without", "neither", "nor", "except", "nothing", "nobody", "nowhere",
+    "avoid", "avoids", "avoiding", "omit", "omits", "omitting", "exclude", "excludes", "excluding",
+    "skip", "skips", "skipping", "refrain", "refrains", "unless",
+})
+"""Words that negate (or exclude) what follows them; any word ending in ``n't`` counts too, and so does
+"leave/leaves/left out". "none" is left out on purpose: in minutes rules it is mostly the literal
+placeholder of an empty section ("write '- None'")."""
+
+_NOT_NEGATING = re.compile(r"\b(?:no|not) (?:more|fewer|less|later|earlier) than\b|\bnot only\b")
+_LEAVE_OUT = re.compile(r"\b(?:leave|leaves|leaving|left) (?:\w+ ){0,3}?out\b")
+
+
+def negation_count(sentence: str) -> int:
+    """Number of negation cues in ``sentence`` (:data:`NEGATION_CUES`, ``n't`` endings, "leave ... out").
+
+    Bounds that read like negations but state a limit ("no more than 7", "not later than Friday") and
+    "not only" do not count. Case and curly apostrophes are ignored.
+    """
+    text = sentence.lower().replace("’", "'")
+    text = _NOT_NEGATING.sub(" ", text)
+    words = re.findall(r"[a-z]+(?:'[a-z]+)?", text)
+    return (sum(w in NEGATION_CUES or w.endswith("n't") for w in words)
+            + len(_LEAVE_OUT.findall(text)))
+
+
+def negation_flipped(a: str, b: str) -> bool:
+    """True when ``b`` adds or drops a negation relative to ``a`` (their negation counts differ).
+
+    Sentence embeddings barely see negation (Ettinger 2020, "What BERT is not", TACL 8): a rule and its
+    negation share almost every word, so their cosine can fall inside the substitution band and a phrase
+    substitution would turn the rule into its opposite and call it a paraphrase. Comparing counts rather than mere presence
+    also catches "Do not guess; do not add names" -> "Do not guess; add names". Conservative by design:
+    "Never guess, never add opinions" vs "Do not guess or add opinions" (2 vs 1) counts as flipped, which
+    only costs the substitution one candidate.
+
+    Args:
+        a: the original sentence.
+        b: the candidate replacement.
+    """
+    return negation_count(a) != negation_count(b)
+
 
 class PhraseBank:
     """Sentences seen in the run's prompts, with their embeddings; append-only and de-duplicated.
@@ -158,9 +202,10 @@ def mut_phrase_substitution(
     Sentences of the parent's sections are tried in random order (markdown headings and sentences
     shorter than the bank's ``min_words`` are layout, never replaced); for each, the candidates
     are banked sentences whose cosine to it is inside ``band`` (inclusive), that are not already in that
-    section, that were seen in a section of the same name (when ``same_section``), and that keep the
-    prompt within ``max_words``. The replacement is drawn uniformly from the ``top_k`` most similar
-    candidates of the first sentence that has any. A bullet marker on the replaced sentence is kept.
+    section, that were seen in a section of the same name (when ``same_section``), that keep the
+    prompt within ``max_words``, and that keep its negation polarity (:func:`negation_flipped`: "Do not
+    list attendees." never replaces "List attendees."). The replacement is drawn uniformly from the
+    ``top_k`` most similar candidates of the first sentence that has any. A bullet marker on the replaced sentence is kept.
 
     Args:
         parent: the policy to mutate (not modified; the bank is only read, apart from its embedding memo).
@@ -207,6 +252,8 @@ def mut_phrase_substitution(
             if normalize_sentence(text) in present or word_count(text) > budget:
                 continue
             if same_section and name not in bank.sections_of(int(j)):
+                continue
+            if negation_flipped(old, text):  # embeddings barely see "not": a flip is no paraphrase
                 continue
             candidates.append(text)
             if len(candidates) == top_k:

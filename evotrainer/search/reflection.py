@@ -117,8 +117,9 @@ def mut_reflective_plan(
         sections: sections a fix may target.
 
     Returns:
-        The plan (operator ``mut_reflective/<section>``), or None when ``feedback`` has nothing for
-        ``parent`` (the loop then plans a plain rewrite).
+        The plan (operator ``mut_reflective/<section>``; its ``shown`` holds the failed output, so a
+        fix that copies that training meeting's names is rejected as a leak), or None when ``feedback``
+        has nothing for ``parent`` (the loop then plans a plain rewrite).
     """
     info = feedback(parent)
     if info is None:
@@ -130,4 +131,5 @@ def mut_reflective_plan(
     messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint)
     seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
     request = GenerationRequest(messages=messages, params=seeded)
-    return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request, generation)
+    return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request,
+                        generation, shown=(info.output,))

@@ -19,19 +19,25 @@ from evotrainer.search.decoding import (
 from evotrainer.search.diversity import is_near_duplicate, section_cosine
 from evotrainer.search.exemplars import mut_exemplar_swap
 from evotrainer.search.genome import REQUIRED_SECTIONS, Policy
-from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
+from evotrainer.search.leakage import LeakGuard
+from evotrainer.search.mutation_prompts import (
+    DEFAULT_RULE_PHRASES,
+    DOMAIN_VOCABULARY,
+    MUTATION_STYLES,
+    MutationStyle,
+)
 from evotrainer.search.operators import (
-    apply_rewrite,
     cx_llm_merge_plan,
     cx_sections,
     is_valid,
+    judge_rewrite,
     mut_llm_rewrite_plan,
     mut_structural,
     sel_tournament,
 )
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
 from evotrainer.search.prefill import DEFAULT_PREFILLS, mut_prefill
-from evotrainer.search.reflection import Feedback, mut_reflective_plan
+from evotrainer.search.reflection import DEFAULT_COMPONENT_HINTS, Feedback, mut_reflective_plan
 
 __all__ = ["GenomeHallOfFame", "InnerLoopConfig", "build_toolbox"]
 
@@ -244,6 +250,8 @@ def build_toolbox(
     feedback: Feedback | None = None,
     exemplars: Sequence[str] = (),
     adapters: AdapterWorkshop | None = None,
+    training_texts: Sequence[str] = (),
+    seed_prompts: Sequence[Policy] = (),
 ) -> base.Toolbox:
     """A DEAP Toolbox with the inner loop's operators registered by role.
 
@@ -256,7 +264,11 @@ def build_toolbox(
       LLM children)
     - ``plan_rewrite(policy, rng, gen) -> MutationPlan`` (:func:`mut_llm_rewrite_plan`)
     - ``plan_merge(p1, p2, rng, gen) -> MutationPlan | None`` (:func:`cx_llm_merge_plan`)
-    - ``apply_plan(plan, text) -> Policy | None`` (:func:`apply_rewrite`)
+    - ``apply_plan(plan, text) -> Policy | str`` (:func:`~evotrainer.search.operators.judge_rewrite`: the
+      child, or why the answer was rejected; a plugged-in operator may return None instead of a reason),
+      with a :class:`~evotrainer.search.leakage.LeakGuard` over ``training_texts`` whose allowed texts are
+      ``seed_prompts``, ``cfg.task_hint``, the style instructions, ``phrase_bank``, the reward hints and
+      the domain vocabulary (each answer's parents and instruction are allowed too)
     - ``is_valid(policy) -> bool`` (:func:`is_valid` with the config's sections and word budget)
     - ``mutate_decoding(policy, rng, gen) -> Policy`` (:func:`mut_decoding`, ``cfg.decoding_genes``)
     - ``mutate_prefill(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.prefill.mut_prefill`)
@@ -285,6 +297,8 @@ def build_toolbox(
         feedback: worst-training-task feedback per policy (enables reflective mutation).
         exemplars: few-shot exemplar texts from generated tasks (enables exemplar swaps).
         adapters: the adapter workshop (enables adapter genes: ``mutate_adapter`` and adapter crossover).
+        training_texts: the training meetings' texts (batch transcripts) that LLM answers may not copy.
+        seed_prompts: prompts whose words are never leaks (the loop passes its initial population).
     """
     sections = tuple(cfg.required_sections)
     tb = base.Toolbox()
@@ -298,9 +312,12 @@ def build_toolbox(
     tb.register("plan_rewrite", mut_llm_rewrite_plan, params=cfg.mutator_params, styles=styles,
                 task_hint=cfg.task_hint)
     tb.register("plan_merge", cx_llm_merge_plan, params=cfg.mutator_params, task_hint=cfg.task_hint)
-    tb.register("apply_plan", apply_rewrite, required_sections=sections, max_words=cfg.max_prompt_words,
+    allowed = [t for p in seed_prompts for _, t in p.sections] + [cfg.task_hint, *phrase_bank]
+    allowed += [s.instruction for s in styles] + list(DEFAULT_COMPONENT_HINTS.values())
+    guard = LeakGuard(training_texts, allowed, vocabulary=DOMAIN_VOCABULARY)
+    tb.register("apply_plan", judge_rewrite, required_sections=sections, max_words=cfg.max_prompt_words,
                 similarity=similarity, similarity_band=(cfg.similarity_low, cfg.similarity_high),
-                min_on_topic=cfg.min_on_topic, max_growth=cfg.max_section_growth)
+                min_on_topic=cfg.min_on_topic, max_growth=cfg.max_section_growth, leak_guard=guard)
     tb.register("is_valid", is_valid, required_sections=sections, max_words=cfg.max_prompt_words)
     tb.register("mutate_decoding", mut_decoding, genes=tuple(cfg.decoding_genes))
     tb.register("mutate_prefill", mut_prefill, fallbacks=tuple(cfg.prefill_fallbacks))

@@ -13,6 +13,7 @@ from _fakes import seed_population
 
 from evotrainer.backends.replay import ReplayLLM
 from evotrainer.search.cleaning import on_topic_fraction
+from evotrainer.search.genome import Policy
 from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
 from evotrainer.search.operators import MutationPlan, cx_llm_merge_plan, is_valid, mut_llm_rewrite_plan
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
@@ -32,8 +33,11 @@ def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> Non
     answers = ReplayLLM(RECORDING, name="smollm2").generate([p.request for p in plans])
     toolbox = build_toolbox(InnerLoopConfig())
     children = [toolbox.apply_plan(p, a.text) for p, a in zip(plans, answers, strict=True)]
-    kept = [(p, c) for p, c in zip(plans, children, strict=True) if c is not None]
+    kept = [(p, c) for p, c in zip(plans, children, strict=True) if isinstance(c, Policy)]
     assert 1 <= len(kept) < len(plans)  # the small model's output needs the filters
+    reasons = [c for c in children if not isinstance(c, Policy)]
+    assert all(isinstance(r, str) and r for r in reasons)  # each rejection says why
+    assert any(r.startswith("off topic") for r in reasons)
     for plan, child in kept:
         assert is_valid(child) and child.operator == plan.operator
         text = child.section(plan.section)
