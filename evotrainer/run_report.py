@@ -7,10 +7,11 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evotrainer.generalisation import render_table
 from evotrainer.harness import Harness
 from evotrainer.search.genome import PREFILL_SECTION, render_system_prompt
 
-__all__ = ["fmt", "fmt_harness", "print_summary"]
+__all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary"]
 
 
 def fmt(x: float | None) -> str:
@@ -25,8 +26,20 @@ def fmt_harness(h: Harness) -> str:
     return escape(f"[{knobs} | w: {weights}]")
 
 
+def print_generalisation(console: Console, g: Any) -> None:
+    """The final best vs the best seed (:class:`~evotrainer.generalisation.Generalisation`): a table of
+    the paired difference per split (95 % interval, wins/losses/ties), then the verdict sentence."""
+    console.print(render_table(g))
+    style = "green" if g.held is True else "red" if g.held is False else "yellow"
+    console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
+
+
 def print_summary(console: Console, s: Any, incumbent: Any) -> None:
-    """Print an :class:`~evotrainer.coevolution.EvolveSummary` and its incumbent pair."""
+    """Print an :class:`~evotrainer.coevolution.EvolveSummary` and its incumbent pair.
+
+    When ``s.generalisation`` (a :class:`~evotrainer.generalisation.Generalisation`) is set, the
+    comparison of the final best with the best seed follows the held-out line.
+    """
     console.rule("[bold]summary")
     console.print(f"run {s.run_id}; stopped by {s.stop_reason}: {s.stop_detail}")
     console.print(f"S_val (selection set: {s.selection_items} items, higher is better): generation-0 best "
@@ -37,6 +50,9 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
                       "screening items, so the change (if any) comes from selecting among seeds, not from variation.")
     console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
                   f"{fmt(s.heldout_s_val)}  (selection {s.best_s_val:.4f})")
+    g = getattr(s, "generalisation", None)
+    if g is not None:
+        print_generalisation(console, g)
     console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
     console.print("current S_val (screening items) per outer generation: "
                   + ", ".join(fmt(v) for v in s.current_curve))

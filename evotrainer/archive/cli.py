@@ -1,9 +1,9 @@
 """``python -m evotrainer.archive <command> ARCHIVE ...`` (or ``evotrainer-archive``): browse a run's lineage archive.
 
 Commands: ``runs``, ``show``, ``policy``, ``lineage``, ``diff``, ``best``, ``harness``, ``rollbacks``,
-``export``, ``report``. Tables for people, ``--json`` for scripts. ARCHIVE is an ``archive.db`` or a
-folder holding exactly one (``runs`` accepts any folder and lists every archive below it, grouping
-Hydra multirun jobs). The run defaults to the last run in the file; a policy to the best one (highest
+``export``, ``report``, ``sweep``. Tables for people, ``--json`` for scripts. ARCHIVE is an ``archive.db``
+or a folder holding exactly one (``runs`` and ``sweep`` accept any folder and read every archive below
+it, e.g. a Hydra multirun sweep). The run defaults to the last run in the file; a policy to the best one (highest
 meta-validation S_val); policy ids may be given by a unique prefix.
 
 Archives are opened read-only (no lock held), so a run that is still going can be browsed. Errors
@@ -32,7 +32,8 @@ from evotrainer.archive.locate import find_archives, resolve_archive
 from evotrainer.archive.store import ArchiveStore, open_archive
 from evotrainer.archive.textsafe import clip, dumps, terminal_safe
 from evotrainer.archive.tree import lineage_tree
-from evotrainer.errors import EvoTrainerError
+from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.generalisation import render_table
 
 __all__ = ["app", "main"]
 
@@ -173,6 +174,10 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
     """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason."""
     with _open(archive) as store:
         ov = views.run_overview(store, views.pick_run(store, run))
+        try:
+            g = views.run_generalisation(store, ov["run_id"])
+        except ArchiveError:
+            g = None
     if as_json:
         _emit_json(ov)
         return
@@ -195,6 +200,9 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
                   str(k["generated_tokens"]), f"{k['seconds']:.0f}")
     console.print(t)
     console.print(_kv_table("config", list(ov["config"].items())))
+    if g is not None:
+        console.print(render_table(g))
+        console.print(Text(f"generalisation: {terminal_safe(g.verdict)}"))
 
 
 # --- policies -------------------------------------------------------------------------------------
@@ -398,6 +406,70 @@ def report(
         _emit_json({"report": str(path), "run_id": rid})
         return
     _console().print(Text(f"report written: {terminal_safe(path)}"))
+
+
+# --- sweeps ---------------------------------------------------------------------------------------
+
+
+def _diff_cell(d: dict[str, Any] | None) -> Text:
+    if d is None:
+        return Text("–")
+    text = f"{d['mean']:+.4f} [{d['low']:+.3f}, {d['high']:+.3f}]"
+    return Text(text, style="green" if d["low"] > 0 else "red" if d["high"] < 0 else "")
+
+
+_HELD = {True: ("yes", "green"), False: ("no", "red"), None: ("undecided", "yellow")}
+
+
+@app.command()
+@_friendly
+def sweep(
+    path: Annotated[Path, typer.Argument(help="a Hydra multirun folder (or any folder) holding archive.db files")],
+    seed: Annotated[int, typer.Option(help="seed of the pooled bootstrap")] = 0,
+    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the pooled interval")] = 0.95,
+    as_json: JsonOpt = False,
+) -> None:
+    """Several seeds: each run's final best vs best seed, and the held-out difference pooled over runs.
+
+    The pooled interval is a cluster bootstrap over held-out items (runs of one sweep share them);
+    runs without a generalisation event are listed as skipped.
+    """
+    summary = views.sweep_summary(find_archives(path), seed=seed, level=level)
+    if as_json:
+        _emit_json(summary)
+        if not summary["runs"]:
+            raise typer.Exit(2)
+        return
+    console = _console()
+    pct = f"{round(level * 100)}%"
+    if summary["runs"]:
+        t = Table(title=f"final best vs best seed per run (paired differences, {pct} intervals; higher is better)",
+                  title_justify="left")
+        for col in ("job", "run", "seed", "best seed", "final best", "selection diff", "held-out diff",
+                    "held-out W/L/T", "held"):
+            t.add_column(col)
+        for r in summary["runs"]:
+            h = r["heldout"]
+            held, style = _HELD[r["held"]]
+            t.add_row(Text(terminal_safe(r["job"])), Text(terminal_safe(r["run_id"])), str(r["seed"]),
+                      Text(terminal_safe(r["baseline_id"])), Text(terminal_safe(r["best_id"])),
+                      _diff_cell(r["selection"]), _diff_cell(h),
+                      "–" if h is None else f"{h['wins']}/{h['losses']}/{h['ties']}", Text(held, style=style))
+        console.print(t)
+    for s in summary["skipped"]:
+        console.print(Text(f"skipped {terminal_safe(s['archive'])}"
+                           + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")
+                           + f": {clip(s['reason'], 200)}", style="yellow"))
+    if not summary["runs"]:
+        raise ArchiveError(f"{path}: no run holds a generalisation event; nothing to summarise")
+    for split, label in (("selection", "selection"), ("heldout", "held-out")):
+        p = summary["pooled"][split]
+        if p is not None:
+            console.print(Text(f"pooled {label} difference over {p['runs']} run(s), {p['n']} items "
+                               f"(cluster bootstrap by item, {pct}): ") + _diff_cell(p))
+    p = summary["pooled"]["heldout"]
+    if p is not None:
+        console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
 
 
 def main(argv: list[str] | None = None) -> int:

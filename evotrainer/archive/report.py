@@ -1,6 +1,8 @@
 """One self-contained HTML report of a run: plots (plotly, with plotly.js inlined) and the lineage graph.
 
-Sections: run summary and budget; fitness (max and mean of the population) per inner generation;
+Sections: run summary and budget; generalisation (the final best vs the best seed on the selection
+and held-out items, paired differences with intervals and a verdict, from the run's
+``"generalisation"`` event); fitness (max and mean of the population) per inner generation;
 S_val per outer generation (incumbent, screened and whole-set candidate scores); harness parameters
 over outer generations; operator success rates; the lineage graph of the best policy, whose nodes
 show their prompt in a side panel when clicked; rollback events (also marked on the S_val and
@@ -28,6 +30,7 @@ from evotrainer.archive import views
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.tree import graph_layout
 from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.generalisation import Generalisation, columns, split_cells
 
 __all__ = ["PLOT_IDS", "build_report", "write_report"]
 
@@ -251,6 +254,24 @@ def _summary_html(ov: dict[str, Any]) -> str:
             f"{config}</details></div></div>")
 
 
+def _generalisation_html(g: Generalisation | None, problem: str | None = None) -> str:
+    if g is None:
+        note = problem or "No generalisation event: the run is still going, crashed, or was archived by older code."
+        return f"<p class='note'>{_e(note)}</p>"
+    rows = []
+    for c in (g.selection, g.heldout):
+        if c is not None:
+            cells = [_e(x) for x in split_cells(c)]
+            cls = "ok" if c.diff.low > 0 else "bad" if c.diff.high < 0 else ""
+            cells[4] = f"<span class='{cls}'>{cells[4]}</span>" if cls else cells[4]
+            rows.append(cells)
+    verdict_class = {True: "ok", False: "bad", None: "warn"}[g.held]
+    return (f"<p class='note'>Final best {_e(g.best_id)} vs best seed {_e(g.baseline_id)} (the generation-0 "
+            "best), item by item; difference = final best − best seed, paired bootstrap interval over items. "
+            "The selection difference is biased upward (the final best was chosen on those items).</p>"
+            f"{_table(list(columns(g.level)), rows)}<p class='{verdict_class}'>{_e(g.verdict)}</p>")
+
+
 def _lineage_data(graph: dict[str, Any] | None) -> dict[str, Any]:
     if graph is None:
         return {}
@@ -275,7 +296,7 @@ body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px;
 h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
 th{background:#f4f4f4} .row{display:flex;gap:24px;flex-wrap:wrap} .ok{color:#2a7d2a;font-weight:bold}
-.warn{color:#b36b00;font-weight:bold} .lineage{display:flex;gap:12px;align-items:stretch}
+.warn{color:#b36b00;font-weight:bold} .bad{color:#b22222;font-weight:bold} .lineage{display:flex;gap:12px;align-items:stretch}
 .lineage .graph{flex:1 1 65%;min-width:0;order:1} #prompt-panel{flex:0 0 33%;order:2;border:1px solid #ddd;padding:8px 12px;
 max-height:620px;overflow:auto;background:#fafafa} pre{white-space:pre-wrap;word-wrap:break-word;margin:4px 0;
 font-size:12.5px;background:#fff;border:1px solid #eee;padding:6px} .note{color:#666;font-size:13px}
@@ -328,6 +349,11 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
     harness = views.harness_trajectory(store, run_id)
     stats = views.operator_stats(store, run_id)
     rbs = views.rollbacks(store, run_id)
+    gen_problem = None
+    try:
+        gen = views.run_generalisation(store, run_id)
+    except ArchiveError as exc:
+        gen, gen_problem = None, f"The generalisation event could not be read: {exc}"
     try:
         best = views.resolve_policy(store, run_id, None)
         graph: dict[str, Any] | None = views.lineage_graph(store, run_id, best.id)
@@ -365,6 +391,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 <h1>EvoTrainer run {_e(run_id)}</h1>
 <p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
 {_summary_html(ov)}
+<h2 id="generalisation">Generalisation: final best vs best seed</h2>{_generalisation_html(gen, gen_problem)}
 <h2>Fitness per inner generation</h2>{divs["fitness-plot"]}
 <h2>Meta-validation S_val per outer generation</h2>{divs["sval-plot"]}
 <h2>Harness parameters over outer generations</h2>{divs["harness-plot"]}

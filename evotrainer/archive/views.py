@@ -13,11 +13,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import asdict
 from typing import Any
 
+from evotrainer.archive.locate import ArchiveLocation
 from evotrainer.archive.schema import EvaluationRow, EventRow, RunInfo
-from evotrainer.archive.store import ArchiveStore
-from evotrainer.errors import ArchiveError
+from evotrainer.archive.store import ArchiveStore, open_archive
+from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.generalisation import Generalisation, from_payload, pool, with_item_ids
 from evotrainer.search.genome import PREFILL_SECTION, Policy, render_system_prompt
 
 __all__ = [
@@ -32,8 +35,10 @@ __all__ = [
     "policy_json",
     "resolve_policy",
     "rollbacks",
+    "run_generalisation",
     "run_overview",
     "s_val_trajectory",
+    "sweep_summary",
 ]
 
 RUNNING_OR_CRASHED = "running or crashed (no summary event)"
@@ -499,3 +504,86 @@ def lineage_graph(store: ArchiveStore, run_id: str, policy_id: str) -> dict[str,
     seeds = [nid for nid, nd in nodes.items() if nd["archived"] and nd["operator"] == "seed"]
     return {"policy_id": policy_id, "nodes": list(nodes.values()), "edges": edges, "seeds": seeds,
             "reaches_seeds": open_ends == 0 and bool(seeds)}
+
+
+# --- generalisation (final best vs best seed) and sweeps ----------------------------------------------
+
+
+def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
+    """The run's last ``"generalisation"`` event as a :class:`~evotrainer.generalisation.Generalisation`.
+
+    Item ids the payload lacks are taken from the run's ``"setup"`` event (``selection_items`` /
+    ``heldout_items``, the task ids in the order the run scored them) when the counts match.
+
+    Returns:
+        None when the run has no such event (still going, or archived before it existed).
+
+    Raises:
+        ArchiveError: the event is malformed.
+    """
+    events = store.events(run_id, kind="generalisation")
+    if not events:
+        return None
+    try:
+        g = from_payload(events[-1].payload)
+    except ValueError as exc:
+        raise ArchiveError(f"{store.path}: run {run_id!r}: {exc}") from None
+    setup = _last(store.events(run_id, kind="setup")) or {}
+    for split, key in (("selection", "selection_items"), ("heldout", "heldout_items")):
+        ids = setup.get(key)
+        if isinstance(ids, list):
+            g = with_item_ids(g, split, [str(i) for i in ids])
+    return g
+
+
+def _split_row(c: Any) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"n": c.n, "baseline_mean": c.baseline_mean, "best_mean": c.best_mean, "mean": c.diff.mean,
+            "low": c.diff.low, "high": c.diff.high, "wins": c.wins, "losses": c.losses, "ties": c.ties}
+
+
+def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """``sweep``: each run's final best vs best seed, and the held-out difference pooled over runs.
+
+    Args:
+        locations: archives found by :func:`~evotrainer.archive.locate.find_archives` (opened read-only).
+        seed: seed of the pooled bootstrap.
+        level: coverage of the pooled intervals, in (0, 1).
+
+    Returns:
+        dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and
+        heldout: n, both means, mean/low/high of the difference, wins/losses/ties, or None; held,
+        verdict), skipped (archive, run_id, reason: no generalisation event, unreadable archive),
+        pooled ({"heldout": ..., "selection": ...}, each a
+        :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None) and level.
+    """
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    gens: list[Generalisation] = []
+    for loc in locations:
+        base = {"archive": str(loc.path), "job": loc.job, "overrides": list(loc.overrides)}
+        try:
+            with open_archive(loc.path) as store:
+                runs = store.list_runs()
+                if not runs:
+                    skipped.append({**base, "run_id": None, "reason": "the archive holds no run"})
+                for run in runs:
+                    try:
+                        g = run_generalisation(store, run.run_id)
+                    except ArchiveError as exc:
+                        skipped.append({**base, "run_id": run.run_id, "reason": str(exc)})
+                        continue
+                    if g is None:
+                        skipped.append({**base, "run_id": run.run_id,
+                                        "reason": "no generalisation event (still running, crashed, or older code)"})
+                        continue
+                    gens.append(g)
+                    rows.append({**base, "run_id": run.run_id, "seed": run.seed, "baseline_id": g.baseline_id,
+                                 "best_id": g.best_id, "selection": _split_row(g.selection),
+                                 "heldout": _split_row(g.heldout), "held": g.held, "verdict": g.verdict})
+        except EvoTrainerError as exc:
+            skipped.append({**base, "run_id": None, "reason": str(exc)})
+    pooled = {split: (None if (p := pool(gens, seed=seed, split=split, level=level)) is None else asdict(p))
+              for split in ("heldout", "selection")}
+    return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level}
