@@ -27,6 +27,7 @@ from rich.table import Table
 from evotrainer.backends.base import LLM, Embedder
 from evotrainer.config import Config, resolve_path
 from evotrainer.datasets import detect_format, load_dataset
+from evotrainer.datasets.action_items import owner_source_counts, owner_sources_line
 from evotrainer.datasets.jsonl import resolve_field_map
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.evaluate_refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
@@ -218,6 +219,9 @@ def run_evaluate(
     refs, target = select_policies(cfg)
     console.print(f"[bold]evaluate[/]: {len(refs)} policies × {len(items)} items from {escape(str(path))} "
                   f"({shape}; max {cfg.decoding.max_new_tokens} new tokens)")
+    owners_line = owner_sources_line(items)  # how ground-truth owners were read (free-text items)
+    if owners_line:
+        console.print(escape(owners_line))
 
     # The run's embedder (inner.use_embedder) goes to the metric when it takes one and an item has
     # action items to match (embedding cosine instead of word overlap); QMSum-like sets need none.
@@ -267,7 +271,8 @@ def run_evaluate(
         header = {"dataset": str(path), "format": shape, "seed": cfg.seed, "bootstrap": e.bootstrap,
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
-                  "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None}}
+                  "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
+                  "action_item_owners": owner_source_counts(items)}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison))
         console.print(f"results: {escape(str(files[0]))} (+ {files[1].name}, {files[2].name})")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from evotrainer.datasets.action_items import OWNER_SOURCES_KEY
 from evotrainer.datasets.jsonl import check_limit
 from evotrainer.datasets.minutes_md import parse_reference_minutes
 from evotrainer.datasets.speaker_lines import parse_speaker_lines, render_turns
@@ -55,8 +56,9 @@ def load_folder(path: str | Path, *, limit: int | None = None,
         limit_key: config key named when ``limit`` is bad.
 
     Returns:
-        Items sorted by id. ``meta`` holds ``path`` (the .txt), ``n_speakers`` and, for stamped
-        transcripts, ``duration_s`` (last minus first timestamp, seconds).
+        Items sorted by id. ``meta`` holds ``path`` (the .txt), ``n_speakers``, for stamped
+        transcripts ``duration_s`` (last minus first timestamp, seconds), and with action items
+        ``action_owner_sources`` (how each owner was read, see :mod:`evotrainer.datasets.action_items`).
 
     Raises:
         DataError: not a folder; no ``.txt`` in it; a ``.txt`` without its ``.md`` (names the .txt and
@@ -81,9 +83,12 @@ def load_folder(path: str | Path, *, limit: int | None = None,
     for txt in transcripts[: limit if limit is not None else None]:
         md = txt.with_suffix(".md")
         turns = parse_speaker_lines(_read(txt), source=str(txt))
-        minutes = parse_reference_minutes(_read(md), source=str(md))
+        speakers = tuple(dict.fromkeys(t.speaker for t in turns))
+        minutes = parse_reference_minutes(_read(md), source=str(md), speakers=speakers)
         rel = txt.relative_to(root)
-        meta: dict[str, object] = {"path": str(txt), "n_speakers": len({t.speaker for t in turns})}
+        meta: dict[str, object] = {"path": str(txt), "n_speakers": len(speakers)}
+        if minutes.action_items:
+            meta[OWNER_SOURCES_KEY] = list(minutes.owner_sources)
         stamps = [t.start for t in turns if t.start is not None]
         if stamps:
             meta["duration_s"] = max(stamps) - min(stamps)

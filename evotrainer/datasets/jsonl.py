@@ -10,8 +10,15 @@ One JSON object per line (blank lines ignored)::
      "reference_minutes": str,       # required, non-empty
      "topics": [str],                # optional
      "decisions": [str],             # optional
-     "action_items": [{"owner": str, "task": str, "due": str?} | "Owner: task"],   # optional
+     "action_items": [{"owner": str?, "task": str, "due": str?} | "Owner: task" | "sentence"],  # optional
      "meta": {}}                     # optional, free-form
+
+Action items may be free-text sentences, as public corpora write them ("The industrial designer
+will try to find out which components are needed"): the owner is read off the sentence where it
+names a speaker, a role or a capitalised name, else the item has no owner and is matched on its task
+text alone (rules in :mod:`evotrainer.datasets.action_items`; an object without ``owner`` is read the
+same way from its ``task``). How each owner was obtained ("explicit", "read_from_sentence", "none")
+is stored in ``meta["action_owner_sources"]``, one entry per item.
 
 The QMSum export at ``../shared/data/qmsum_meetings.jsonl`` (``id, source, transcript,
 reference_minutes, action_items ([]), topics, meta``) fits this schema as is. ``field_map`` maps our
@@ -28,6 +35,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from evotrainer.datasets.action_items import (
+    OWNER_SOURCES_KEY,
+    owner_from_sentence,
+    read_action_item,
+    transcript_speakers,
+)
 from evotrainer.datasets.speaker_lines import Turn, looks_timestamped, parse_speaker_lines, render_turns
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.tasks.base import ActionItem, MeetingTask
@@ -145,27 +158,42 @@ def _strings(rec: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value if v.strip())
 
 
-def _items(rec: Mapping[str, Any], key: str, where: str) -> tuple[ActionItem, ...]:
+def _items(rec: Mapping[str, Any], key: str, where: str, speakers: tuple[str, ...]) -> tuple[
+        tuple[ActionItem, ...], list[str]]:
+    """The action items of ``rec[key]`` and how each got its owner (:mod:`evotrainer.datasets.action_items`)."""
     value = rec.get(key)
     if value is None:
-        return ()
+        return (), []
     if not isinstance(value, list):
         raise DataError(f"{where}: field {key!r} must be a list of action items")
-    out = []
+    out: list[ActionItem] = []
+    sources: list[str] = []
     for k, item in enumerate(value):
         if isinstance(item, str):
-            owner, sep, task = item.partition(":")
-            if not sep or not owner.strip() or not task.strip():
-                raise DataError(f"{where}: {key}[{k}] must read 'Owner: task', got {item!r}")
-            out.append(ActionItem(owner=owner.strip(), task=task.strip()))
+            read = read_action_item(item, speakers)
+            if read is None:
+                raise DataError(f"{where}: {key}[{k}] has no task text; expected 'Owner: task' or a sentence "
+                                f"such as 'Alice will send the report', got {item!r}")
+            out.append(read[0])
+            sources.append(read[1])
         elif isinstance(item, dict):
             owner, task, due = item.get("owner"), item.get("task"), item.get("due", "") or ""
-            if not isinstance(owner, str) or not isinstance(task, str) or not isinstance(due, str):
-                raise DataError(f"{where}: {key}[{k}] expected {{'owner': str, 'task': str, 'due'?: str}}")
-            out.append(ActionItem(owner=owner.strip(), task=task.strip(), due=due.strip()))
+            if not isinstance(owner, str | None) or not isinstance(task, str) or not task.strip() \
+                    or not isinstance(due, str):
+                raise DataError(f"{where}: {key}[{k}] expected {{'owner'?: str, 'task': str (non-empty), "
+                                f"'due'?: str}}, got {json.dumps(item, ensure_ascii=False)[:80]}")
+            if owner and owner.strip():
+                out.append(ActionItem(owner=owner.strip(), task=task.strip(), due=due.strip()))
+                sources.append("explicit")
+                continue
+            read_owner = owner_from_sentence(task, speakers)  # no owner given: read it off the task
+            source = "read_from_sentence" if read_owner else "none"
+            who, what = read_owner or ("", " ".join(task.split()))
+            out.append(ActionItem(owner=who, task=what, due=due.strip()))
+            sources.append(source)
         else:
-            raise DataError(f"{where}: {key}[{k}] expected an object or an 'Owner: task' string")
-    return tuple(out)
+            raise DataError(f"{where}: {key}[{k}] expected an object, an 'Owner: task' string or a sentence")
+    return tuple(out), sources
 
 
 def _turn_list(value: list, key: str, name: str, where: str, path: Path, lineno: int) -> str:
@@ -213,13 +241,17 @@ def _task(rec: Mapping[str, Any], names: Mapping[str, str], where: str, path: Pa
     if domain:
         meta["domain"] = domain
     meta["line"] = lineno
+    transcript = _transcript(rec, names["transcript"], where, path, lineno)
+    items, sources = _items(rec, names["action_items"], where, transcript_speakers(transcript))
+    if items:
+        meta[OWNER_SOURCES_KEY] = sources
     return MeetingTask(
         task_id=task_id,
-        transcript=_transcript(rec, names["transcript"], where, path, lineno),
+        transcript=transcript,
         reference_minutes=_text(rec, names["reference_minutes"], "reference_minutes", where, required=True),
         topics=_strings(rec, names["topics"], where),
         decisions=_strings(rec, names["decisions"], where),
-        action_items=_items(rec, names["action_items"], where),
+        action_items=items,
         source=_text(rec, names["source"], "source", where, required=False) or path.stem,
         meta=meta,
     )

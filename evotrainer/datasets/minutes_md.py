@@ -14,17 +14,22 @@ a label line ending in ``:`` (``Next steps:``); it is classified by keywords (ac
 step", "to-do", "follow-up", "task"; decisions: "decision", "agreed", "resolution", "outcome";
 topics: "topic", "agenda", "discussion", "summary", "overview"). Bullets (``-``, ``*``, ``+``, ``•``,
 ``1.``) under a section are its entries; an indented non-bullet line continues the previous bullet.
-Bullets reading "None", "n/a", "-" are skipped. Owners and due dates of action items are read with
-the lenient model-output parser (:func:`evotrainer.tasks.meeting_minutes.minutes_format.parse_action_item`),
-so ``Aiko: task``, ``[Aiko] task``, ``task (Aiko)``, ``Aiko to task`` all work; an action item whose
-owner cannot be read is an error (a reference item must be owned).
+Bullets reading "None", "n/a", "-" are skipped. An action item's owner is read, in this order, from
+``Aiko: task (due: Friday)`` ("explicit"); from a free-text sentence such as "The industrial designer
+will find out which components are needed" or "Aiko to book the room"
+(:func:`evotrainer.datasets.action_items.owner_from_sentence`, "read_from_sentence"); from the
+markup the lenient model-output parser knows (:func:`evotrainer.tasks.meeting_minutes.minutes_format.parse_action_item`:
+``[Aiko] task``, ``task (Aiko)``, ``task - Aiko``; "explicit"). An item with none of these keeps no
+owner ("none") and is matched on its task text alone.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
+from evotrainer.datasets.action_items import owner_from_sentence
 from evotrainer.datasets.speaker_lines import speaker_label
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import ActionItem
@@ -41,13 +46,16 @@ class ReferenceMinutes:
         text: the minutes as written (stripped), the ROUGE-L reference.
         topics: topic bullets in order.
         decisions: decision bullets in order.
-        action_items: owned action items in order.
+        action_items: action items in order (``owner`` is "" where none could be read).
+        owner_sources: how each item's owner was obtained ("explicit", "read_from_sentence", "none"),
+            in item order.
     """
 
     text: str
     topics: tuple[str, ...]
     decisions: tuple[str, ...]
     action_items: tuple[ActionItem, ...]
+    owner_sources: tuple[str, ...] = ()
 
 
 _KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -84,20 +92,21 @@ def _header(line: str) -> str | None:
     return None
 
 
-def parse_reference_minutes(text: str, *, source: str) -> ReferenceMinutes:
+def parse_reference_minutes(text: str, *, source: str, speakers: Sequence[str] = ()) -> ReferenceMinutes:
     """Read the sections of reference minutes (layout in the module docstring).
 
     Args:
         text: the Markdown minutes.
         source: the file named in errors (``source:LINE``).
+        speakers: the meeting's speaker labels, for owners read off sentences ("the chair will ..."
+            -> the speaker "Chair"); may be empty.
 
     Returns:
         The minutes and their topics, decisions and action items (each possibly empty: minutes with
         no recognised section are still a valid ROUGE-L reference).
 
     Raises:
-        DataError: empty minutes, or an action-item bullet whose owner cannot be read (names
-            ``source:LINE`` and the expected ``- Owner: task`` form).
+        DataError: empty minutes (names ``source``).
     """
     if not text.strip():
         raise DataError(f"{source}: the minutes are empty; expected Markdown minutes "
@@ -121,26 +130,29 @@ def parse_reference_minutes(text: str, *, source: str) -> ReferenceMinutes:
             first, body = bucket[-1]
             bucket[-1] = (first, f"{body} {' '.join(line.split())}")
     kept = {k: [(n, b) for n, b in v if b and not _NONE.match(b)] for k, v in entries.items()}
-    items = []
-    for lineno, body in kept["actions"]:
-        items.append(_action_item(body, f"{source}:{lineno}"))
+    read = [_action_item(body, speakers) for _, body in kept["actions"]]
     return ReferenceMinutes(
         text=text.strip(),
         topics=tuple(b for _, b in kept["topics"]),
         decisions=tuple(b for _, b in kept["decisions"]),
-        action_items=tuple(items),
+        action_items=tuple(item for item, _ in read),
+        owner_sources=tuple(how for _, how in read),
     )
 
 
-def _action_item(body: str, where: str) -> ActionItem:
-    """``Owner: task (due: X)`` read strictly, else the lenient parser; an unowned item raises."""
+def _action_item(body: str, speakers: Sequence[str]) -> tuple[ActionItem, str]:
+    """One action-item bullet and how its owner was read (order in the module docstring)."""
     match = _OWNED.match(body)
     owner = speaker_label(match["owner"]) if match else None
     if match and owner:
         due = " ".join((match["due"] or "").split())
-        return ActionItem(owner=owner, task=match["task"].strip(), due="" if _NO_DUE.match(due) else due)
+        return ActionItem(owner=owner, task=match["task"].strip(), due="" if _NO_DUE.match(due) else due), "explicit"
+    sentence = owner_from_sentence(body, speakers)
+    if sentence:
+        return ActionItem(owner=sentence[0], task=sentence[1]), "read_from_sentence"
     parsed = parse_action_item(body)
-    if not parsed.owner or not parsed.task:
-        raise DataError(f"{where}: action item {body!r} has no owner; expected '- Owner: task' "
-                        "(optionally '(due: Friday)')")
-    return ActionItem(owner=parsed.owner, task=parsed.task, due=parsed.due)
+    # The sentence reader already judged "Talk to Bao"-like leads; take only markup owners from here.
+    lead = body.startswith(parsed.owner) and body[len(parsed.owner):].lstrip()[:1].isalpha()
+    if parsed.owner and parsed.task and not lead:
+        return ActionItem(owner=parsed.owner, task=parsed.task, due=parsed.due), "explicit"
+    return ActionItem(owner="", task=" ".join(body.split()).rstrip(".")), "none"

@@ -69,10 +69,11 @@ def test_bad_timestamp_names_file_and_line(tmp_path: Path) -> None:
         load_dataset(tmp_path)
 
 
-def test_unowned_action_item_names_md_file_and_line(tmp_path: Path) -> None:
+def test_unowned_action_item_is_kept_without_owner(tmp_path: Path) -> None:
     _meeting(tmp_path, "m", minutes="## Action items\n- Aiko: call\n- think about it more\n")
-    with pytest.raises(DataError, match=r"m\.md:3: action item 'think about it more' has no owner; expected '- Owner: task'"):
-        load_dataset(tmp_path)
+    (task,) = load_dataset(tmp_path)
+    assert [(a.owner, a.task) for a in task.action_items] == [("Aiko", "call"), ("", "think about it more")]
+    assert task.meta["action_owner_sources"] == ["explicit", "none"]
 
 
 def test_empty_folder_empty_minutes_and_field_map(tmp_path: Path) -> None:

@@ -63,7 +63,8 @@ def test_malformed_json_names_file_and_line(tmp_path):
     "over, pattern",
     [({"transcript": ""}, "field 'transcript' is empty"), ({"transcript": 3}, "field 'transcript' has type int"),
      ({"reference_minutes": None}, "field 'reference_minutes' is missing"), ({"topics": "x"}, "field 'topics'"),
-     ({"action_items": ["no owner here"]}, r"action_items\[0\]")],
+     ({"action_items": ["Bao:  "]}, r"action_items\[0\] has no task text"),
+     ({"action_items": [{"owner": "Bao"}]}, r"action_items\[0\] expected")],
 )
 def test_bad_fields(tmp_path, over, pattern):
     path = _write(tmp_path, [json.dumps(_record(1)), json.dumps(_record(2, **over))])

@@ -97,4 +97,4 @@ def test_s_val_mean_and_items():
         s_val(["a"], [TASK, TASK])
     with pytest.raises(ValueError):
         s_val([], [])
-    assert SCORER_VERSION == "mm-3"
+    assert SCORER_VERSION == "mm-4"

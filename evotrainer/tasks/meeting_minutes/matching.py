@@ -16,7 +16,9 @@ topic two of three).
 1. the owner matches (:mod:`~evotrainer.tasks.meeting_minutes.owners`: first name <-> full name,
    titles dropped, role aliases such as "the PM" <-> "Project Manager", plus aliases the caller
    passes per ground-truth owner); when no owner was parsed, the owner's name or an alias appearing
-   in the item's raw text counts; and
+   in the item's raw text counts. A ground-truth item without an owner (``owner == ""``: a free-text
+   item from a public corpus whose sentence names no one, see :mod:`evotrainer.datasets.action_items`)
+   passes this step for every predicted item, so it is matched on its task text alone; and
 2. the task matches. Without an embedder (lexical): at least :data:`TASK_OVERLAP_THRESHOLD` of the
    ground-truth task's content stems occur in the predicted item's text; the pair's score is that
    share. With an embedder: the cosine similarity of the predicted task text (the parsed task, or
@@ -203,7 +205,7 @@ def match_action_items(
         (i, j)
         for j, gold in enumerate(truth)
         for i, pred in enumerate(predicted)
-        if owner_matches(pred, gold.owner, _aliases_for(gold.owner, aliases))
+        if not gold.owner.strip() or owner_matches(pred, gold.owner, _aliases_for(gold.owner, aliases))
     ]
     if embedder is None:
         scored = [(i, j, _task_overlap(predicted[i], truth[j])) for i, j in owned]

@@ -2,7 +2,8 @@
 
 ``meta_score`` = mean of ROUGE-Lsum F1 against the reference minutes and action-item F1 (the reward's
 matcher, :func:`evotrainer.tasks.meeting_minutes.matching.action_f1`). Items without ground-truth
-action items (e.g. QMSum) score ROUGE-Lsum alone. A degenerate output (see
+action items (e.g. QMSum) score ROUGE-Lsum alone; a ground-truth item without an owner (a free-text
+item whose sentence names no one) is matched on its task text alone. A degenerate output (see
 :mod:`~evotrainer.tasks.meeting_minutes.guard`) scores 0.
 
 ROUGE (Lin 2004, "ROUGE: A Package for Automatic Evaluation of Summaries") is computed with Google's
@@ -51,8 +52,10 @@ from evotrainer.tasks.meeting_minutes.text_units import UnicodeTokenizer, senten
 
 __all__ = ["SCORER_VERSION", "meta_score", "rouge_l", "rouge_lsum", "s_val"]
 
-SCORER_VERSION = "mm-3"
-"""mm-3: Unicode tokenizer, ROUGE-Lsum on sentence-split text, owner aliases, Hungarian matching."""
+SCORER_VERSION = "mm-4"
+"""mm-4: the guard's speaker-continuation check; ground-truth items without an owner match on task text.
+
+mm-3: Unicode tokenizer, ROUGE-Lsum on sentence-split text, owner aliases, Hungarian matching."""
 
 
 @lru_cache(maxsize=2)

@@ -72,7 +72,8 @@ def format_minutes(topics: Sequence[str], decisions: Sequence[str], items: Seque
     lines += [f"- {d}" for d in decisions] or ["- None"]
     lines += ["", "## Action items"]
     for item in items:
-        lines.append(f"- {item.owner}: {item.task}" + (f" ({item.due})" if item.due else ""))
+        owner = f"{item.owner}: " if item.owner.strip() else ""  # an unowned item is its task alone
+        lines.append(f"- {owner}{item.task}" + (f" ({item.due})" if item.due else ""))
     if not items:
         lines.append("- None")
     return "\n".join(lines)
