@@ -68,6 +68,7 @@ from evotrainer.archive import ArchiveStore, HarnessCandidateRow, archive_path
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.config import Config, OuterConfig
 from evotrainer.errors import EvoTrainerError
+from evotrainer.generalisation import Generalisation, compare, to_payload
 from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
@@ -363,6 +364,7 @@ class EvolveSummary:
     rollbacks: list[dict[str, Any]] = field(default_factory=list)
     candidates: int = 0
     generated_tokens: int = 0
+    generalisation: Generalisation | None = None  # the final best vs the best seed, paired, per split
 
 
 def _run_id(cfg: Config, config_dict: dict) -> str:
@@ -443,9 +445,10 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     # ---- 3. outer generations -------------------------------------------------------------------
     out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run)
 
-    # ---- 4. held-out score of the final best, summary ---------------------------------------------
+    # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
-    heldout_s_val = objective.heldout(inc.best, heldout, inc.outer_generation).s_val if heldout else None
+    gen = _generalisation(objective, keep[0], inc, heldout, rec, cfg.seed)
+    heldout_s_val = (gen.heldout.best_mean if gen is not None and gen.heldout is not None else None)
     summary = EvolveSummary(
         run_id=run_id, archive=db_path, initial_best=keep[0], initial_s_val=out.s_val_curve[0], best=inc.best,
         best_s_val=inc.s_val, rollouts=evaluator.rollouts,
@@ -453,7 +456,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
         s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
         selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=llm.tokens,
+        generated_tokens=llm.tokens, generalisation=gen,
     )
     rec.event("summary", initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id,
               best_s_val=inc.s_val, best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val,
@@ -468,6 +471,26 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     print_summary(console, summary, inc)
     print_operator_stats(console, objective.operator_stats)
     return summary
+
+
+def _generalisation(objective: LLMObjective, baseline: Policy, inc: ArchivedPair, heldout: Sequence[Any],
+                    rec: RunRecorder, seed: int) -> Generalisation | None:
+    """The final best vs the best seed (the first incumbent), paired on the selection items and on the
+    held-out items (both scored there in one batched call, archived as ``meta_heldout``); archived as a
+    ``generalisation`` event and returned for the summary. None when a selection vector is missing."""
+    sel_a, sel_b = objective.vector(baseline), objective.vector(inc.best)
+    held_vals = None
+    if heldout:
+        policies = [baseline] if baseline.genome_hash == inc.best.genome_hash else [baseline, inc.best]
+        evals = objective.meta_many(policies, heldout, "meta_heldout", None, inc.outer_generation)
+        held_vals = (list(evals[0].per_item), list(evals[-1].per_item))
+    if sel_a is None or sel_b is None:
+        return None
+    gen = compare(baseline.id, inc.best.id, (sel_a, sel_b), held_vals, seed=seed,
+                  selection_ids=[t.task_id for t in objective.order],
+                  heldout_ids=[t.task_id for t in heldout] if heldout else None)
+    rec.event("generalisation", **to_payload(gen))
+    return gen
 
 
 def _screened_start(

@@ -210,7 +210,7 @@ class LLMObjective:
         self.selection, self.screen, self.forbidden = list(selection), list(screen), forbidden
         self.order = race_order(self.selection, self.screen)  # per-item vectors are in this order
         self._position = {id(t): i for i, t in enumerate(self.order)}
-        self.stages = race_stages(len(self.order), max(len(self.screen), 1), cfg.outer.race.sizes)
+        self.stages = race_stages(len(self.order), max(len(self.screen), 1), cfg.outer.race.sizes) if self.order else ()
         self.inner_cfg = inner_config(cfg)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
@@ -332,6 +332,8 @@ class LLMObjective:
         slots = max(self.cfg.outer.screen_top_k - 1, 0)
         lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
         chosen = [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
+        if not self.stages:
+            raise EvoTrainerError("racing needs at least one selection item (the meta-validation set is empty)")
         reference = self.incumbent if self.incumbent is not None else (population[0] if population else result.best)
         ref = self.vector(reference)
         if ref is None:  # a reference never scored on every item (objectives driven without the outer loop)

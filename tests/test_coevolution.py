@@ -116,10 +116,21 @@ def test_incumbent_curve_logged_and_held_out_never_selects(two_runs) -> None:
     held_ids = {t.task_id for t in heldout}
     assert {e.batch_id for e in meta_val} == {batch_id_for(selection)}
     assert all(e.n_tasks <= len(selection) for e in screens)
-    assert len(held) == 1 and held[0].batch_id == batch_id_for(heldout) and held[0].policy_id == a.best.id
-    assert summary.payload["heldout_s_val"] == pytest.approx(a.heldout_s_val)
+    # the final best and the best seed alone are scored on the held-out part (one row each; one if the same)
+    assert {e.policy_id for e in held} == {a.best.id, a.initial_best.id} and len(held) <= 2
+    assert all(e.batch_id == batch_id_for(heldout) for e in held)
+    best_row = next(e for e in held if e.policy_id == a.best.id)
+    assert summary.payload["heldout_s_val"] == pytest.approx(a.heldout_s_val) == pytest.approx(best_row.total)
+    (gen,) = store_events(a, "generalisation")
+    assert gen.payload["heldout"]["n"] == len(heldout) and gen.payload["baseline_id"] == a.initial_best.id
+    assert a.generalisation is not None and a.generalisation.best_id == a.best.id
     assert set(setup.payload["heldout_items"]) == held_ids
     assert held_ids.isdisjoint(setup.payload["selection_items"] + setup.payload["screen_items"])
+
+
+def store_events(summary, kind: str):
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        return store.events(summary.run_id, kind=kind)
 
 
 def test_screening_subset_is_fixed_and_stratified() -> None:
