@@ -229,6 +229,9 @@ class RaceConfig:
     # wrong drop only loses one candidate while every item evaluated costs a rollout
     drop_level: float = 0.8
     survivors: int = 1  # policies per harness candidate that go on after each stage
+    # before the last stage, stop a policy whose paired mean difference is <= this (S_val units; null = never):
+    # it points the wrong way, and going on to every selection item would cost a rollout per item
+    futility: float | None = 0.0
 
 
 @dataclass

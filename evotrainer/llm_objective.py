@@ -349,7 +349,7 @@ class LLMObjective:
 
         rc = self.cfg.outer.race
         race = run_race(len(chosen), ref, evaluate, self.stages, level=rc.level, drop_level=rc.drop_level,
-                        survivors=rc.survivors)
+                        survivors=rc.survivors, futility=rc.futility)
         for p in chosen:
             if self.vector(p) is not None:
                 self.front[p.id] = p

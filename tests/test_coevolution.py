@@ -196,7 +196,7 @@ def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> No
         assert race["leader"] == cand.best_policy_id
         mine = [e for e in screens if e.harness_id == cand.harness_id]
         assert race["evaluations"] == sum(e.n_tasks for e in mine)
-        assert {x["status"] for x in race["entries"]} <= {"worse", "cut", "better", "undecided"}
+        assert {x["status"] for x in race["entries"]} <= {"worse", "futile", "cut", "better", "undecided"}
         leader = next(x for x in race["entries"] if x["policy_id"] == race["leader"])
         ref = [i for i in incumbents if i["outer_generation"] < cand.outer_generation][-1]
         assert cand.screen_s_val == pytest.approx(ref["s_val"] + leader["mean"])

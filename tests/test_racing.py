@@ -56,7 +56,8 @@ def test_race_drops_a_clearly_worse_candidate_early_and_keeps_an_undecided_one()
     worse = [v - 0.15 for v in ref]  # clearly worse on every item
     close = [v + rng.normal(0, 0.03) for v in ref]  # indistinguishable
     calls: list[tuple] = []
-    race = run_race(2, ref, _evaluator({0: worse, 1: close}, calls), race_stages(n, 8, [16]), survivors=1)
+    race = run_race(2, ref, _evaluator({0: worse, 1: close}, calls), race_stages(n, 8, [16]), survivors=1,
+                    futility=None)
     first, second = race.entries
     assert first.status == "worse" and first.items == 8  # dropped after the first stage
     assert second.status in {"undecided", "better"} and second.items == n  # continued to every item
@@ -161,3 +162,12 @@ def test_race_order_puts_the_screen_first_and_spreads_prefixes() -> None:
     assert sorted(t.task_id for t in order) == sorted(t.task_id for t in items)
     lengths = [len(t.transcript.split()) for t in order[3:7]]
     assert max(lengths) - min(lengths) >= 8  # the next stage spans short and long transcripts
+
+
+def test_futility_stops_a_candidate_pointing_the_wrong_way_before_the_last_stage() -> None:
+    ref = [0.3] * 30
+    slightly_worse = [0.3 - (0.01 if i % 2 else -0.006) for i in range(30)]  # mean -0.002, not confidently worse
+    race = run_race(1, ref, _evaluator({0: slightly_worse}, []), (8, 16, 30), futility=0.0)
+    assert race.entries[0].status == "futile" and race.entries[0].items == 8 and race.evaluations == 8
+    race = run_race(1, ref, _evaluator({0: slightly_worse}, []), (8, 16, 30), futility=None)
+    assert race.entries[0].status == "undecided" and race.entries[0].items == 30

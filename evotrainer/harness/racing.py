@@ -13,7 +13,11 @@ small item set, drops every candidate that is already confidently worse than the
 continues the others on more items, up to the whole selection set. On top of that, only the best
 ``survivors`` candidates by paired mean go on after each stage (successive halving's cut, Jamieson
 & Talwalkar 2016): one harness candidate promotes at most one policy, so paying for a second one on
-every item buys nothing. The reference (the incumbent) is already scored on every item.
+every item buys nothing. With ``futility`` set, a candidate whose paired mean is at or below it
+after a stage that is not the last also stops (a non-binding futility stop, as in group-sequential
+trials, Jennison & Turnbull 2000, ch. 10): its estimated effect points the wrong way, so it is very
+unlikely to reach a lower bound above 0 on the remaining items, and every item costs a rollout.
+The reference (the incumbent) is already scored on every item.
 
 All functions are pure; scores are higher-is-better per-item values (S_val items, in [0, 1]).
 """
@@ -131,7 +135,8 @@ class RaceEntry:
         items: items it was evaluated on (a prefix of the race order).
         bound: its paired bounds against the reference on those items, at ``level`` for the
             ``better`` decision (the ``worse`` decision used ``drop_level``).
-        status: ``"worse"`` (dropped: confidently worse), ``"cut"`` (not among the stage's
+        status: ``"worse"`` (dropped: confidently worse), ``"futile"`` (stopped: paired mean at or
+            below the futility bound before the last stage), ``"cut"`` (not among the stage's
             survivors), ``"better"`` (confidently better on every item), ``"undecided"`` (ran every
             item, neither).
     """
@@ -165,7 +170,7 @@ Evaluate = Callable[[Sequence[int], int, int], Sequence[Sequence[float | None]]]
 
 def run_race(
     n_candidates: int, reference: Sequence[float], evaluate: Evaluate, stages: Sequence[int], *,
-    level: float = 0.95, drop_level: float = 0.95, survivors: int = 1,
+    level: float = 0.95, drop_level: float = 0.95, survivors: int = 1, futility: float | None = None,
 ) -> Race:
     """Race ``n_candidates`` policies against a reference scored on every item (module docstring).
 
@@ -179,6 +184,8 @@ def run_race(
         level: one-sided confidence of the promotion bound (``better``), in (0.5, 1).
         drop_level: one-sided confidence of the drop bound (``worse``), in (0.5, 1).
         survivors: candidates that go on after each stage but the last, >= 1.
+        futility: stop a candidate whose paired mean is <= this after a stage but the last (S_val
+            units; None = never).
 
     Returns:
         The :class:`Race`.
@@ -217,6 +224,8 @@ def run_race(
                 ended[i] = RaceEntry(i, end, keep, "worse")
             elif last:
                 ended[i] = RaceEntry(i, end, keep, "better" if keep.better else "undecided")
+            elif futility is not None and keep.mean <= futility:
+                ended[i] = RaceEntry(i, end, keep, "futile")
             else:
                 going.append((-keep.mean, i))
         going.sort()
