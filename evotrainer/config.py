@@ -443,8 +443,11 @@ def validate(cfg: Config) -> None:
     _check(0.5 < o.race.level < 1, "outer.race.level", "in (0.5, 1)", o.race.level)
     _check(0.5 < o.race.drop_level < 1, "outer.race.drop_level", "in (0.5, 1)", o.race.drop_level)
     _check(o.race.survivors >= 1, "outer.race.survivors", ">= 1", o.race.survivors)
-    _check(all(isinstance(k, int) and k >= 1 for k in o.race.sizes), "outer.race.sizes",
-           "a list of item counts >= 1", o.race.sizes)
+    _check(all(isinstance(k, int) and k > o.screen_size for k in o.race.sizes)
+           and all(a < b for a, b in zip(o.race.sizes, o.race.sizes[1:], strict=False)), "outer.race.sizes",
+           f"increasing item counts above outer.screen_size ({o.screen_size})", list(o.race.sizes))
+    _check(o.race.futility is None or -1 <= o.race.futility <= 1, "outer.race.futility",
+           "null or an S_val difference in [-1, 1]", o.race.futility)
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)

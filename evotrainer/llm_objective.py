@@ -412,7 +412,8 @@ class LLMObjective:
         t0 = time.perf_counter()
         n = len(policies)
         where = "gen 0" if harness_id == "h0" else harness_id or "final"
-        label = f"{where}: {_KIND_WORDS.get(kind, kind)} {n} polic{'y' if n == 1 else 'ies'} on {len(items)} items"
+        words = "screening" if (kind == "meta_screen" and harness_id == "h0") else _KIND_WORDS.get(kind, kind)
+        label = f"{where}: {words} {n} polic{'y' if n == 1 else 'ies'} on {len(items)} items"
         with task(label, planned_requests(policies, items), console=self.console):
             evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
         self.timings["meta-validation"] = self.timings.get("meta-validation", 0.0) + time.perf_counter() - t0

@@ -1,18 +1,23 @@
 """Build ``validation_set/qmsum_meetings.jsonl``: real QMSum meeting windows for the meta-validation set.
 
-Run from the repository root with the shared data beside it (the product never reads ``../shared``):
+The input is the 152-window QMSum extract the project keeps for tests and benchmarks
+(``../shared/data/qmsum_meetings.jsonl``, from github.com/Yale-LILY/QMSum, MIT); the product never reads
+it. Run from the repository root:
 
-    python scripts/make_qmsum_validation.py ../shared/data/qmsum_meetings.jsonl validation_set/qmsum_meetings.jsonl
+    python scripts/make_qmsum_validation.py ../shared/data/qmsum_meetings.jsonl validation_set/qmsum_meetings.jsonl \
+        [--rest unseen.jsonl]
 
 Picks ``N_PER_DOMAIN`` windows of each QMSum domain (Academic: ICSI meetings; Committee: parliamentary
-committees) among windows of at most ``MAX_WORDS`` words (the longer ones cost several times a
-hand-written item per rollout), evenly spaced over their length ranks, so the subset spans short and
-long windows. Deterministic: depends only on the input file. The rest of the 152 windows stay
-unseen by selection (``mode=evaluate`` on them is the real-meeting check, see the README).
+committees), from any of QMSum's train/val/test splits, among windows of at most ``MAX_WORDS`` words
+(the longer ones cost several times a hand-written item per rollout), evenly spaced over their length
+ranks, so the subset spans short and long windows. Deterministic: depends only on the input file.
+``--rest`` also writes the windows *not* picked: the real meetings no selection of the main job saw,
+for the held-out check with ``mode=evaluate`` (README).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 
@@ -32,15 +37,29 @@ def pick(rows: list[dict]) -> list[dict]:
     return sorted(out, key=lambda r: r["id"])
 
 
-def main(src: str, dst: str) -> None:
-    with open(src, encoding="utf-8") as f:
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description="Pick the QMSum windows shipped in validation_set/.")
+    parser.add_argument("source", help="the 152-window QMSum JSONL (../shared/data/qmsum_meetings.jsonl)")
+    parser.add_argument("out", help="where to write the picked windows (validation_set/qmsum_meetings.jsonl)")
+    parser.add_argument("--rest", help="also write the windows not picked to this JSONL")
+    args = parser.parse_args(argv)
+    with open(args.source, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
     chosen = pick(rows)
-    with open(dst, "w", encoding="utf-8") as f:
-        for r in chosen:
+    _write(args.out, chosen)
+    print(f"{args.out}: {len(chosen)} windows ({', '.join(r['id'] for r in chosen)})")
+    if args.rest:
+        ids = {r["id"] for r in chosen}
+        rest = [r for r in rows if r["id"] not in ids]
+        _write(args.rest, rest)
+        print(f"{args.rest}: {len(rest)} windows never used by selection")
+
+
+def _write(path: str, rows: list[dict]) -> None:
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
-    print(f"{dst}: {len(chosen)} windows ({', '.join(r['id'] for r in chosen)})")
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:3])
+    main(sys.argv[1:])

@@ -171,3 +171,14 @@ def test_futility_stops_a_candidate_pointing_the_wrong_way_before_the_last_stage
     assert race.entries[0].status == "futile" and race.entries[0].items == 8 and race.evaluations == 8
     race = run_race(1, ref, _evaluator({0: slightly_worse}, []), (8, 16, 30), futility=None)
     assert race.entries[0].status == "undecided" and race.entries[0].items == 30
+
+
+def test_race_config_is_validated_with_the_key_named() -> None:
+    from evotrainer.config import Config, validate
+    from evotrainer.errors import ConfigError
+
+    for key, value in (("sizes", [4]), ("sizes", [30, 20]), ("level", 1.5), ("survivors", 0), ("futility", 5.0)):
+        cfg = Config()
+        setattr(cfg.outer.race, key, value)
+        with pytest.raises(ConfigError, match=f"outer.race.{key}"):
+            validate(cfg)
