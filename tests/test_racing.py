@@ -182,3 +182,20 @@ def test_race_config_is_validated_with_the_key_named() -> None:
         setattr(cfg.outer.race, key, value)
         with pytest.raises(ConfigError, match=f"outer.race.{key}"):
             validate(cfg)
+
+
+def test_race_summary_counts_races_and_promotions(tmp_path) -> None:
+    from evotrainer.archive import views
+
+    store = ArchiveStore(tmp_path / "archive.db")
+    rec = RunRecorder(store, "run")
+    rec.start(0, {})
+    rec.event("race", harness_id="g1c0", evaluations=40,
+              entries=[{"status": "futile"}, {"status": "worse"}, {"status": "undecided"}])
+    rec.event("race", harness_id="g1c1", evaluations=24, entries=[{"status": "futile"}])
+    rec.event("promotion", promoted=False)
+    rec.event("promotion", promoted=True)
+    got = views.race_summary(store, "run")
+    store.close()
+    assert got == {"races": 2, "evaluations": 64, "entries": 4,
+                   "by_status": {"futile": 2, "worse": 1, "undecided": 1}, "promotions": 2, "promoted": 1}

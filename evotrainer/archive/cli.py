@@ -33,7 +33,7 @@ from evotrainer.archive.store import ArchiveStore, open_archive
 from evotrainer.archive.textsafe import clip, dumps, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.generalisation import render_table
+from evotrainer.generalisation import render_table, to_payload
 
 __all__ = ["app", "main"]
 
@@ -178,8 +178,9 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
             g = views.run_generalisation(store, ov["run_id"])
         except ArchiveError:
             g = None
+        races = views.race_summary(store, ov["run_id"])
     if as_json:
-        _emit_json(ov)
+        _emit_json({**ov, "racing": races, "generalisation": None if g is None else to_payload(g)})
         return
     b = ov["budget"]
     console = _console()
@@ -200,6 +201,13 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
                   str(k["generated_tokens"]), f"{k['seconds']:.0f}")
     console.print(t)
     console.print(_kv_table("config", list(ov["config"].items())))
+    if races["races"]:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(races["by_status"].items()))
+        console.print(_kv_table("racing (candidates' policies vs the incumbent)", [
+            ("races", races["races"]), ("policies raced", f"{races['entries']} ({statuses})"),
+            ("item evaluations", races["evaluations"]),
+            ("promotion decisions", f"{races['promotions']}, {races['promoted']} promoted (paired lower bound > 0)"),
+        ]))
     if g is not None:
         console.print(render_table(g))
         console.print(Text(f"generalisation: {terminal_safe(g.verdict)}"))

@@ -34,6 +34,7 @@ __all__ = [
     "policy_detail",
     "policy_json",
     "resolve_policy",
+    "race_summary",
     "rollbacks",
     "run_generalisation",
     "run_overview",
@@ -507,6 +508,25 @@ def lineage_graph(store: ArchiveStore, run_id: str, policy_id: str) -> dict[str,
 
 
 # --- generalisation (final best vs best seed) and sweeps ----------------------------------------------
+
+
+def race_summary(store: ArchiveStore, run_id: str) -> dict[str, Any]:
+    """How the run's candidates raced the incumbent and how promotions were decided.
+
+    Returns:
+        ``races`` (race events), ``evaluations`` (policy-item evaluations spent racing), ``entries`` (policies
+        raced), ``by_status`` (status -> count: worse, futile, cut, better, undecided), ``promotions``
+        (whole-set decisions), ``promoted`` (decisions whose paired lower bound was above 0).
+    """
+    races = [e.payload for e in store.events(run_id, kind="race")]
+    decisions = [e.payload for e in store.events(run_id, kind="promotion")]
+    by_status: dict[str, int] = {}
+    for race in races:
+        for entry in race.get("entries", []):
+            by_status[str(entry.get("status"))] = by_status.get(str(entry.get("status")), 0) + 1
+    return {"races": len(races), "evaluations": sum(int(r.get("evaluations", 0)) for r in races),
+            "entries": sum(by_status.values()), "by_status": by_status, "promotions": len(decisions),
+            "promoted": sum(1 for d in decisions if d.get("promoted"))}
 
 
 def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
