@@ -574,13 +574,14 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
     Returns:
         dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and
         heldout: n, both means, mean/low/high of the difference, wins/losses/ties, or None; held,
-        verdict), skipped (archive, run_id, reason: no generalisation event, unreadable archive),
+        verdict), skipped (archive, run_id, reason: no summary yet, finished without a generalisation event, a repeated run id, unreadable archive),
         pooled ({"heldout": ..., "selection": ...}, each a
         :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None) and level.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     gens: list[Generalisation] = []
+    seen: dict[str, str] = {}  # run id -> archive: a repeated run (same seed + config) is not a new sample
     for loc in locations:
         base = {"archive": str(loc.path), "job": loc.job, "overrides": list(loc.overrides)}
         try:
@@ -595,9 +596,17 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                         skipped.append({**base, "run_id": run.run_id, "reason": str(exc)})
                         continue
                     if g is None:
-                        skipped.append({**base, "run_id": run.run_id,
-                                        "reason": "no generalisation event (still running, crashed, or older code)"})
+                        done = bool(store.events(run.run_id, kind="summary"))
+                        reason = ("finished without a generalisation event (made by older code)" if done
+                                  else "no summary yet (still running, or crashed)")
+                        skipped.append({**base, "run_id": run.run_id, "reason": reason})
                         continue
+                    if run.run_id in seen:
+                        skipped.append({**base, "run_id": run.run_id,
+                                        "reason": f"same run id as {seen[run.run_id]} (same seed and config): "
+                                                  "counted once"})
+                        continue
+                    seen[run.run_id] = str(loc.path)
                     gens.append(g)
                     rows.append({**base, "run_id": run.run_id, "seed": run.seed, "baseline_id": g.baseline_id,
                                  "best_id": g.best_id, "selection": _split_row(g.selection),

@@ -75,7 +75,7 @@ def test_sweep_json_lists_runs_skips_and_pools_by_item(sweep_dir: Path, capsys) 
     assert [(r["job"], r["seed"], r["best_id"]) for r in doc["runs"]] == [("0_seed0", 0, "best0"), ("1_seed1", 1, "best1")]
     assert all(r["baseline_id"] == "strict_short" for r in doc["runs"])
     assert doc["runs"][0]["heldout"]["n"] == 6 and doc["runs"][0]["selection"]["wins"] == 5
-    assert len(doc["skipped"]) == 1 and "no generalisation event" in doc["skipped"][0]["reason"]
+    assert len(doc["skipped"]) == 1 and "no summary yet" in doc["skipped"][0]["reason"]
     p = doc["pooled"]["heldout"]
     assert (p["runs"], p["n"], p["pairs"], p["by_item"]) == (2, 6, 12, True)  # the same items: 6 clusters
     expected = pool([_gen(0, [0.04, -0.02, 0.05, 0.01, -0.03, 0.02], "x"),
