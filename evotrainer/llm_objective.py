@@ -379,7 +379,8 @@ class LLMObjective:
         tokens0 = self.meter.tokens
         missing = [t for i, t in enumerate(self.order) if i not in self._items.get(policy.genome_hash, {})]
         if missing:
-            evaluation = self.meta_many([policy], missing, "meta_screen", harness_id, outer_generation)[0]
+            evaluation = self.meta_many([policy], missing, "meta_screen", harness_id, outer_generation,
+                                        words="whole selection set, items not yet scored:")[0]
             if evaluation.s_val is None:
                 self.rec.meta(evaluation, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
                 return FullScore(None, None, self.meter.tokens - tokens0)
@@ -406,13 +407,14 @@ class LLMObjective:
         return self.meta_many([policy], items, "meta_heldout", None, outer_generation)[0]
 
     def meta_many(self, policies: Sequence[Policy], items: Sequence[MeetingTask], kind: str,
-                   harness_id: str | None, outer_generation: int) -> list[MetaEvaluation]:
+                   harness_id: str | None, outer_generation: int, words: str | None = None) -> list[MetaEvaluation]:
         """``policies`` scored on ``items`` in one batched call, each archived as ``kind``; per-item values on
         selection items are remembered (a failed item counts 0, as in S_val)."""
         t0 = time.perf_counter()
         n = len(policies)
         where = "gen 0" if harness_id == "h0" else harness_id or "final"
-        words = "screening" if (kind == "meta_screen" and harness_id == "h0") else _KIND_WORDS.get(kind, kind)
+        if words is None:
+            words = "screening" if (kind == "meta_screen" and harness_id == "h0") else _KIND_WORDS.get(kind, kind)
         label = f"{where}: {words} {n} polic{'y' if n == 1 else 'ies'} on {len(items)} items"
         with task(label, planned_requests(policies, items), console=self.console):
             evaluations = list(self.evaluator.meta_evaluate(list(policies), items))
