@@ -1,13 +1,15 @@
 """``python -m evotrainer.archive <command> ARCHIVE ...`` (or ``evotrainer-archive``): browse a run's lineage archive.
 
 Commands: ``runs``, ``show``, ``policy``, ``lineage``, ``diff``, ``best``, ``harness``, ``rollbacks``,
-``export``, ``report``, ``sweep``. Tables for people, ``--json`` for scripts. ARCHIVE is an ``archive.db``
+``export``, ``report``, ``sweep``, ``checkpoint``. Tables for people, ``--json`` for scripts. ARCHIVE is an ``archive.db``
 or a folder holding exactly one (``runs`` and ``sweep`` accept any folder and read every archive below
 it, e.g. a Hydra multirun sweep). The run defaults to the last run in the file; a policy to the best one (highest
 meta-validation S_val); policy ids may be given by a unique prefix.
 
-Archives are opened read-only (no lock held), so a run that is still going can be browsed. Errors
-print one line and exit with status 2; ``--debug`` shows the traceback instead.
+Archives are opened read-only (no lock held, nothing written beside them), so a run that is still going,
+or an archive on a read-only mount, can be browsed. ``checkpoint`` alone writes to the archive (it folds
+``archive.db-wal`` into ``archive.db``); ``report`` and ``export`` write their own files. Errors print one
+line and exit with status 2; ``--debug`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from rich.text import Text
 from evotrainer.archive import views
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
-from evotrainer.archive.store import ArchiveStore, open_archive
+from evotrainer.archive.store import ArchiveStore, checkpoint_archive, open_archive
 from evotrainer.archive.textsafe import clip, dumps, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
@@ -39,7 +41,8 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="evotrainer-archive",
-    help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report.",
+    help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report; "
+    "`checkpoint` folds a killed run's archive.db-wal into archive.db.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -400,20 +403,52 @@ def export(
 @_friendly
 def report(
     archive: ArchiveArg,
-    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write")] = Path("report.html"),
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o", show_default=False,
+        help="HTML file to write (default: report.html in the run folder, beside archive.db)")] = None,
     run: RunOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a self-contained HTML report (plots, lineage graph with clickable prompts); open it from disk."""
+    """Write a self-contained HTML report (plots, lineage graph with clickable prompts) into the run folder.
+
+    It goes to RUN_DIR/report.html, beside archive.db, unless --out names another file (needed for a read-only run).
+    """
     from evotrainer.archive.report import write_report
 
-    with _open(archive) as store:
+    path = resolve_archive(archive)
+    target = out if out is not None else path.parent / "report.html"
+    with open_archive(path, read_only=True) as store:
         rid = views.pick_run(store, run).run_id
-        path = write_report(store, rid, out)
+        try:
+            written = write_report(store, rid, target)
+        except ArchiveError as exc:
+            if out is not None:
+                raise
+            raise ArchiveError(f"{exc}; pass --out FILE to write the report elsewhere") from None
     if as_json:
-        _emit_json({"report": str(path), "run_id": rid})
+        _emit_json({"report": str(written), "run_id": rid})
         return
-    _console().print(Text(f"report written: {terminal_safe(path)}"))
+    _console().print(Text(f"report written: {terminal_safe(written)}"))
+
+
+@app.command()
+@_friendly
+def checkpoint(
+    archive: ArchiveArg,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fold archive.db-wal into archive.db (SQLite wal_checkpoint(TRUNCATE)), so archive.db alone holds every row.
+
+    Run it where the run was written (a writable folder), after the run ended or was killed.
+    """
+    path = resolve_archive(archive)
+    folded = checkpoint_archive(path)
+    if as_json:
+        _emit_json({"archive": str(path), "wal_bytes": folded})
+        return
+    msg = (f"{path}: no WAL to fold in" if folded == 0
+           else f"{path}: {folded} bytes of WAL folded in; {path.name} alone now holds every row")
+    _console().print(Text(terminal_safe(msg)))
 
 
 # --- sweeps ---------------------------------------------------------------------------------------

@@ -3,15 +3,32 @@
 Plain stdlib ``sqlite3`` with explicit transactions (``isolation_level=None``): every write method is
 one ``BEGIN IMMEDIATE`` ... ``COMMIT`` (rolled back on any error, so a failing batch leaves nothing
 behind). The writer puts the file in WAL mode (sqlite.org/wal.html), so readers (a CLI or report while
-a run is going) open it with ``mode=ro`` and neither block the writer nor take a write lock.
-There is no UPDATE or DELETE in this package: only INSERT (and ``INSERT OR IGNORE`` for idempotent
-policy inserts).
+a run is going) neither block the writer nor take a write lock; closing a writer checkpoints the WAL into
+the file. There is no UPDATE or DELETE in this package: only INSERT (and ``INSERT OR IGNORE`` for
+idempotent policy inserts).
+
+Reading never writes beside the archive (:meth:`ArchiveStore._connect_read_only`): ``mode=ro`` on a WAL
+file creates ``-wal`` and ``-shm`` files when they are missing, and fails in a read-only folder
+(sqlite.org/wal.html, "Read-Only Databases"), so a reader picks one of three ways by what lies beside
+the file:
+
+- no ``-wal`` (or an empty one and no ``-shm``): nothing is connected to it and every row is in the file,
+  so it is opened ``immutable=1`` (sqlite.org/uri.html: read-only, no locks, no side files);
+- ``-wal`` and ``-shm``: a writer may be running, so ``mode=ro`` shares its WAL (reads a read-only
+  ``-shm`` on a read-only mount; SQLite >= 3.22);
+- ``-wal`` without ``-shm`` (a killed run's files copied without it): the file and its WAL are copied to
+  a temporary folder and read there.
+
+A file whose header says WAL but which holds no tables and has no ``-wal`` beside it is a copy of a
+killed run's ``archive.db`` without its ``archive.db-wal``: it is reported as such, never as empty.
 """
 
 from __future__ import annotations
 
+import shutil
 import socket
 import sqlite3
+import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -31,12 +48,41 @@ from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 from evotrainer.search.genome import Policy
 
-__all__ = ["DEFAULT_ARCHIVE_NAME", "ArchiveStore", "archive_path", "open_archive"]
+__all__ = ["DEFAULT_ARCHIVE_NAME", "ArchiveStore", "archive_path", "checkpoint_archive", "open_archive"]
 
 DEFAULT_ARCHIVE_NAME = "archive.db"
 """File name of a run's archive inside the Hydra run dir."""
 
 _BUSY_TIMEOUT_S = 10.0
+_CLOSE_CHECKPOINT_TIMEOUT_MS = 1000  # how long a closing writer waits for readers before leaving the WAL as is
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _side_file(path: Path, suffix: str) -> Path:
+    """``archive.db-wal`` / ``archive.db-shm`` beside ``path`` (SQLite appends the suffix to the name)."""
+    return path.with_name(path.name + suffix)
+
+
+def _wal_header(path: Path) -> bool:
+    """Whether the file's header marks a WAL-mode database (read and write versions 2, bytes 18-19).
+
+    Source: sqlite.org/fileformat2.html, "The Database Header".
+    """
+    try:
+        with path.open("rb") as f:
+            head = f.read(20)
+    except OSError:
+        return False
+    return len(head) == 20 and head[:16] == _SQLITE_MAGIC and head[18:20] == b"\x02\x02"
+
+
+def _missing_wal_error(path: Path) -> ArchiveError:
+    wal = _side_file(path, "-wal").name
+    shm = _side_file(path, "-shm").name
+    return ArchiveError(
+        f"{path}: the archive's rows are in {wal}, which is missing: copy {wal} (and {shm}) with it, "
+        "or run `python -m evotrainer.archive checkpoint <run dir>` where the run was written"
+    )
 
 
 def _genome_json(policy: Policy) -> str:
@@ -53,12 +99,13 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
 
     Args:
         path: the SQLite file. Writing mode creates it and its parent folder when missing.
-        read_only: open with ``mode=ro``: reads only, never a write lock, usable while a writer runs.
+        read_only: reads only, never a write lock, usable while a writer runs and on a read-only
+            mount; creates nothing beside the file (how: the module docstring).
 
     Raises:
         ArchiveError: the file is missing (read-only), not SQLite or corrupt, a SQLite file of another
-            application, or of a newer (or, read-only, older) schema version; the message names the
-            path and what was found.
+            application, or of a newer (or, read-only, older) schema version, or (read-only) a copy whose
+            ``-wal`` file was left behind; the message names the path and what was found.
 
     Example::
 
@@ -70,11 +117,13 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
     def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
         self.read_only = bool(read_only)
+        self._copy_dir: Path | None = None  # temporary copy of a file and its WAL (read-only, no -shm)
         self._conn = self._connect()
         try:
             self._check_and_migrate()
         except BaseException:
             self._conn.close()
+            self._drop_copy()
             raise
 
     # --- opening ----------------------------------------------------------------------------------
@@ -82,19 +131,55 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
     def _connect(self) -> sqlite3.Connection:
         try:
             if self.read_only:
-                if not self.path.is_file():
-                    raise ArchiveError(f"{self.path}: archive file not found")
-                uri = self.path.resolve().as_uri() + "?mode=ro"
-                conn = sqlite3.connect(uri, uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+                conn = self._connect_read_only()
             else:
                 if self.path.exists() and not self.path.is_file():
                     raise ArchiveError(f"{self.path}: expected an archive file, found a directory")
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 conn = sqlite3.connect(str(self.path), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
+            self._drop_copy()
             raise ArchiveError(f"{self.path}: cannot open archive ({exc})") from None
         conn.row_factory = sqlite3.Row
         return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        """Open for reading without writing beside the file (the three ways: the module docstring).
+
+        Raises:
+            ArchiveError: the file is missing.
+            sqlite3.Error: SQLite cannot open it (turned into ArchiveError by the caller).
+        """
+        if not self.path.is_file():
+            raise ArchiveError(f"{self.path}: archive file not found")
+        path = self.path.resolve()
+        wal, shm = _side_file(path, "-wal"), _side_file(path, "-shm")
+        wal_size = wal.stat().st_size if wal.is_file() else None
+        if wal_size is None or (wal_size == 0 and not shm.exists()):
+            return _connect_uri(path, "mode=ro&immutable=1")
+        if shm.exists():
+            conn = _connect_uri(path, "mode=ro")
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens the WAL lazily
+                return conn
+            except sqlite3.OperationalError:  # e.g. a -shm no process can map; read a copy instead
+                conn.close()
+            if wal_size == 0:
+                return _connect_uri(path, "mode=ro&immutable=1")
+        self._copy_dir = Path(tempfile.mkdtemp(prefix="evotrainer-archive-"))
+        try:
+            copy = self._copy_dir / path.name
+            shutil.copyfile(path, copy)
+            shutil.copyfile(wal, _side_file(copy, "-wal"))
+        except OSError as exc:
+            self._drop_copy()
+            raise ArchiveError(f"{self.path}: cannot copy the archive and its WAL to read them ({exc})") from None
+        return _connect_uri(copy, "mode=ro")
+
+    def _drop_copy(self) -> None:
+        copy_dir, self._copy_dir = self._copy_dir, None
+        if copy_dir is not None:
+            shutil.rmtree(copy_dir, ignore_errors=True)
 
     def _check_and_migrate(self) -> None:
         conn = self._conn
@@ -117,6 +202,8 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
             )
         if self.read_only:
             if fresh:
+                if _wal_header(self.path) and not _side_file(self.path.resolve(), "-wal").is_file():
+                    raise _missing_wal_error(self.path)
                 raise ArchiveError(f"{self.path}: not an EvoTrainer archive: an empty SQLite file")
             if version < SCHEMA_VERSION:
                 raise ArchiveError(
@@ -293,10 +380,23 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
     # --- lifetime ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent); a writer first checkpoints its WAL into the file.
+
+        SQLite checkpoints when the last connection to a file closes; the explicit checkpoint also covers
+        a writer closing while a reader (a CLI, a report) is still open, waiting for it at most
+        ``_CLOSE_CHECKPOINT_TIMEOUT_MS``. A checkpoint that cannot finish leaves the rows in the WAL,
+        where readers still find them.
+        """
         conn, self._conn = self._conn, None  # type: ignore[assignment]
         if conn is not None:
+            if not self.read_only:
+                try:
+                    conn.execute(f"PRAGMA busy_timeout = {_CLOSE_CHECKPOINT_TIMEOUT_MS}")
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                except sqlite3.Error:
+                    pass
             conn.close()
+        self._drop_copy()
 
     def __enter__(self) -> ArchiveStore:
         return self
@@ -314,6 +414,46 @@ def open_archive(path: str | Path, *, read_only: bool = True) -> ArchiveStore:
     if not Path(path).is_file():
         raise ArchiveError(f"{path}: archive file not found")
     return ArchiveStore(path, read_only=read_only)
+
+
+def checkpoint_archive(path: str | Path) -> int:
+    """Fold ``archive.db-wal`` into ``archive.db`` (``PRAGMA wal_checkpoint(TRUNCATE)``), so the file alone
+    holds every committed row and can be copied alone (sqlite.org/pragma.html#pragma_wal_checkpoint).
+
+    Meant for a killed run's archive, in the folder where it was written (``archive checkpoint``). Opens
+    the file for writing without migrating it; a file with no ``-wal`` beside it is left untouched.
+
+    Returns:
+        The size of the WAL that was folded in, bytes (0: there was none, or it was empty).
+
+    Raises:
+        ArchiveError: the file is missing, not an EvoTrainer archive (or its ``-wal`` is missing), the
+            folder or file is not writable, or another connection kept the checkpoint from finishing.
+    """
+    path = Path(path)
+    with ArchiveStore(path, read_only=True):  # validates it (and names a missing -wal) without writing
+        pass
+    wal = _side_file(path.resolve(), "-wal")
+    if not wal.is_file():
+        return 0
+    size = wal.stat().st_size
+    try:
+        conn = sqlite3.connect(str(path.resolve()), timeout=_BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise ArchiveError(f"{path}: cannot open archive for writing ({exc})") from None
+    try:
+        busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+    except sqlite3.Error as exc:
+        raise ArchiveError(f"{path}: cannot checkpoint (is the folder writable?): {exc}") from None
+    finally:
+        conn.close()
+    if busy:
+        raise ArchiveError(f"{path}: another process is using the archive; checkpoint again when it has ended")
+    return int(size)
+
+
+def _connect_uri(path: Path, query: str) -> sqlite3.Connection:
+    return sqlite3.connect(f"{path.as_uri()}?{query}", uri=True, timeout=_BUSY_TIMEOUT_S, isolation_level=None)
 
 
 def archive_path(configured: str | Path, run_dir: str | Path) -> Path:
