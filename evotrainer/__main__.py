@@ -4,7 +4,12 @@ Modes: ``mode=evaluate`` scores the seed population on the meta-validation set a
 ranked table; ``mode=evolve`` (the default of ``+experiment=meeting_minutes``) runs the co-evolution
 and writes a lineage archive under the Hydra run dir; ``mode=selfevolve`` runs LoRA self-evolution
 rounds (``selfevolve.*``) and archives each. Errors print one line naming the key or
-file and exit non-zero; ``debug=true`` shows the full traceback.
+file and exit with status 2; ``debug=true`` shows the full traceback.
+
+In a Hydra multirun (``-m``) a failing job raises instead of exiting: ``sys.exit`` inside a job ends
+the whole sweep (hydra#2551), while an exception is recorded by Hydra's launcher as that job's failure,
+the other jobs run, and the sweep exits non-zero at the end (Hydra's basic sweeper re-raises the first
+failure after its batch). The error line is also logged to the failing job's own log file.
 """
 
 from __future__ import annotations
@@ -42,6 +47,14 @@ def _run(dcfg: DictConfig) -> None:
         run_evolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg))
 
 
+def _multirun() -> bool:
+    """Whether this job runs inside a Hydra multirun (``-m``): ``HydraConfig.get().mode == RunMode.MULTIRUN``."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def _plain(dcfg: DictConfig) -> dict:
     from omegaconf import OmegaConf
 
@@ -55,6 +68,9 @@ def _app(dcfg: DictConfig) -> None:
         _run(dcfg)
     except EvoTrainerError as exc:
         if debug:
+            raise
+        if _multirun():  # let Hydra record this job's failure and run the others (hydra#2551)
+            log.error("error: %s", exc)
             raise
         print(f"error: {exc}", file=sys.stderr)
         print("(run with debug=true for the full traceback)", file=sys.stderr)
