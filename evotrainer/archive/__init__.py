@@ -13,7 +13,13 @@ from evotrainer.archive.schema import (
     RunInfo,
     SampleRow,
 )
-from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path, open_archive
+from evotrainer.archive.store import (
+    DEFAULT_ARCHIVE_NAME,
+    ArchiveStore,
+    archive_path,
+    checkpoint_archive,
+    open_archive,
+)
 
 __all__ = [
     "APPLICATION_ID",
@@ -30,5 +36,6 @@ __all__ = [
     "RunInfo",
     "SampleRow",
     "archive_path",
+    "checkpoint_archive",
     "open_archive",
 ]
