@@ -46,15 +46,16 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
                   f"{s.initial_best.id} {s.initial_s_val:.4f} → final best {s.best.id} {s.best_s_val:.4f} "
                   f"({s.best_s_val - s.initial_s_val:+.4f})")
     if s.best.operator == "seed":
-        console.print("  note: the final best is an unmodified seed policy; no evolved policy beat it on the "
-                      "screening items, so the change (if any) comes from selecting among seeds, not from variation.")
+        console.print("  note: the final best is an unmodified seed policy; no evolved policy was confidently "
+                      "better than it on the same items (races and paired promotions), so the change (if any) "
+                      "comes from selecting among seeds, not from variation.")
     console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
                   f"{fmt(s.heldout_s_val)}  (selection {s.best_s_val:.4f})")
     g = getattr(s, "generalisation", None)
     if g is not None:
         print_generalisation(console, g)
     console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
-    console.print("current S_val (screening items) per outer generation: "
+    console.print("current S_val (the generation's best race estimate) per outer generation: "
                   + ", ".join(fmt(v) for v in s.current_curve))
     for r in s.rollbacks:
         console.print(f"rollback at outer {r['outer_generation']}: {r['cause']} → restored "
