@@ -163,6 +163,11 @@ def _read_only_tree() -> Iterator[tuple[Path, list[str]]]:
         prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
     else:
         pytest.skip("running as root without setpriv: cannot drop write permission")
+    if prefix:  # the checkout may sit in a folder that user cannot enter (e.g. a mktemp -d clone, mode 700)
+        probe = _as_reader(prefix, "-c", "import evotrainer.archive")
+        if probe.returncode != 0:
+            pytest.skip("the user 'nobody' cannot import this checkout (its folders are not readable to others): "
+                        + (probe.stderr.strip().splitlines() or ["?"])[-1][:160])
     root = Path(tempfile.mkdtemp(prefix="evotrainer-ro-"))
     root.chmod(0o755)
     try:
