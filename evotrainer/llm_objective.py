@@ -219,7 +219,7 @@ class LLMObjective:
         self._items: dict[str, dict[int, float]] = {}  # genome hash -> race position -> S_val item value
         self._parts: dict[str, list[tuple[int, dict[str, float]]]] = {}  # genome hash -> (items, mean parts)
         self.incumbent: Policy | None = None  # the reference every race compares with (set_incumbent)
-        self.front: dict[str, Policy] = {}  # policies scored on every selection item (Pareto parents)
+        self.front: dict[str, Policy] = {}  # genome hash -> first policy scored on selection items (Pareto parents)
         self.lead: Policy | None = None  # the parent of the latest candidate's lead mutants
         self.lead_tried: dict[str, tuple[str, ...]] = {}  # policy id -> mutation kinds tried on it as lead
         self.adapter_backend = None
@@ -279,12 +279,11 @@ class LLMObjective:
     def set_incumbent(self, policy: Policy, harness_id: str = "h0", outer_generation: int = 0) -> None:
         """Make ``policy`` the reference of later races (the outer loop calls this on every promotion).
 
-        Archived as an ``incumbent_reference`` event; the policy joins the Pareto front when it is scored
-        on every selection item.
+        Archived as an ``incumbent_reference`` event; the policy is a member of the Pareto front
+        (:meth:`choose_lead`).
         """
         self.incumbent = policy
-        if self.vector(policy) is not None:
-            self.front[policy.id] = policy
+        self.front.setdefault(policy.genome_hash, policy)
         self.rec.event("incumbent_reference", outer_generation=outer_generation, harness_id=harness_id,
                        policy_id=policy.id)
 
@@ -296,13 +295,25 @@ class LLMObjective:
         return [known[i] for i in range(len(self.order))]
 
     def choose_lead(self, population: Sequence[Policy], harness_id: str, outer_generation: int) -> Policy | None:
-        """The parent of this candidate's lead mutants: drawn from the per-item Pareto front
-        (:func:`~evotrainer.search.pareto_front.item_wins`) with probability proportional to items won;
-        the incumbent (or the population's first) when the front is empty. Archived as a ``lead`` event."""
-        vectors = {pid: self.vector(p) for pid, p in self.front.items()}
-        wins = item_wins({pid: v for pid, v in vectors.items() if v is not None})
+        """The parent of this candidate's lead mutants, drawn from the per-item Pareto front.
+
+        The front (:func:`~evotrainer.search.pareto_front.item_wins`) is taken over the screening items,
+        the items every raced or screened policy (the seeds of generation 0, each candidate's racers, the
+        incumbent) has a value on; a policy is drawn with probability proportional to the items it wins.
+        The incumbent (or the population's first) when no policy is known there. Archived as a ``lead``
+        event with the front.
+        """
+        first = self.stages[0] if self.stages else 0
+        vectors: dict[str, list[float]] = {}
+        members: dict[str, Policy] = {}
+        for gh, policy in self.front.items():
+            known = self._items.get(gh, {})
+            if first and all(i in known for i in range(first)):
+                vectors[policy.id] = [known[i] for i in range(first)]
+                members[policy.id] = policy
+        wins = item_wins(vectors)
         pick = choose_parent(wins, self.seeds.python(f"lead/{harness_id}"))
-        lead = self.front[pick] if pick is not None else (
+        lead = members[pick] if pick is not None else (
             self.incumbent if self.incumbent is not None else (population[0] if population else None))
         if lead is not None:
             self.lead = lead
@@ -350,9 +361,6 @@ class LLMObjective:
         rc = self.cfg.outer.race
         race = run_race(len(chosen), ref, evaluate, self.stages, level=rc.level, drop_level=rc.drop_level,
                         survivors=rc.survivors, futility=rc.futility)
-        for p in chosen:
-            if self.vector(p) is not None:
-                self.front[p.id] = p
         self._log_race(race, chosen, reference, harness_id, outer_generation)
         leader = chosen[race.leader] if race.leader is not None else result.best
         if race.leader is None or len(failed) == len(chosen):
@@ -425,6 +433,8 @@ class LLMObjective:
             if evaluation.s_val is None or any(p is None for p in positions):
                 continue
             known = self._items.setdefault(evaluation.genome_hash, {})
+            self.front.setdefault(evaluation.genome_hash, next(p for p in policies if p.genome_hash ==
+                                                               evaluation.genome_hash))
             fresh = [p for p in positions if p not in known]
             for p, v in zip(positions, evaluation.per_item, strict=True):
                 known[p] = 0.0 if v is None else float(v)

@@ -217,13 +217,17 @@ def test_promotions_are_paired_decisions(two_runs) -> None:
 
 
 def test_first_candidate_screens_a_mutant_of_the_best_seed(two_runs) -> None:
-    """``inner.lead_offspring``: the best seed (by seed screening) leads; the first candidate's screened
-    policies include one of its mutants, compared with it on the same items."""
+    """``inner.lead_offspring``: each candidate's lead is drawn from the Pareto front over the screening
+    items (the screened seeds and the incumbent at first; the incumbent always belongs to it), and the
+    candidate's racers include a mutant of that lead, compared with it on the same items."""
     cfg, (a, _) = two_runs
     assert cfg.inner.lead_offspring >= 1
     with ArchiveStore(a.archive, read_only=True) as store:
         screens = store.evaluations(a.run_id, kind="meta_screen")
-        seeds = [e for e in screens if e.harness_id == "h0"]
-        leads = {e.policy_id for e in seeds if e.total == max(s.total for s in seeds)}
+        leads = {e.payload["harness_id"]: e.payload for e in store.events(a.run_id, kind="lead")}
         first = [store.get_policy(a.run_id, e.policy_id) for e in screens if e.harness_id == "g1c0"]
-    assert any(p.operator.startswith("mut_") and p.root_id in leads for p in first)
+        incumbent = [e.payload["policy_id"] for e in store.events(a.run_id, kind="incumbent_reference")][0]
+    lead = leads["g1c0"]
+    assert lead["front"] and all(w >= 1 for w in lead["front"].values())
+    assert lead["policy_id"] in lead["front"] or lead["policy_id"] == incumbent
+    assert any(p.operator.startswith("mut_") and lead["policy_id"] in (p.root_id, *p.parent_ids) for p in first)
