@@ -217,6 +217,7 @@ def run_race(
             values[i].extend(0.0 if v is None else float(v) for v in vals)
         last = k == len(stages) - 1
         going: list[tuple[float, int]] = []
+        bounds: dict[int, PairedBound] = {}
         for i in alive:
             drop = paired_bound(ref[:end], values[i], drop_level)
             keep = paired_bound(ref[:end], values[i], level)
@@ -227,10 +228,11 @@ def run_race(
             elif futility is not None and keep.mean <= futility:
                 ended[i] = RaceEntry(i, end, keep, "futile")
             else:
+                bounds[i] = keep
                 going.append((-keep.mean, i))
         going.sort()
         for _, i in going[survivors:]:
-            ended[i] = RaceEntry(i, end, paired_bound(ref[:end], values[i], level), "cut")
+            ended[i] = RaceEntry(i, end, bounds[i], "cut")
         alive = [i for _, i in going[:survivors]]
         start = end
     entries = tuple(ended[i] for i in range(n_candidates))
