@@ -83,6 +83,7 @@ from evotrainer.runtime import build_family, build_llm, load_seed_population, lo
 from evotrainer.search.genome import Policy
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
+from evotrainer.tracking import open_tracker
 from evotrainer.validation_split import screening_subset, split_validation
 
 __all__ = ["CandidateResult", "EvolveSummary", "FullScore", "OuterResult", "run_evolve", "run_outer_loop",
@@ -379,6 +380,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     timings: dict[str, float] = {}
     config_dict = config_dict if config_dict is not None else asdict(cfg)
     seeds = Seeds(cfg.seed)
+    tracker = open_tracker(cfg.tracking, run_dir)  # None unless tracking.* is on; fails here if a package is missing
 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
@@ -407,7 +409,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     run_id = _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)
     store = ArchiveStore(db_path)
-    rec = RunRecorder(store, run_id)
+    rec = RunRecorder(store, run_id, tracker=tracker)
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
     rec.event("setup", validation_items=len(val_items), selection_items=[t.task_id for t in selection],

@@ -23,6 +23,7 @@ __all__ = [
     "DifficultyConfig",
     "EvaluateConfig",
     "EvaluationConfig",
+    "ExecutorConfig",
     "InnerConfig",
     "ModelConfig",
     "BudgetConfig",
@@ -30,11 +31,13 @@ __all__ = [
     "KnobSpec",
     "OuterConfig",
     "RaceConfig",
+    "RayConfig",
     "RollbackConfig",
     "CurriculumConfig",
     "LoraSettings",
     "SelfEvolveConfig",
     "TaskConfig",
+    "TrackingConfig",
     "PROJECT_ROOT",
     "register_configs",
     "resolve_path",
@@ -44,6 +47,7 @@ __all__ = [
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 MODES = ("evaluate", "evolve", "selfevolve")
+EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -347,6 +351,34 @@ class ArchiveConfig:
 
 
 @dataclass
+class TrackingConfig:
+    """Per-generation metrics to TensorBoard and/or MLflow, local files only (evotrainer/tracking.py)."""
+
+    tensorboard: bool = False  # event files under <run dir>/tensorboard (pip install 'evotrainer[track]')
+    mlflow: bool = False  # params + metrics to MLflow (pip install 'evotrainer[track]')
+    mlflow_uri: str | None = None  # null = sqlite:///<run dir>/mlflow.db (a local file, no server)
+    experiment: str = "evotrainer"  # MLflow experiment name
+
+
+@dataclass
+class RayConfig:
+    """The Ray executor's workers (evotrainer/executor.py)."""
+
+    address: str | None = None  # null = start a local Ray instance; "auto" or "host:port" = join a cluster
+    workers: int = 2  # Ray actors, each loading its own copy of the policy model
+    threads: int | None = None  # torch threads per worker; null = free cores // workers (local), 1 (cluster)
+    gpus: float = 0.0  # GPUs per worker (for model.device=cuda or model.backend=vllm on a cluster)
+
+
+@dataclass
+class ExecutorConfig:
+    """Where policy rollouts run: ``local`` (this process) or ``ray`` (Ray actors; ``executor=ray``)."""
+
+    kind: str = "local"  # local | ray
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+@dataclass
 class Config:
     mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve"
     seed: int = 0  # the root seed; every RNG derives from it
@@ -361,12 +393,16 @@ class Config:
     outer: OuterConfig = field(default_factory=OuterConfig)
     selfevolve: SelfEvolveConfig = field(default_factory=SelfEvolveConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
 
 def register_configs() -> None:
     """Register the schema so YAML keys are type-checked and unknown keys rejected."""
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
+    for kind in EXECUTORS:  # `executor=ray` picks one (config.yaml defaults: `executor: local`)
+        cs.store(group="executor", name=kind, node=ExecutorConfig(kind=kind))
 
 
 def to_config(cfg: DictConfig | Config) -> Config:
@@ -452,8 +488,23 @@ def validate(cfg: Config) -> None:
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)
     _validate_outer_extra(o)
+    _validate_run_services(cfg)
     _validate_selfevolve(cfg.selfevolve)
     _validate_evaluate(cfg.evaluate)
+
+
+def _validate_run_services(cfg: Config) -> None:
+    """``tracking.*`` and ``executor.*`` (issue 16)."""
+    _check(bool(cfg.tracking.experiment.strip()), "tracking.experiment", "a non-empty name", cfg.tracking.experiment)
+    x = cfg.executor
+    _check(x.kind in EXECUTORS, "executor", f"one of {EXECUTORS}", x.kind)
+    _check(x.ray.workers >= 1, "executor.ray.workers", ">= 1", x.ray.workers)
+    _check(x.ray.threads is None or x.ray.threads >= 1, "executor.ray.threads", ">= 1 or null", x.ray.threads)
+    _check(x.ray.gpus >= 0, "executor.ray.gpus", ">= 0", x.ray.gpus)
+    if x.kind == "ray":  # LoRA training needs the policy model in this process
+        _check(cfg.mode != "selfevolve", "executor", "local with mode=selfevolve (it trains the model here)", x.kind)
+        _check(cfg.inner.adapter_mutation_share == 0, "executor",
+               "local with inner.adapter_mutation_share > 0 (adapter mutations train the model here)", x.kind)
 
 
 def _validate_evaluate(e: EvaluateConfig) -> None:

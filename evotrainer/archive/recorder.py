@@ -10,11 +10,14 @@ import math
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.search.genome import Policy
+
+if TYPE_CHECKING:
+    from evotrainer.tracking import Tracker
 
 __all__ = ["RunRecorder", "code_version"]
 
@@ -47,14 +50,19 @@ class RunRecorder:
     Args:
         store: an archive opened for writing.
         run_id: the run's id (created by :meth:`start`).
+        tracker: experiment tracking (:mod:`evotrainer.tracking`) that sees the run start, each event and
+            each harness-candidate row after the archive stored it; None = none.
     """
 
-    def __init__(self, store: ArchiveStore, run_id: str) -> None:
+    def __init__(self, store: ArchiveStore, run_id: str, tracker: Tracker | None = None) -> None:
         self.store = store
         self.run_id = run_id
+        self.tracker = tracker
 
     def start(self, seed: int, config: Mapping[str, Any]) -> None:
         self.store.create_run(self.run_id, seed, dict(config), code_version())
+        if self.tracker is not None:
+            self.tracker.start(self.run_id, seed, config)
 
     def policies(self, policies: Sequence[Policy]) -> None:
         self.store.add_policies(self.run_id, list(policies))
@@ -91,9 +99,13 @@ class RunRecorder:
 
     def candidate(self, row: HarnessCandidateRow) -> None:
         self.store.add_harness_candidate(self.run_id, row)
+        if self.tracker is not None:
+            self.tracker.candidate(row)
 
     def event(self, kind: str, **payload: Any) -> None:
         self.store.add_event(self.run_id, kind, payload)
+        if self.tracker is not None:
+            self.tracker.event(kind, payload)
 
     # --- self-evolution (issue 6) -----------------------------------------------------------------
 

@@ -1,0 +1,293 @@
+"""Experiment tracking: a run's per-generation metrics to TensorBoard and MLflow (issue 16, item 6).
+
+Off by default (``tracking.tensorboard``, ``tracking.mlflow``). Nothing here decides anything: the
+:class:`Tracker` *subscribes* to what the run already archives. :class:`~evotrainer.archive.recorder.RunRecorder`
+hands it each event and harness-candidate row as it writes them, and the tracker turns them into numbers:
+
+==============================  =====================================  ==========================================
+metric                          from                                   step
+==============================  =====================================  ==========================================
+``inner/best_fitness``,         ``inner_generation`` event (the DEAP   inner generations run so far in the whole
+``inner/mean_fitness``          logbook record: max, mean)             run, from 0 (each candidate's initial
+                                                                       evaluation included)
+``candidate/screen_s_val``,     harness-candidate row (+ the           harness candidates archived so far, from 0
+``candidate/s_val``,            candidate's ``race`` events)
+``candidate/race_evaluations``
+``outer/incumbent_s_val``,      ``incumbent`` event of generation 0,   the outer generation (0 = the seeds)
+``outer/current_s_val``,        ``outer_generation`` events
+``outer/cma_sigma``
+``final/*``                     ``summary`` and ``generalisation``     0
+                                events (selection and held-out
+                                paired differences with their CI)
+==============================  =====================================  ==========================================
+
+S_val and fitness are in [0, 1], higher is better. MLflow also gets the flattened config as params
+(``outer.race.level`` = ``0.95``) and the verdict as a tag; TensorBoard gets the config as text.
+
+Where: TensorBoard event files under ``<run dir>/tensorboard`` (``tensorboard --logdir <run dir>``); MLflow
+to ``tracking.mlflow_uri``, by default the SQLite file ``<run dir>/mlflow.db`` (``mlflow ui
+--backend-store-uri sqlite:///<run dir>/mlflow.db``). SQLite, not a ``./mlruns`` folder: MLflow 3 keeps the
+file store in maintenance mode and refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set (mlflow#23634);
+a ``file:`` URI still works for a user who sets that. Libraries load lazily; a missing one with its key on
+fails at start with the pip command. A sink that fails during the run is logged and dropped: tracking
+never stops a run.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from evotrainer.errors import ConfigError
+
+__all__ = ["MLflowSink", "MetricSink", "TensorBoardSink", "Tracker", "flatten_config", "open_tracker"]
+
+log = logging.getLogger(__name__)
+_PIP = "pip install 'evotrainer[track]'"
+_MLFLOW_PARAM_CHARS = 6000  # MLflow's limit on one param value (MAX_PARAM_VAL_LENGTH)
+_MLFLOW_BATCH = 100  # params per log_batch call (MLflow's limit)
+
+
+class MetricSink(Protocol):
+    """Where metrics go (one tracking backend)."""
+
+    def start(self, run_name: str, params: Mapping[str, str], config: Mapping[str, Any]) -> None:
+        """Open the run: ``params`` is the flattened config (:func:`flatten_config`), ``config`` the nested one."""
+        ...
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        """Record finite ``metrics`` (name -> value) at ``step`` (>= 0)."""
+        ...
+
+    def note(self, key: str, text: str) -> None:
+        """Record a short text (a tag in MLflow, a text summary in TensorBoard)."""
+        ...
+
+    def close(self, ok: bool) -> None:
+        """Flush and close; ``ok`` False marks the run failed where the backend has a status."""
+        ...
+
+
+def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
+    """Dotted keys -> string values (``{"outer": {"race": {"level": 0.95}}}`` -> ``{"outer.race.level": "0.95"}``).
+
+    Lists and None become JSON; a value longer than MLflow's 6000-character limit is cut with ``...``.
+    """
+    out: dict[str, str] = {}
+    for key, value in config.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping) and value:
+            out.update(flatten_config(value, name + "."))
+            continue
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        out[name] = text if len(text) <= _MLFLOW_PARAM_CHARS else text[: _MLFLOW_PARAM_CHARS - 3] + "..."
+    return out
+
+
+class TensorBoardSink:
+    """Scalars to TensorBoard event files with ``torch.utils.tensorboard.SummaryWriter``.
+
+    Args:
+        log_dir: the folder event files go to (created).
+    """
+
+    def __init__(self, log_dir: str | Path) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.log_dir = Path(log_dir)
+        self._writer = SummaryWriter(log_dir=str(self.log_dir))
+
+    def start(self, run_name: str, params: Mapping[str, str], config: Mapping[str, Any]) -> None:
+        self._writer.add_text("config", "```\n" + json.dumps(config, indent=2, default=str) + "\n```", 0)
+        self._writer.add_text("run", run_name, 0)
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        for name, value in metrics.items():
+            self._writer.add_scalar(name, value, step)
+        self._writer.flush()  # a few calls per generation: a killed run keeps what it logged
+
+    def note(self, key: str, text: str) -> None:
+        self._writer.add_text(key, text, 0)
+        self._writer.flush()
+
+    def close(self, ok: bool) -> None:
+        self._writer.close()
+
+
+class MLflowSink:
+    """Params, metrics and tags to MLflow through ``MlflowClient`` (no global MLflow state is touched).
+
+    Args:
+        uri: tracking URI (``sqlite:///...`` or any other MLflow accepts).
+        experiment: experiment name, created when missing.
+    """
+
+    def __init__(self, uri: str, experiment: str) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.uri, self.experiment = uri, experiment
+        self._client = MlflowClient(tracking_uri=uri)
+        self.run_id: str | None = None
+
+    def start(self, run_name: str, params: Mapping[str, str], config: Mapping[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        c = self._client
+        found = c.get_experiment_by_name(self.experiment)
+        if found is not None:
+            experiment_id = found.experiment_id
+        else:
+            try:
+                experiment_id = c.create_experiment(self.experiment)
+            except Exception:  # another job of a sweep created it meanwhile
+                experiment_id = c.get_experiment_by_name(self.experiment).experiment_id
+        self.run_id = c.create_run(experiment_id, run_name=run_name).info.run_id
+        items = [Param(k, v) for k, v in params.items()]
+        for i in range(0, len(items), _MLFLOW_BATCH):
+            c.log_batch(self.run_id, params=items[i : i + _MLFLOW_BATCH])
+
+    def log(self, metrics: Mapping[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        self._client.log_batch(self.run_id, metrics=[Metric(k, v, now, step) for k, v in metrics.items()])
+
+    def note(self, key: str, text: str) -> None:
+        self._client.set_tag(self.run_id, key, text)
+
+    def close(self, ok: bool) -> None:
+        if self.run_id is not None:
+            self._client.set_terminated(self.run_id, "FINISHED" if ok else "FAILED")
+
+
+class Tracker:
+    """Turns archived events and candidate rows into metrics for ``sinks`` (module docstring table).
+
+    The :class:`~evotrainer.archive.recorder.RunRecorder` calls :meth:`start`, :meth:`event` and
+    :meth:`candidate`; the ``summary`` event closes the sinks (a run that never gets there is closed as
+    failed at interpreter exit).
+
+    Args:
+        sinks: the backends (each a :class:`MetricSink`).
+    """
+
+    def __init__(self, sinks: Sequence[MetricSink]) -> None:
+        self.sinks = list(sinks)
+        self._inner_step = 0
+        self._candidate_step = 0
+        self._race_evaluations: dict[str, int] = {}
+        self._closed = False
+
+    def start(self, run_id: str, seed: int, config: Mapping[str, Any]) -> None:
+        """Open each sink's run, named ``run_id``, with the config as params."""
+        params = flatten_config(config)
+        self._each("start", run_id, params, dict(config))
+        atexit.register(self._abandon)
+
+    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
+        """One archived event (kinds without metrics are ignored)."""
+        p = payload
+        if kind == "inner_generation":
+            record = p.get("record") or {}
+            self._log({"inner/best_fitness": record.get("max"), "inner/mean_fitness": record.get("mean")},
+                      self._inner_step)
+            self._inner_step += 1
+        elif kind == "race" and p.get("harness_id") is not None:
+            hid = str(p["harness_id"])
+            self._race_evaluations[hid] = self._race_evaluations.get(hid, 0) + int(p.get("evaluations") or 0)
+        elif kind == "incumbent" and p.get("outer_generation") == 0:
+            self._log({"outer/incumbent_s_val": p.get("s_val")}, 0)
+        elif kind == "outer_generation":
+            self._log({"outer/incumbent_s_val": p.get("incumbent_s_val"),
+                       "outer/current_s_val": p.get("current_s_val"), "outer/cma_sigma": p.get("sigma")},
+                      int(p.get("outer_generation") or 0))
+        elif kind == "generalisation":
+            metrics: dict[str, Any] = {}
+            for split in ("selection", "heldout"):
+                s = p.get(split) or {}
+                d = s.get("diff") or {}
+                metrics |= {f"final/{split}_diff": d.get("mean"), f"final/{split}_diff_low": d.get("low"),
+                            f"final/{split}_diff_high": d.get("high"), f"final/{split}_best_mean": s.get("best_mean"),
+                            f"final/{split}_baseline_mean": s.get("baseline_mean")}
+            self._log(metrics, 0)
+            if p.get("verdict"):
+                self._each("note", "verdict", str(p["verdict"]))
+        elif kind == "summary":
+            self._log({"final/initial_s_val": p.get("initial_s_val"), "final/best_s_val": p.get("best_s_val"),
+                       "final/heldout_s_val": p.get("heldout_s_val"), "final/candidates": p.get("candidates"),
+                       "final/rollouts": p.get("rollouts")}, 0)
+            self._each("note", "stop_reason", str(p.get("stop_reason", "")))
+            self.close(ok=True)
+
+    def candidate(self, row: Any) -> None:
+        """One archived harness candidate (a :class:`~evotrainer.archive.schema.HarnessCandidateRow`)."""
+        self._log({"candidate/screen_s_val": row.screen_s_val, "candidate/s_val": row.s_val,
+                   "candidate/race_evaluations": self._race_evaluations.get(row.harness_id)}, self._candidate_step)
+        self._candidate_step += 1
+
+    def close(self, ok: bool = True) -> None:
+        """Close every sink once (later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        atexit.unregister(self._abandon)
+        self._each("close", ok)
+
+    # --- internals ---------------------------------------------------------------------------------
+
+    def _abandon(self) -> None:
+        self.close(ok=False)
+
+    def _log(self, metrics: Mapping[str, Any], step: int) -> None:
+        finite = {k: float(v) for k, v in metrics.items()
+                  if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+        if finite and not self._closed:
+            self._each("log", finite, step)
+
+    def _each(self, method: str, *args: Any) -> None:
+        for sink in list(self.sinks):
+            try:
+                getattr(sink, method)(*args)
+            except Exception as exc:  # tracking never stops a run
+                log.warning("tracking: %s.%s failed (%s: %s); that sink is off for the rest of the run",
+                            type(sink).__name__, method, type(exc).__name__, exc)
+                self.sinks.remove(sink)
+
+
+def _require(module: str, key: str) -> None:
+    if importlib.util.find_spec(module) is None:
+        raise ConfigError(f"config key '{key}': needs the '{module}' package: {_PIP}")
+
+
+def open_tracker(cfg: Any, run_dir: str | Path) -> Tracker | None:
+    """The run's tracker for ``tracking.*`` (a :class:`~evotrainer.config.TrackingConfig`), or None when off.
+
+    Args:
+        cfg: the tracking settings.
+        run_dir: the run folder (TensorBoard's ``tensorboard/`` and the default ``mlflow.db`` go there).
+
+    Raises:
+        ConfigError: a key is on and its package is missing (the message names the key and the pip command).
+    """
+    if not (cfg.tensorboard or cfg.mlflow):
+        return None
+    run_dir = Path(run_dir)
+    sinks: list[MetricSink] = []
+    if cfg.tensorboard:
+        _require("tensorboard", "tracking.tensorboard")
+        sinks.append(TensorBoardSink(run_dir / "tensorboard"))
+    if cfg.mlflow:
+        _require("mlflow", "tracking.mlflow")
+        uri = cfg.mlflow_uri or f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
+        if uri.startswith("sqlite:"):
+            for module in ("sqlalchemy", "alembic"):  # MLflow's SQL store (not in mlflow-skinny's own deps)
+                _require(module, "tracking.mlflow")
+        sinks.append(MLflowSink(uri, cfg.experiment))
+    return Tracker(sinks)

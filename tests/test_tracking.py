@@ -1,0 +1,131 @@
+"""Experiment tracking (issue 16, item 6): a tiny evolve run logs to real TensorBoard and MLflow stores, read back."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from evotrainer.archive import ArchiveStore
+from evotrainer.coevolution import run_evolve
+from evotrainer.config import Config, TrackingConfig
+from evotrainer.errors import ConfigError
+from evotrainer.tracking import Tracker, flatten_config, open_tracker
+
+_MISSING = [m for m in ("tensorboard", "mlflow", "sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
+
+
+def _tiny_config(model_dir: Path) -> Config:
+    cfg = Config()
+    cfg.seed = 3
+    cfg.model.path = str(model_dir)
+    cfg.model.max_context = 1024
+    cfg.decoding.max_new_tokens = 8
+    cfg.task.validation_limit = 6
+    cfg.task.tasks_per_generation = 2
+    cfg.task.difficulty.length = 100
+    cfg.evaluation.policies = ["terse", "secretary_markdown", "no_role"]
+    cfg.inner.population_size = 3
+    cfg.inner.generations = 1
+    cfg.inner.elites = 1
+    cfg.inner.tournament_size = 2
+    cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the run short
+    cfg.inner.use_embedder = False
+    cfg.outer.generations = 1
+    cfg.outer.popsize = 2
+    cfg.outer.screen_size = 2
+    cfg.outer.race.sizes = [3]
+    cfg.tracking = TrackingConfig(tensorboard=True, mlflow=True, experiment="tiny")
+    return cfg
+
+
+@pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
+def test_evolve_run_logs_to_tensorboard_and_mlflow(tiny_model_dir: Path, tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    summary = run_evolve(_tiny_config(tiny_model_dir), run_dir=tmp_path)
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        inner_events = store.events(summary.run_id, kind="inner_generation")
+        candidates = store.harness_candidates(summary.run_id)
+    scored = [c for c in candidates if c.screen_s_val is not None]
+    assert inner_events and scored
+
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    assert {"inner/best_fitness", "inner/mean_fitness", "candidate/screen_s_val", "outer/incumbent_s_val",
+            "final/best_s_val"} <= tags
+    best = acc.Scalars("inner/best_fitness")
+    assert [s.step for s in best] == list(range(len(inner_events)))
+    assert [s.value for s in best] == pytest.approx([e.payload["record"]["max"] for e in inner_events])
+    screens = acc.Scalars("candidate/screen_s_val")
+    assert [s.value for s in screens] == pytest.approx([c.screen_s_val for c in scored])
+    assert [s.step for s in acc.Scalars("outer/incumbent_s_val")] == [0, 1]
+    assert acc.Scalars("outer/incumbent_s_val")[-1].value == pytest.approx(summary.best_s_val)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
+    assert run.info.run_name == summary.run_id and run.info.status == "FINISHED"
+    assert run.data.params["seed"] == "3" and run.data.params["outer.race.sizes"] == "[3]"
+    assert run.data.params["tracking.mlflow"] == "true"
+    history = client.get_metric_history(run.info.run_id, "inner/mean_fitness")
+    assert sorted(m.step for m in history) == list(range(len(inner_events)))
+    assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
+        [e.payload["record"]["mean"] for e in inner_events])
+    assert run.data.metrics["final/best_s_val"] == pytest.approx(summary.best_s_val)
+    gen = summary.generalisation
+    assert gen is not None
+    assert run.data.metrics["final/selection_diff"] == pytest.approx(gen.selection.diff.mean)
+    assert run.data.tags["verdict"] == gen.verdict
+    races = client.get_metric_history(run.info.run_id, "candidate/race_evaluations")
+    assert races and all(m.value >= 1 for m in races)
+
+
+def test_missing_package_is_a_one_line_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "mlflow" else real(name, *a))
+    with pytest.raises(ConfigError) as err:
+        open_tracker(TrackingConfig(mlflow=True), tmp_path)
+    message = str(err.value)
+    assert "tracking.mlflow" in message and "pip install 'evotrainer[track]'" in message and "\n" not in message
+    assert open_tracker(TrackingConfig(), tmp_path) is None  # off by default: nothing imported, nothing written
+    assert not any(tmp_path.iterdir())
+
+
+def test_a_failing_sink_is_dropped_and_the_others_go_on() -> None:
+    class Broken:
+        def start(self, *a) -> None:
+            raise OSError("disk full")
+
+    class Memory:
+        def __init__(self) -> None:
+            self.logged: list[tuple[dict, int]] = []
+            self.closed: bool | None = None
+
+        def start(self, *a) -> None:
+            pass
+
+        def log(self, metrics, step) -> None:
+            self.logged.append((dict(metrics), step))
+
+        def note(self, key, text) -> None:
+            pass
+
+        def close(self, ok) -> None:
+            self.closed = ok
+
+    good = Memory()
+    tracker = Tracker([Broken(), good])
+    tracker.start("run", 0, {"seed": 0})
+    tracker.event("inner_generation", {"record": {"max": 0.5, "mean": float("nan")}})
+    tracker.event("summary", {"best_s_val": 0.25, "stop_reason": "outer.generations"})
+    assert tracker.sinks == [good]
+    assert good.logged[0] == ({"inner/best_fitness": 0.5}, 0)  # non-finite values are left out
+    assert good.logged[-1] == ({"final/best_s_val": 0.25}, 0) and good.closed is True
+
+
+def test_flatten_config() -> None:
+    flat = flatten_config({"a": {"b": 1, "c": [1, 2], "d": None, "e": {}}, "f": "x" * 7000})
+    assert flat == {"a.b": "1", "a.c": "[1, 2]", "a.d": "null", "a.e": "{}", "f": "x" * 5997 + "..."}
