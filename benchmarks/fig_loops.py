@@ -41,13 +41,13 @@ passing samples skips training and evaluation)."""
 
 def compose_config(experiment: str, overrides: Sequence[str] = ()) -> Any:
     """The typed :class:`~evotrainer.config.Config` of ``+experiment=<experiment>`` with ``overrides``,
-    composed by Hydra from ``conf/`` as ``python -m evotrainer`` composes it."""
+    composed by Hydra from ``evotrainer/conf/`` as ``python -m evotrainer`` composes it."""
     from hydra import compose, initialize_config_dir
 
-    from evotrainer.config import PROJECT_ROOT, register_configs, to_config
+    from evotrainer.config import PACKAGE_DATA, register_configs, to_config
 
     register_configs()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3", job_name="bench"):
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3", job_name="bench"):
         return to_config(compose("config", overrides=[f"+experiment={experiment}", *overrides]))
 
 

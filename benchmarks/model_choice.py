@@ -56,10 +56,10 @@ from evotrainer.search.genome import load_population  # noqa: E402
 from evotrainer.tasks import get_task_family  # noqa: E402
 
 DEFAULT_POLICIES = ("terse", "secretary_markdown", "inline_example", "plain_labels")
-SHIPPED = ROOT / "validation_set" / "meeting_minutes.jsonl"
-QMSUM = ROOT / "validation_set" / "qmsum_meetings.jsonl"
-POPULATION = ROOT / "populations" / "meeting_minutes.yaml"
-MAIN_JOB_MAX_NEW_TOKENS = 128  # conf/experiment/meeting_minutes.yaml decoding.max_new_tokens
+SHIPPED = ROOT / "evotrainer" / "validation_set" / "meeting_minutes.jsonl"
+QMSUM = ROOT / "evotrainer" / "validation_set" / "qmsum_meetings.jsonl"
+POPULATION = ROOT / "evotrainer" / "populations" / "meeting_minutes.yaml"
+MAIN_JOB_MAX_NEW_TOKENS = 128  # evotrainer/conf/experiment/meeting_minutes.yaml decoding.max_new_tokens
 
 # Gemma 3's instruction-tuned chat template (google/gemma-3-270m-it), string contents only; an empty system
 # message adds nothing (the original would prepend a blank line to the first user turn).

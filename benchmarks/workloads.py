@@ -18,7 +18,7 @@ from typing import Any
 
 import evotrainer  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP, where supported)
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.config import PROJECT_ROOT, DecodingConfig, ModelConfig
+from evotrainer.config import PACKAGE_DATA, DecodingConfig, ModelConfig
 from evotrainer.rollout import sampling_for
 from evotrainer.search.genome import Policy, load_population
 from evotrainer.tasks.base import MeetingTask
@@ -43,8 +43,8 @@ __all__ = [
     "timed_generate",
 ]
 
-POPULATION_PATH = PROJECT_ROOT / "populations" / "meeting_minutes.yaml"
-VALIDATION_PATH = PROJECT_ROOT / "validation_set" / "meeting_minutes.jsonl"
+POPULATION_PATH = PACKAGE_DATA / "populations" / "meeting_minutes.yaml"
+VALIDATION_PATH = PACKAGE_DATA / "validation_set" / "meeting_minutes.jsonl"
 LAYOUTS = ("system_first", "transcript_first")
 """The meeting-minutes chat layouts: the policy as system prompt before the transcript (the layout before
 issue 14), or the transcript first and the policy's text after it (a prefix shared by every policy)."""

@@ -61,7 +61,7 @@ def _plain(dcfg: DictConfig) -> dict:
     return OmegaConf.to_container(dcfg, resolve=True)  # type: ignore[return-value]
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="config")
+@hydra.main(version_base="1.3", config_path="conf", config_name="config")
 def _app(dcfg: DictConfig) -> None:
     debug = bool(dcfg.get("debug", False))
     try:

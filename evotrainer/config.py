@@ -1,6 +1,6 @@
 """Structured configs (Hydra ConfigStore) and their validation.
 
-One dataclass per component; ``conf/config.yaml`` chooses defaults and ``conf/experiment/*.yaml``
+One dataclass per component; ``evotrainer/conf/config.yaml`` chooses defaults and ``conf/experiment/*.yaml``
 bundles overrides. Core code receives these typed objects (via :func:`to_config`), never a
 DictConfig. :func:`validate` fails early with a :class:`ConfigError` naming the key.
 """
@@ -38,7 +38,9 @@ __all__ = [
     "SelfEvolveConfig",
     "TaskConfig",
     "TrackingConfig",
+    "PACKAGE_DATA",
     "PROJECT_ROOT",
+    "find_data_path",
     "register_configs",
     "resolve_path",
     "to_config",
@@ -46,6 +48,11 @@ __all__ = [
 ]
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+"""The checkout's root in an editable install (tests and benchmarks run there); meaningless in a wheel."""
+PACKAGE_DATA = Path(__file__).resolve().parent
+"""Where the shipped data lie, in a checkout and in a wheel alike: ``conf/`` (Hydra's config dir),
+``populations/`` (seed policies) and ``validation_set/`` (the meta-validation set, its ``SHA256SUMS`` and
+``README.md``) are folders of the ``evotrainer`` package, installed as package data."""
 MODES = ("evaluate", "evolve", "selfevolve")
 EXECUTORS = ("local", "ray")
 
@@ -598,15 +605,36 @@ def _validate_selfevolve(s: SelfEvolveConfig) -> None:
            "selfevolve.lora.target_modules", "a non-empty list of module names", lo.target_modules)
 
 
-def resolve_path(path: str, key: str) -> Path:
-    """Resolve a user path: absolute, else relative to the cwd, else to the project root.
+def find_data_path(path: str) -> Path | None:
+    """Find a configured file or folder: absolute as given; relative, in the current folder first, then
+    in the package's shipped data (:data:`PACKAGE_DATA`).
 
-    Raises:
-        ConfigError: naming ``key`` when no such file exists.
+    So ``validation_set/meeting_minutes.jsonl`` means the user's own file when the current folder has one,
+    and the shipped copy otherwise, in a checkout and in a wheel installed anywhere (Hydra keeps the
+    launch folder as the current folder: ``hydra.job.chdir: false``).
+
+    Args:
+        path: a path as written in the config (``~`` is expanded).
+
+    Returns:
+        The resolved absolute path, or None when neither place has it.
     """
     p = Path(path).expanduser()
-    candidates = [p] if p.is_absolute() else [Path.cwd() / p, PROJECT_ROOT / p]
-    for c in candidates:
+    for c in [p] if p.is_absolute() else [Path.cwd() / p, PACKAGE_DATA / p]:
         if c.exists():
             return c.resolve()
-    raise ConfigError(f"config key '{key}': file not found: {path}")
+    return None
+
+
+def resolve_path(path: str, key: str) -> Path:
+    """:func:`find_data_path`, or an error naming the config key.
+
+    Raises:
+        ConfigError: ``config key '<key>': file not found: <path>`` (with the places looked in) when
+            neither the current folder nor the shipped data has it.
+    """
+    found = find_data_path(path)
+    if found is None:
+        where = "" if Path(path).expanduser().is_absolute() else f" (looked in {Path.cwd()} and {PACKAGE_DATA})"
+        raise ConfigError(f"config key '{key}': file not found: {path}{where}")
+    return found

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evotrainer.config import PROJECT_ROOT
+from evotrainer.config import find_data_path
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.search.genome import Policy
 
@@ -44,14 +44,6 @@ class PolicyRef:
     ref: str
     kind: str
     policy: Policy
-
-
-def _find(path_text: str) -> Path | None:
-    p = Path(path_text).expanduser()
-    for c in ([p] if p.is_absolute() else [Path.cwd() / p, PROJECT_ROOT / p]):
-        if c.exists():
-            return c.resolve()
-    return None
 
 
 def _read_json(path: Path) -> Any:
@@ -134,7 +126,7 @@ def _archived(prefix: str, archive: str | None, ref: str, key: str) -> Policy:
 
     if not archive:
         raise ConfigError(f"evaluate.archive: needed by {key} entry {ref!r}; expected an archive.db or a run folder")
-    found = _find(archive)
+    found = find_data_path(archive)
     if found is None:
         raise ConfigError(f"evaluate.archive: not found: {archive}")
     with open_archive(resolve_archive(found), read_only=True) as store:
@@ -164,7 +156,7 @@ def resolve_policy_ref(ref: str, *, seeds: Sequence[Policy], archive: str | None
     if ref.startswith(ARCHIVE_PREFIX):
         policy = _archived(ref[len(ARCHIVE_PREFIX):].strip(), archive, ref, key)
         return PolicyRef(f"archive:{policy.id}", ref, "archive", policy)
-    found = _find(ref) if ref else None
+    found = find_data_path(ref) if ref else None
     if found is None:
         raise ConfigError(f"{key}: {ref!r} is not a seed name, an 'archive:<policy id>' or an existing export "
                           f"folder; known seeds: {sorted(by_id)}")

@@ -1,11 +1,11 @@
-"""Build ``validation_set/qmsum_meetings.jsonl``: real QMSum meeting windows for the meta-validation set.
+"""Build ``evotrainer/validation_set/qmsum_meetings.jsonl``: real QMSum meeting windows (meta-validation).
 
 The input is the 152-window QMSum extract the project keeps for tests and benchmarks
 (``../shared/data/qmsum_meetings.jsonl``, from github.com/Yale-LILY/QMSum, MIT); the product never reads
 it. Run from the repository root:
 
-    python scripts/make_qmsum_validation.py ../shared/data/qmsum_meetings.jsonl validation_set/qmsum_meetings.jsonl \
-        [--rest unseen.jsonl]
+    python scripts/make_qmsum_validation.py ../shared/data/qmsum_meetings.jsonl \
+        evotrainer/validation_set/qmsum_meetings.jsonl [--rest unseen.jsonl]
 
 Picks ``N_PER_DOMAIN`` windows of each QMSum domain (Academic: ICSI meetings; Committee: parliamentary
 committees), from any of QMSum's train/val/test splits, among windows of at most ``MAX_WORDS`` words
@@ -38,9 +38,9 @@ def pick(rows: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str]) -> None:
-    parser = argparse.ArgumentParser(description="Pick the QMSum windows shipped in validation_set/.")
+    parser = argparse.ArgumentParser(description="Pick the QMSum windows shipped in evotrainer/validation_set/.")
     parser.add_argument("source", help="the 152-window QMSum JSONL (../shared/data/qmsum_meetings.jsonl)")
-    parser.add_argument("out", help="where to write the picked windows (validation_set/qmsum_meetings.jsonl)")
+    parser.add_argument("out", help="where to write the picked windows (evotrainer/validation_set/qmsum_meetings.jsonl)")
     parser.add_argument("--rest", help="also write the windows not picked to this JSONL")
     args = parser.parse_args(argv)
     with open(args.source, encoding="utf-8") as f:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.config import PROJECT_ROOT
+from evotrainer.config import PACKAGE_DATA, PROJECT_ROOT
 
 
 def _run(*overrides: str, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -46,7 +46,7 @@ def test_bad_input_gives_one_clear_error(overrides: list[str], expected: str, tm
 
 def test_malformed_validation_line_names_file_and_line(tmp_path: Path) -> None:
     bad = tmp_path / "val.jsonl"
-    good = (PROJECT_ROOT / "validation_set" / "meeting_minutes.jsonl").read_text().splitlines()[0]
+    good = (PACKAGE_DATA / "validation_set" / "meeting_minutes.jsonl").read_text().splitlines()[0]
     bad.write_text(good + "\n{not json\n")
     proc = _run("+experiment=meeting_minutes", "mode=evaluate", f"task.validation_path={bad}",
                 tmp_path=tmp_path / "run")

@@ -6,10 +6,10 @@ import hashlib
 import json
 import re
 
-from evotrainer.config import PROJECT_ROOT
+from evotrainer.config import PACKAGE_DATA
 from evotrainer.tasks.meeting_minutes import load_tasks
 
-VAL_DIR = PROJECT_ROOT / "validation_set"
+VAL_DIR = PACKAGE_DATA / "validation_set"
 
 
 def test_checksum_matches_the_pinned_value() -> None:
@@ -21,7 +21,7 @@ def test_checksum_matches_the_pinned_value() -> None:
     assert pinned, "SHA256SUMS lists no file"
     for name, digest in pinned.items():
         actual = hashlib.sha256((VAL_DIR / name).read_bytes()).hexdigest()
-        assert actual == digest, f"{name} changed: update validation_set/SHA256SUMS on purpose if intended"
+        assert actual == digest, f"{name} changed: update evotrainer/validation_set/SHA256SUMS on purpose if intended"
 
 
 def _length_in_words(row: dict) -> float:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evotrainer.config import PACKAGE_DATA
 from evotrainer.datasets import load_jsonl
 from evotrainer.tasks.meeting_minutes import (
     DEFAULT_DIFFICULTY,
@@ -22,8 +23,8 @@ from .mm_fixtures import GOOD, TASK
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED = ROOT.parent / "shared" / "data" / "qmsum_meetings.jsonl"
-VALIDATION = ROOT / "validation_set" / "meeting_minutes.jsonl"
-VALIDATION_QMSUM = ROOT / "validation_set" / "qmsum_meetings.jsonl"
+VALIDATION = PACKAGE_DATA / "validation_set" / "meeting_minutes.jsonl"
+VALIDATION_QMSUM = PACKAGE_DATA / "validation_set" / "qmsum_meetings.jsonl"
 
 # A paraphrased continuation of TASK's transcript: not copied (no 8-gram run), but all speaker lines.
 CONTINUATION = """Ottilie: So the heating budget for the greenhouse is the first thing.
