@@ -401,7 +401,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
     t0 = time.perf_counter()
     counter = [0]  # generated tokens of the policy model and the mutator together
-    llm = TokenMeter(build_llm(cfg.model), counter)  # progress: evotrainer.progress tasks around long phases
+    llm = TokenMeter(build_llm(cfg.model, executor=cfg.executor), counter)  # progress: evotrainer.progress tasks around long phases
     mutator = llm if cfg.mutator == cfg.model else TokenMeter(build_llm(cfg.mutator, role="mutator"), counter)
     timings["model load"] = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))

@@ -235,7 +235,7 @@ def run_evaluate(
         family = _EmbedderFamily(family, metric, embedder)  # type: ignore[assignment]
     t0 = time.perf_counter()
     if llm is None:
-        llm = build_llm(cfg.model)  # progress: the evotrainer.progress task below
+        llm = build_llm(cfg.model, executor=cfg.executor)  # progress: the evotrainer.progress task below
     load_s = time.perf_counter() - t0
 
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))

@@ -10,7 +10,7 @@ import logging
 from dataclasses import asdict
 
 from evotrainer.backends.base import LLM, SamplingParams
-from evotrainer.config import Config, DecodingConfig, ModelConfig, resolve_path
+from evotrainer.config import Config, DecodingConfig, ExecutorConfig, ModelConfig, resolve_path
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.search.genome import Policy, load_population
 from evotrainer.tasks import get_task_family
@@ -21,16 +21,23 @@ __all__ = ["build_family", "build_llm", "load_seed_population", "load_validation
 log = logging.getLogger(__name__)
 
 
-def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model") -> LLM:
+def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model",
+              executor: ExecutorConfig | None = None) -> LLM:
     """Load the backend of one model role (``model`` = policy model, ``mutator``).
 
     The transformers backend gets ``model.threads`` torch CPU threads, or when it is None the count
-    :func:`evotrainer.threads.apply_threads` chooses from the cores free now.
+    :func:`evotrainer.threads.apply_threads` chooses from the cores free now. With ``executor.kind ==
+    "ray"`` the result is a :class:`~evotrainer.executor.RayExecutor` whose workers each call this function
+    with ``cfg`` (an LLM too; ``executor`` None or ``local``: the backend itself).
 
     Raises:
-        ConfigError: ``model.threads`` is below 1.
+        ConfigError: ``model.threads`` is below 1; ``executor=ray`` without the ray package.
         ModelError: the model cannot be located or loaded (the message names the path).
     """
+    if executor is not None and executor.kind == "ray":
+        from evotrainer.executor import RayExecutor
+
+        return RayExecutor(cfg, executor.ray)
     if cfg.backend == "vllm":
         from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
