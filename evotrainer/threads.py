@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from evotrainer.errors import ConfigError
 
 __all__ = ["Machine", "apply_threads", "choose_threads", "own_load", "read_machine", "sample_busy_cores",
-           "sweep_jobs"]
+           "sweep_batch", "sweep_jobs"]
 
 log = logging.getLogger(__name__)
 _LOAD_WINDOW_S = 60.0  # the 1-minute load average is an exponential average over this many seconds
@@ -100,10 +100,14 @@ def own_load(cpu_s: float, wall_s: float) -> float:
 
 
 def sweep_jobs(cores: int) -> int:
-    """Parallel jobs of the running Hydra multirun (``hydra.launcher.n_jobs``, joblib style), else 1.
+    """Jobs of the running Hydra multirun that run at once, as its launcher starts them; 1 when not parallel.
 
-    joblib's negative values count from the core count (-1 = all cores); the result is in [1, cores].
-    Outside a Hydra app, outside a multirun, or with a launcher that has no ``n_jobs``: 1.
+    The joblib launcher (``hydra/launcher=joblib``) runs ``hydra.launcher.n_jobs`` jobs at a time, each in
+    its own worker process; joblib's negative values count from the core count (-1 = all cores). It never
+    runs more jobs at once than the sweeper hands it in one batch, so the count is capped by the batch
+    size (:func:`sweep_batch`): a 2-job sweep with ``n_jobs=-1`` on 16 cores runs 2 jobs, 8 threads each.
+    The result is in [1, cores]. Outside a Hydra app, outside a multirun, or with a launcher that has no
+    ``n_jobs`` (the basic launcher runs one job after another): 1.
     """
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -115,10 +119,39 @@ def sweep_jobs(cores: int) -> int:
         n = hc.launcher.get("n_jobs")
     except Exception:  # not under Hydra, or no launcher settings
         return 1
-    if not isinstance(n, int) or n == 0:
+    if not isinstance(n, int) or isinstance(n, bool) or n == 0:
         return 1
     n = cores + 1 + n if n < 0 else n
+    batch = sweep_batch(str(hc.sweep.dir))
+    if batch is not None:
+        n = min(n, batch)
     return min(max(n, 1), max(cores, 1))
+
+
+def sweep_batch(sweep_dir: str) -> int | None:
+    """Jobs per batch of the sweep whose folder is ``sweep_dir``, or None when unknown.
+
+    Read from the ``multirun.yaml`` that Hydra's basic sweeper saves in the sweep folder before it launches
+    a job, and counted as that sweeper splits the overrides
+    (:func:`evotrainer.sweep_index.planned_jobs`). None for another sweeper or an unreadable file.
+    """
+    from omegaconf import OmegaConf
+
+    from evotrainer.sweep_index import planned_jobs
+
+    try:
+        saved = OmegaConf.load(os.path.join(sweep_dir, "multirun.yaml"))
+        if not str(OmegaConf.select(saved, "hydra.sweeper._target_") or "").endswith("BasicSweeper"):
+            return None
+        params = OmegaConf.select(saved, "hydra.sweeper.params")
+        counted = planned_jobs(
+            [str(o) for o in OmegaConf.to_container(saved.hydra.overrides.task) or []],
+            OmegaConf.to_container(params) if params is not None else None,
+            OmegaConf.select(saved, "hydra.sweeper.max_batch_size"),
+        )
+    except Exception:  # no file, not YAML, unexpected layout: the batch size is unknown
+        return None
+    return counted[1] if counted and counted[1] > 0 else None
 
 
 def _cpu_jiffies() -> tuple[int, int] | None:

@@ -32,6 +32,7 @@ from evotrainer.archive import views
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
 from evotrainer.archive.store import ArchiveStore, checkpoint_archive, open_archive
+from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
 from evotrainer.archive.textsafe import clip, dumps, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
@@ -467,23 +468,44 @@ _HELD = {True: ("yes", "green"), False: ("no", "red"), None: ("undecided", "yell
 @app.command()
 @_friendly
 def sweep(
-    path: Annotated[Path, typer.Argument(help="a Hydra multirun folder (or any folder) holding archive.db files")],
+    paths: Annotated[list[Path], typer.Argument(help="Hydra multirun folders (a sweep_index.json in one gives a "
+                                                     "row per job) or any folders holding archive.db files")],
     seed: Annotated[int, typer.Option(help="seed of the pooled bootstrap")] = 0,
     level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the pooled interval")] = 0.95,
     as_json: JsonOpt = False,
 ) -> None:
-    """Several seeds: each run's final best vs best seed, and the held-out difference pooled over runs.
+    """Several seeds or settings: each job side by side, each run's final best vs best seed, and the
+    held-out difference pooled over runs.
 
-    The pooled interval is a cluster bootstrap over held-out items (runs of one sweep share them);
-    runs without a generalisation event are listed as skipped.
+    A sweep folder with a ``sweep_index.json`` first gets one row per job (overrides that differ, status
+    or error, final and best-seed S_val, held-out difference). The pooled interval is a cluster bootstrap
+    over held-out items (runs of one sweep share them); runs without a generalisation event are listed as
+    skipped.
     """
-    summary = views.sweep_summary(find_archives(path), seed=seed, level=level)
+    jobs = index_jobs(paths)
+    locations = []
+    for path in paths:
+        try:
+            locations += find_archives(path)
+        except ArchiveError:
+            if not any(j["sweep"] == str(path) for j in jobs):  # a sweep whose jobs all failed has no archive
+                raise
+    summary = views.sweep_summary(locations, seed=seed, level=level)
+    summary["jobs"] = jobs
     if as_json:
         _emit_json(summary)
         if not summary["runs"]:
             raise typer.Exit(2)
         return
     console = _console()
+    if jobs:
+        console.print(render_jobs(jobs))
+        for path in paths:
+            if (st := sweep_status(path)) is not None:
+                n = sum(j["sweep"] == str(path) for j in jobs)
+                console.print(Text(terminal_safe(
+                    f"sweep {path}: {st['status']}, {n} of {st['planned_jobs'] or '?'} jobs listed, "
+                    f"{st['launcher'] or 'launcher ?'}, {st['started']} to {st['ended'] or '(not ended)'}")))
     pct = f"{round(level * 100)}%"
     if summary["runs"]:
         t = Table(title=f"final best vs best seed per run (paired differences, {pct} intervals; higher is better)",
@@ -504,7 +526,8 @@ def sweep(
                            + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")
                            + f": {clip(s['reason'], 200)}", style="yellow"))
     if not summary["runs"]:
-        raise ArchiveError(f"{path}: no run holds a generalisation event; nothing to summarise")
+        where = ", ".join(str(p) for p in paths)
+        raise ArchiveError(f"{where}: no run holds a generalisation event; nothing to summarise")
     for split, label in (("selection", "selection"), ("heldout", "held-out")):
         p = summary["pooled"][split]
         if p is not None:

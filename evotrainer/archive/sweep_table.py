@@ -1,0 +1,104 @@
+"""The jobs of a sweep side by side, from its ``sweep_index.json`` (``archive sweep <sweep dir>``).
+
+One row per job of each sweep folder given: the overrides that set the job apart from the other jobs of
+its sweep, its status (the one-line error of a failed job), the final best's S_val on the selection
+items, the best seed's, and the held-out difference (final best minus best seed, paired) with its
+interval, as the callback :class:`evotrainer.sweep_callback.SweepIndexCallback` recorded them. Index
+text (overrides, errors) is printed terminal-safe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from evotrainer.archive.textsafe import clip, terminal_safe
+from evotrainer.errors import ArchiveError
+from evotrainer.sweep_index import find_index, read_index
+
+__all__ = ["index_jobs", "render_jobs", "sweep_status"]
+
+_STATUS_STYLE = {"ok": "green", "failed": "red", "running": "yellow"}
+
+
+def _distinct(overrides: Sequence[Sequence[str]]) -> list[list[str]]:
+    """Each job's overrides less those every job of the sweep shares (all of them when only one job)."""
+    if len(overrides) < 2:
+        return [list(o) for o in overrides]
+    shared = set(overrides[0]).intersection(*map(set, overrides[1:]))
+    return [[o for o in job if o not in shared] for job in overrides]
+
+
+def index_jobs(folders: Iterable[str | Path]) -> list[dict[str, Any]]:
+    """Every job listed by the sweep index of each folder that holds one (other folders are skipped).
+
+    Returns:
+        One dict per job, in folder then job-number order: the index's job fields (see
+        :mod:`evotrainer.sweep_index`) plus ``sweep`` (the folder given), ``sweep_status`` and
+        ``distinct`` (the overrides not shared by every job of that sweep).
+
+    Raises:
+        ArchiveError: an index that is not readable JSON of a known version.
+    """
+    rows: list[dict[str, Any]] = []
+    for folder in folders:
+        path = find_index(folder)
+        if path is None:
+            continue
+        try:
+            doc = read_index(path)
+        except (OSError, ValueError) as exc:
+            raise ArchiveError(f"{path}: unreadable sweep index ({exc})") from None
+        jobs = [j for j in doc["jobs"] if isinstance(j, dict)]
+        distinct = _distinct([[str(o) for o in j.get("overrides") or []] for j in jobs])
+        for job, own in zip(jobs, distinct, strict=True):
+            rows.append({**job, "sweep": str(folder), "sweep_status": doc.get("status"), "distinct": own})
+    return rows
+
+
+def sweep_status(folder: str | Path) -> dict[str, Any] | None:
+    """The sweep-level fields of ``folder``'s index (status, planned_jobs, started, ended, launcher), or None."""
+    path = find_index(folder)
+    if path is None:
+        return None
+    doc = read_index(path)
+    return {k: doc.get(k) for k in ("status", "planned_jobs", "started", "ended", "launcher")}
+
+
+def _num(x: Any) -> str:
+    return f"{x:.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "–"
+
+
+def _diff(d: Any) -> Text:
+    if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) for k in ("mean", "low", "high")):
+        return Text("–")
+    style = "green" if d["low"] > 0 else "red" if d["high"] < 0 else ""
+    return Text(f"{d['mean']:+.4f} [{d['low']:+.3f}, {d['high']:+.3f}]", style=style)
+
+
+def render_jobs(rows: Sequence[dict[str, Any]]) -> Table:
+    """A rich table of :func:`index_jobs` rows: job, folder, overrides, status, final S_val, best seed
+    S_val, held-out difference [95% CI of the run], held."""
+    table = Table(title="jobs of the sweep (from sweep_index.json; S_val on the selection items, higher is "
+                        "better; held-out difference = final best - best seed, paired)", title_justify="left")
+    for col in ("job", "folder", "overrides", "status", "final S_val", "best seed S_val", "held-out diff",
+                "held"):
+        table.add_column(col, justify="right" if col in ("job", "final S_val", "best seed S_val") else "left")
+    held_words = {True: ("yes", "green"), False: ("no", "red")}
+    for r in rows:
+        status = str(r.get("status") or "?")
+        cell = Text(status, style=_STATUS_STYLE.get(status, ""))
+        if r.get("error"):
+            cell.append(": " + clip(r["error"], 120))
+        held, style = ("–", "")
+        if r.get("status") == "ok" and isinstance(r.get("heldout_diff"), dict):
+            held, style = held_words.get(r.get("held"), ("undecided", "yellow"))
+        table.add_row(str(r.get("num", "?")), Text(terminal_safe(r.get("folder", ""))),
+                      Text(clip(" ".join(r.get("distinct") or r.get("overrides") or []), 80)), cell,
+                      _num(r.get("s_val")), _num(r.get("initial_s_val")), _diff(r.get("heldout_diff")),
+                      Text(held, style=style))
+    return table
