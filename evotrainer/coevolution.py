@@ -20,6 +20,10 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;
 4. the final best (the best archived pair) is scored once on the held-out part; summary.
 
+``report.html`` beside the archive is rewritten after generation 0, after each outer generation and at the
+end (``archive/live_report.py``; ``archive.live_report``), and generation 0's cost is estimated after its
+first call, with a warning when it alone would use most of ``outer.budget.seconds`` (``budget_check.py``).
+
 **What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
 the start the initial harness; after each generation the winner's applied vector; after a rollback
 the restored pair's). Each candidate applies ``a + damping * (x_j - a)`` (:func:`ema_toward`), so the
@@ -65,7 +69,9 @@ import numpy as np
 from rich.console import Console
 
 from evotrainer.archive import ArchiveStore, HarnessCandidateRow, archive_path
+from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
 from evotrainer.errors import EvoTrainerError
 from evotrainer.generalisation import Generalisation, compare, to_payload
@@ -132,6 +138,7 @@ def run_outer_loop(
     objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace, search: CMASearch,
     cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
     clock: Callable[[], float] = time.perf_counter, started_at: float | None = None,
+    after_generation: Callable[[int], Any] | None = None,
 ) -> OuterResult:
     """The outer loop (module docstring, step 3), against any objective.
 
@@ -147,6 +154,8 @@ def run_outer_loop(
         console: progress output (a quiet one when None).
         clock: seconds, monotonic (injected for tests).
         started_at: ``clock()`` at the run's start (budget seconds count from it); now when None.
+        after_generation: called with the outer generation (0 = generation 0) once it is archived (the
+            live report, ``archive/live_report.py``); nothing when None.
     """
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at
@@ -169,6 +178,8 @@ def run_outer_loop(
     rec.event("incumbent", outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0")
     _tell_incumbent(objective, incumbent)
     console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
+    if after_generation is not None:
+        after_generation(0)
     anchor = np.asarray(start_harness.vector, dtype=float)  # the applied harness `a` we damp from
     population, current = tuple(start.population), incumbent.screen_s_val
     history = [current]  # current S_val since the start or the last rollback
@@ -266,6 +277,8 @@ def run_outer_loop(
                   archive=[[p.harness_id, p.s_val] for p in pairs],
                   cma_termination={k: str(v) for k, v in search.stop_reasons.items()})
         rec.event("phase", name="outer_generation", outer_generation=g, seconds=clock() - t_outer)
+        if after_generation is not None:
+            after_generation(g)
         verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
                    else f"screen {fmt(best.result.screen_s_val)} <= incumbent's {incumbent.screen_s_val:.4f}, "
                         "not promoted")
@@ -425,6 +438,10 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
         forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
     )
 
+    live = LiveReport(rec, db_path.parent / REPORT_NAME, enabled=cfg.archive.live_report)
+    if live.enabled:
+        console.print(f"report (rewritten after each outer generation): {live.path}", markup=False, highlight=False)
+
     # ---- 2. generation 0 ------------------------------------------------------------------------
     harness0 = space.decode(space.initial_vector())
     tasks0 = objective.draw_tasks(harness0, "h0", 0)
@@ -437,6 +454,10 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     scored = [(e.fitness, i) for i, e in enumerate(evals0) if e.fitness is not None]
     if not scored:
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
+    check_gen0_budget(rec, o.budget.seconds, elapsed=time.perf_counter() - t_run,
+                      batch_seconds=timings["inner: evaluate"], seeds=population, tasks=tasks0, selection=selection,
+                      screen_items=screen_items,
+                      screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [])
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     if o.seed_screen and len(population) > 1:
         keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
@@ -445,7 +466,8 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
 
     # ---- 3. outer generations -------------------------------------------------------------------
-    out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run)
+    out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run,
+                         after_generation=live.refresh)
 
     # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
@@ -469,6 +491,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     rec.event("phase", name="totals", seconds=time.perf_counter() - t_run,
               **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
     rec.event("operator_stats", harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict())
+    live.refresh(None)  # the final report: generalisation and summary included
     store.close()
     print_summary(console, summary, inc)
     print_operator_stats(console, objective.operator_stats)

@@ -1,0 +1,64 @@
+"""The budget check before generation 0: the estimate's arithmetic, and the warning on a real tiny run."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from evotrainer.archive import ArchiveStore
+from evotrainer.budget_check import WARN_SHARE, estimate_gen0
+from evotrainer.coevolution import run_evolve
+from evotrainer.config import Config
+
+
+def test_estimate_adds_the_remaining_requests_at_the_measured_rate() -> None:
+    est = estimate_gen0(elapsed=30.0, batch_seconds=20.0, batch_requests=40, batch_words=8000,
+                        remaining_requests=100, remaining_words=20000, budget=200.0)
+    assert est.per_request == pytest.approx(0.5) and est.length_factor == 1.0
+    assert est.seconds == pytest.approx(30.0 + 0.5 * 100)
+    assert est.share == pytest.approx(80.0 / 200.0) and not est.warn
+
+
+def test_estimate_scales_up_for_longer_transcripts_never_down() -> None:
+    longer = estimate_gen0(elapsed=0.0, batch_seconds=10.0, batch_requests=10, batch_words=1000,
+                           remaining_requests=10, remaining_words=3000, budget=40.0)
+    assert longer.length_factor == pytest.approx(3.0) and longer.seconds == pytest.approx(30.0)
+    assert longer.warn and longer.share > WARN_SHARE
+    shorter = estimate_gen0(elapsed=0.0, batch_seconds=10.0, batch_requests=10, batch_words=1000,
+                            remaining_requests=10, remaining_words=100, budget=40.0)
+    assert shorter.length_factor == 1.0 and shorter.seconds == pytest.approx(10.0)
+
+
+def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
+        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = Config()
+    cfg.model.path = str(tiny_model_dir)
+    cfg.model.max_context = 1024
+    cfg.decoding.max_new_tokens = 8
+    cfg.task.validation_limit = 6
+    cfg.task.tasks_per_generation = 2
+    cfg.task.difficulty.length = 100
+    cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example"]
+    cfg.inner.population_size = 3
+    cfg.inner.elites = 1
+    cfg.inner.tournament_size = 2
+    cfg.outer.popsize = 2
+    cfg.outer.screen_size = 2
+    cfg.outer.budget.seconds = 1.0  # generation 0 alone takes longer on any machine
+    cfg.archive.live_report = False
+    with caplog.at_level(logging.WARNING, logger="evotrainer.budget_check"):
+        summary = run_evolve(cfg, run_dir=tmp_path)
+    lines = [r.getMessage() for r in caplog.records if r.name == "evotrainer.budget_check"]
+    assert len(lines) == 1 and "generation 0 alone is expected to take about" in lines[0]
+    assert "of the 1 s budget" in lines[0] and "outer.budget.seconds" in lines[0]
+    assert summary.stop_reason == "outer.budget.seconds"
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        (event,) = [e for e in store.events(summary.run_id, kind="phase") if e.payload["name"] == "gen0_estimate"]
+        assert "gen0_estimate" not in str(store.dump_deterministic(summary.run_id))
+    est = event.payload
+    assert est["warn"] is True and est["budget"] == 1.0 and est["share"] > WARN_SHARE
+    assert est["seconds"] >= est["elapsed"] > 0 and est["per_request"] > 0
+    # 3 seeds screened on 2 items, then the best seed on the selection items not screened
+    assert est["remaining_requests"] >= 3 * 2
