@@ -3,7 +3,9 @@
 Sections: run summary and budget; generalisation (the final best vs the best seed on the selection
 and held-out items, paired differences with intervals and a verdict, from the run's
 ``"generalisation"`` event); fitness (max and mean of the population) per inner generation;
-S_val per outer generation (incumbent, screened and whole-set candidate scores); harness parameters
+S_val per outer generation (incumbent, screened and whole-set candidate scores); racing (each raced
+policy's paired difference against the incumbent, its interval and how many items it took, and the
+whole-set promotion decisions); harness parameters
 over outer generations; operator success rates; the lineage graph of the best policy, whose nodes
 show their prompt in a side panel when clicked; rollback events (also marked on the S_val and
 harness plots). The file needs no server and no network: open it from disk.
@@ -36,7 +38,8 @@ from evotrainer.generalisation import Generalisation, columns, split_cells
 
 __all__ = ["PLOT_IDS", "build_report", "write_report"]
 
-PLOT_IDS: tuple[str, ...] = ("fitness-plot", "sval-plot", "harness-plot", "operator-plot", "lineage-graph")
+PLOT_IDS: tuple[str, ...] = ("fitness-plot", "sval-plot", "race-plot", "harness-plot", "operator-plot",
+                             "lineage-graph")
 """``id`` of each plot ``div`` in the report, in page order (tests look for them)."""
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
@@ -274,6 +277,55 @@ def _generalisation_html(g: Generalisation | None, problem: str | None = None) -
             f"{_table(list(columns(g.level)), rows)}<p class='{verdict_class}'>{_e(g.verdict)}</p>")
 
 
+_STATUS_COLOURS = {"worse": "#d62728", "futile": "#ff7f0e", "cut": "#7f7f7f", "undecided": "#1f77b4",
+                   "better": "#2ca02c"}
+_STATUS_CLASS = {"better": "ok", "worse": "bad"}
+
+
+def _race_figure(entries: list[dict[str, Any]]) -> go.Figure:
+    """Paired difference vs incumbent (with the race's interval) against items raced, one marker per policy."""
+    fig = go.Figure()
+    for status, colour in _STATUS_COLOURS.items():
+        rows = [r for r in entries if r["status"] == status and r["mean"] is not None]
+        if not rows:
+            continue
+        bounded = all(r["low"] is not None and r["high"] is not None for r in rows)
+        error = dict(type="data", symmetric=False, array=[r["high"] - r["mean"] for r in rows],
+                     arrayminus=[r["mean"] - r["low"] for r in rows], thickness=1) if bounded else None
+        fig.add_trace(go.Scatter(
+            x=[r["items"] for r in rows], y=[r["mean"] for r in rows], mode="markers", name=status,
+            marker=dict(color=colour, size=9), error_y=error,
+            text=[_e(f"{r['policy_id']} ({r['harness_id']}) vs {r['reference']}") for r in rows],
+            hovertemplate="%{text}<br>items %{x}<br>paired mean %{y:.4f}<extra></extra>"))
+    fig.add_hline(y=0, line=dict(color="#444", dash="dot"))
+    fig.update_layout(xaxis_title="selection items raced (log)", yaxis_title="policy − incumbent, S_val",
+                      xaxis_type="log", margin=dict(t=30))
+    return fig if entries else _empty(fig, "No race events: the run raced no candidate yet.")
+
+
+def _race_html(summary: dict[str, Any], entries: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> str:
+    by_status = ", ".join(f"{k} {v}" for k, v in sorted(summary["by_status"].items())) or "none"
+    head = (f"<p class='note'>{_e(summary['races'])} races, {_e(summary['entries'])} policies raced ({_e(by_status)}), "
+            f"{_e(summary['evaluations'])} policy-item evaluations spent racing; {_e(summary['promotions'])} "
+            f"whole-set decisions, {_e(summary['promoted'])} promoted. A policy is dropped as soon as its paired "
+            "interval against the incumbent lies below 0 (worse), or when its mean is not above 0 before the last "
+            "stage (futile); it is promoted only when the lower bound on the whole selection set is above 0.</p>")
+    rows = [[_e(r["outer_generation"]), _e(r["harness_id"]), _e(r["policy_id"]), _e(r["reference"]), _e(r["items"]),
+             f"<span class='{_STATUS_CLASS.get(str(r['status']), '')}'>{_e(r['status'])}</span>",
+             _num(r["mean"]), f"[{_num(r['low'])}, {_num(r['high'])}]",
+             _e(f"{r['wins']}/{r['losses']}/{r['ties']}")] for r in entries]
+    table = _table(["outer gen", "candidate", "policy", "vs", "items", "status", "paired mean", "interval",
+                    "W/L/T"], rows) if rows else ""
+    drows = [[_e(d["outer_generation"]), _e(d["harness_id"]), _e(d["policy_id"]), _e(d["incumbent_policy_id"]),
+              _num(d["s_val"]), _num(d["incumbent_s_val"]), _num(d["mean"]), f"[{_num(d['low'])}, {_num(d['high'])}]",
+              _e(f"{d['wins']}/{d['losses']}/{d['ties']}"),
+              "<span class='ok'>promoted</span>" if d["promoted"] else "kept incumbent"] for d in decisions]
+    dtable = ("<h3>Whole-set promotion decisions</h3>" + _table(
+        ["outer gen", "candidate", "policy", "incumbent", "S_val", "incumbent S_val", "paired mean", "interval",
+         "W/L/T", "decision"], drows)) if drows else "<p class='note'>No whole-set promotion decisions.</p>"
+    return head + (f"<details><summary>every race entry ({len(rows)})</summary>{table}</details>" if rows else "") + dtable
+
+
 def _lineage_data(graph: dict[str, Any] | None) -> dict[str, Any]:
     if graph is None:
         return {}
@@ -351,6 +403,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
     harness = views.harness_trajectory(store, run_id)
     stats = views.operator_stats(store, run_id)
     rbs = views.rollbacks(store, run_id)
+    races = views.race_entries(store, run_id)
     gen_problem = None
     try:
         gen = views.run_generalisation(store, run_id)
@@ -364,6 +417,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
     figs = {
         "fitness-plot": (_fitness_figure(views.fitness_curves(store, run_id)), 420),
         "sval-plot": (_s_val_figure(traj), 400),
+        "race-plot": (_race_figure(races), 400),
         "harness-plot": (_harness_figure(harness, traj["rollbacks"]), max(320, 230 * math.ceil(
             len({k for r in harness for k in r["params"]}) / 3))),
         "operator-plot": (_operator_figure(stats), 400),
@@ -396,6 +450,8 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 <h2 id="generalisation">Generalisation: final best vs best seed</h2>{_generalisation_html(gen, gen_problem)}
 <h2>Fitness per inner generation</h2>{divs["fitness-plot"]}
 <h2>Meta-validation S_val per outer generation</h2>{divs["sval-plot"]}
+<h2 id="racing">Racing and promotions</h2>{divs["race-plot"]}{_race_html(views.race_summary(store, run_id), races,
+                                                                       views.promotions(store, run_id))}
 <h2>Harness parameters over outer generations</h2>{divs["harness-plot"]}
 <h2>Operator success rates</h2>{divs["operator-plot"]}{op_table}
 <h2 id="lineage">Lineage of the best policy</h2>{lineage_note}

@@ -62,6 +62,31 @@ def test_model_text_is_escaped(tmp_path: Path) -> None:
     assert "\\u003c/script\\u003e" in doc  # the JSON for the click handler, script-safe
 
 
+def test_racing_section_shows_every_race_entry_and_promotion_decision(tmp_path: Path) -> None:
+    db = tmp_path / "archive.db"
+    build_archive(db)
+    entry = {"items": 8, "status": "worse", "mean": -0.04, "low": -0.09, "high": -0.001, "wins": 2, "losses": 5,
+             "ties": 1}
+    with ArchiveStore(db) as store:
+        store.add_event(RUN, "race", {"outer_generation": 1, "harness_id": "g1c0", "reference": "alpha",
+                                      "evaluations": 8, "entries": [
+                                          {"policy_id": "<b>x</b>", **entry},
+                                          {"policy_id": "p2", **entry, "items": 90, "status": "undecided",
+                                           "mean": 0.0055, "low": -0.0013, "high": 0.0123}]})
+        store.add_event(RUN, "promotion", {"outer_generation": 1, "harness_id": "g1c0", "policy_id": "p2",
+                                           "incumbent_policy_id": "alpha", "promoted": False, "s_val": 0.0648,
+                                           "incumbent_s_val": 0.0593, "paired": {"mean": 0.0055, "low": -0.0013,
+                                                                                  "high": 0.0123, "n": 90,
+                                                                                  "wins": 17, "losses": 11,
+                                                                                  "ties": 62}})
+    with open_archive(db) as store:
+        doc = build_report(store, RUN)
+    section = doc[doc.index('id="racing"'):doc.index("Harness parameters over outer generations</h2>")]
+    assert 'id="race-plot"' in section and "2 policies raced (undecided 1, worse 1)" in section
+    assert "[-0.0013, 0.0123]" in section and "17/11/62" in section and "kept incumbent" in section
+    assert "<b>x</b>" not in doc and "&lt;b&gt;x&lt;/b&gt;" in section
+
+
 def test_report_of_a_crashed_run_and_of_an_empty_run(tmp_path: Path) -> None:
     out, _ = _report(tmp_path, finished=False)
     assert "running or crashed" in out.read_text(encoding="utf-8")
@@ -153,7 +178,7 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 
     # 1. Screenshot: the page is not blank and the plots drew (coloured traces).
     shot = tmp_path / "report.png"
-    proc = _chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1400,2000", "--hide-scrollbars")
+    proc = _chromium(tmp_path, url, f"--screenshot={shot}", "--window-size=1400,2600", "--hide-scrollbars")
     assert shot.is_file(), proc.stderr[-2000:]
     assert _console_lines(proc.stderr) == []
     # Text and tables alone give a few hundred grey shades and almost no saturated pixels (measured: 257
