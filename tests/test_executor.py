@@ -114,3 +114,16 @@ def test_executor_keys_are_validated() -> None:
     cfg.executor.kind = "ray"
     with pytest.raises(ConfigError, match="selfevolve"):
         to_config(cfg)
+
+
+def test_executor_is_a_hydra_choice() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from evotrainer.config import PACKAGE_DATA, register_configs
+
+    register_configs()
+    with initialize_config_dir(str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        assert to_config(compose("config")).executor.kind == "local"
+        cfg = to_config(compose("config", overrides=["executor=ray", "executor.ray.address=auto",
+                                                     "executor.ray.workers=3"]))
+    assert cfg.executor == ExecutorConfig(kind="ray", ray=RayConfig(address="auto", workers=3))
