@@ -98,6 +98,8 @@ def test_archive_sweep_prints_the_jobs_side_by_side(failing_sweep, capsys) -> No
     assert [j["status"] for j in doc["jobs"]] == ["ok", "failed", "failed"]
     assert doc["jobs"][1]["distinct"] == ["task.validation_path=/no/such/a.jsonl"]
     assert len(doc["runs"]) == 1
+    code, out = _archive_cli(capsys, "sweep", str(sweep.parent), "--json")  # a folder above: its sweeps' indexes
+    assert code == 0 and [j["sweep"] for j in json.loads(out)["jobs"]] == [str(sweep)] * 3
 
 
 def test_two_sweeps_started_at_once_never_share_a_folder(tmp_path: Path) -> None:

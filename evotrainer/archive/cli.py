@@ -488,8 +488,8 @@ def sweep(
         try:
             locations += find_archives(path)
         except ArchiveError:
-            if not any(j["sweep"] == str(path) for j in jobs):  # a sweep whose jobs all failed has no archive
-                raise
+            if not any(Path(j["sweep"]).resolve().is_relative_to(path.resolve()) for j in jobs):
+                raise  # (a sweep whose jobs all failed has no archive, but its index lists them)
     summary = views.sweep_summary(locations, seed=seed, level=level)
     summary["jobs"] = jobs
     if as_json:
@@ -500,11 +500,11 @@ def sweep(
     console = _console()
     if jobs:
         console.print(render_jobs(jobs))
-        for path in paths:
-            if (st := sweep_status(path)) is not None:
-                n = sum(j["sweep"] == str(path) for j in jobs)
+        for folder in dict.fromkeys(j["sweep"] for j in jobs):
+            if (st := sweep_status(folder)) is not None:
+                n = sum(j["sweep"] == folder for j in jobs)
                 console.print(Text(terminal_safe(
-                    f"sweep {path}: {st['status']}, {n} of {st['planned_jobs'] or '?'} jobs listed, "
+                    f"sweep {folder}: {st['status']}, {n} of {st['planned_jobs'] or '?'} jobs listed, "
                     f"{st['launcher'] or 'launcher ?'}, {st['started']} to {st['ended'] or '(not ended)'}")))
     pct = f"{round(level * 100)}%"
     if summary["runs"]:

@@ -18,11 +18,12 @@ from rich.text import Text
 
 from evotrainer.archive.textsafe import clip, terminal_safe
 from evotrainer.errors import ArchiveError
-from evotrainer.sweep_index import find_index, read_index
+from evotrainer.sweep_index import INDEX_NAME, find_index, read_index
 
 __all__ = ["index_jobs", "render_jobs", "sweep_status"]
 
 _STATUS_STYLE = {"ok": "green", "failed": "red", "running": "yellow"}
+_MAX_INDEXES = 1000
 
 
 def _distinct(overrides: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -33,22 +34,30 @@ def _distinct(overrides: Sequence[Sequence[str]]) -> list[list[str]]:
     return [[o for o in job if o not in shared] for job in overrides]
 
 
+def _indexes(folder: str | Path) -> list[Path]:
+    """The sweep index of ``folder``, else every one below it (``archive/multirun/``), sorted, at most 1000."""
+    own = find_index(folder)
+    if own is not None:
+        return [own]
+    root = Path(folder)
+    return sorted(root.rglob(INDEX_NAME))[:_MAX_INDEXES] if root.is_dir() else []
+
+
 def index_jobs(folders: Iterable[str | Path]) -> list[dict[str, Any]]:
-    """Every job listed by the sweep index of each folder that holds one (other folders are skipped).
+    """Every job listed by the sweep indexes at or below the given folders (folders without one are skipped).
 
     Returns:
-        One dict per job, in folder then job-number order: the index's job fields (see
-        :mod:`evotrainer.sweep_index`) plus ``sweep`` (the folder given), ``sweep_status`` and
+        One dict per job, in sweep then job-number order: the index's job fields (see
+        :mod:`evotrainer.sweep_index`) plus ``sweep`` (the sweep folder), ``sweep_status`` and
         ``distinct`` (the overrides not shared by every job of that sweep).
 
     Raises:
         ArchiveError: an index that is not readable JSON of a known version.
     """
     rows: list[dict[str, Any]] = []
-    for folder in folders:
-        path = find_index(folder)
-        if path is None:
-            continue
+    paths = [p for folder in folders for p in _indexes(folder)]
+    for path in dict.fromkeys(paths):  # a sweep given twice is listed once
+        folder = path.parent
         try:
             doc = read_index(path)
         except (OSError, ValueError) as exc:
@@ -87,17 +96,22 @@ def render_jobs(rows: Sequence[dict[str, Any]]) -> Table:
                         "better; held-out difference = final best - best seed, paired)", title_justify="left")
     for col in ("job", "folder", "overrides", "status", "final S_val", "best seed S_val", "held-out diff",
                 "held"):
-        table.add_column(col, justify="right" if col in ("job", "final S_val", "best seed S_val") else "left")
+        table.add_column(col, justify="right" if col in ("job", "final S_val", "best seed S_val") else "left",
+                         overflow="fold" if col == "folder" else "ellipsis")
     held_words = {True: ("yes", "green"), False: ("no", "red")}
+    several = len({r.get("sweep") for r in rows}) > 1
     for r in rows:
         status = str(r.get("status") or "?")
+        folder = str(r.get("folder", ""))
+        if several:  # name the sweep too: every sweep has a 0_seed0
+            folder = f"{Path(str(r.get('sweep'))).name}/{folder}"
         cell = Text(status, style=_STATUS_STYLE.get(status, ""))
         if r.get("error"):
             cell.append(": " + clip(r["error"], 120))
         held, style = ("–", "")
         if r.get("status") == "ok" and isinstance(r.get("heldout_diff"), dict):
             held, style = held_words.get(r.get("held"), ("undecided", "yellow"))
-        table.add_row(str(r.get("num", "?")), Text(terminal_safe(r.get("folder", ""))),
+        table.add_row(str(r.get("num", "?")), Text(terminal_safe(folder)),
                       Text(clip(" ".join(r.get("distinct") or r.get("overrides") or []), 80)), cell,
                       _num(r.get("s_val")), _num(r.get("initial_s_val")), _diff(r.get("heldout_diff")),
                       Text(held, style=style))
