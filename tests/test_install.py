@@ -17,10 +17,12 @@ import site
 import subprocess
 import sys
 import sysconfig
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 
+from evotrainer.archive import ArchiveStore
 from evotrainer.config import PROJECT_ROOT
 
 pytestmark = pytest.mark.slow
@@ -85,5 +87,10 @@ def test_installed_smoke_run_outside_the_checkout(installed: Path, tiny_model_di
                   cwd=tmp_path, timeout=1800)
     runs = list((tmp_path / "archive" / "runs").glob("*/archive.db"))
     assert len(runs) == 1, proc.stdout[-2000:]
+    assert (runs[0].parent / "report.html").is_file()  # the live report, beside the archive
+    with ArchiveStore(runs[0], read_only=True) as store:
+        (run,) = store.list_runs()
+        assert store.events(run.run_id, kind="summary")
+    assert run.code_version == version("evotrainer")  # the installed package's version, not a git describe
     shown = _check([str(installed), "-m", "evotrainer.archive", "show", str(runs[0])], cwd=tmp_path, timeout=300)
     assert "S_val" in shown.stdout

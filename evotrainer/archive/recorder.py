@@ -23,21 +23,28 @@ __all__ = ["RunRecorder", "code_version"]
 
 
 def code_version() -> str:
-    """``git describe --always --dirty`` of the package's checkout, else the package version."""
-    root = Path(__file__).resolve().parents[2]
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(root), "describe", "--always", "--dirty"],
-            capture_output=True, text=True, timeout=5, check=True,
-        )
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.SubprocessError):
-        from importlib.metadata import PackageNotFoundError, version
+    """``git describe --always --dirty`` of the package's checkout, else the package version.
 
+    The checkout is the folder above the package when it holds ``.git`` (an editable install); an
+    installed wheel (``site-packages/evotrainer``) reports its version, even in a venv inside some other
+    git repository.
+    """
+    root = Path(__file__).resolve().parents[2]
+    if (root / ".git").exists():
         try:
-            return version("evotrainer")
-        except PackageNotFoundError:
-            return "unknown"
+            out = subprocess.run(
+                ["git", "-C", str(root), "describe", "--always", "--dirty"],
+                capture_output=True, text=True, timeout=5, check=True,
+            )
+            return out.stdout.strip() or "unknown"
+        except (OSError, subprocess.SubprocessError):
+            pass
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("evotrainer")
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _finite_or_zero(x: float | None) -> float:

@@ -72,6 +72,23 @@ def test_reading_creates_nothing_beside_the_archive(tmp_path: Path, layout: str)
     assert _listing(db.parent) == before
 
 
+@pytest.mark.parametrize("layout", ["clean", "killed", "killed_no_shm"])
+def test_every_read_command_leaves_the_run_folder_as_it_was(tmp_path: Path, layout: str, capsys) -> None:
+    """The CLI's read commands and the report (written elsewhere) open the archive read-only."""
+    if layout == "clean":
+        db = tmp_path / "run" / "archive.db"
+        build_archive(db)
+    else:
+        db = _killed_run(tmp_path / "run", shm=layout == "killed")
+    before = _listing(db.parent)
+    out = tmp_path / "elsewhere" / "report.html"
+    for command in (["runs"], ["show"], ["best"], ["harness"], ["rollbacks"], ["report", "-o", str(out)]):
+        assert main([command[0], str(db.parent), *command[1:], "--json"]) == 0, command
+        assert _listing(db.parent) == before, command
+    assert out.is_file()
+    capsys.readouterr()
+
+
 def test_reader_beside_a_live_writer_sees_new_rows_and_adds_no_files(tmp_path: Path) -> None:
     db = tmp_path / "archive.db"
     with ArchiveStore(db) as writer:
