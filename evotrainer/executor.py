@@ -183,7 +183,8 @@ class RayExecutor:
         return [g for g in results if g is not None]
 
     def close(self) -> None:
-        """End the workers, and the local Ray instance when this executor started it."""
+        """End the workers and the Ray connection this executor opened (a local instance it started ends
+        with it; a cluster it joined goes on)."""
         for w in getattr(self, "workers", []):
             self._ray.kill(w)
         self.workers = []
