@@ -40,6 +40,8 @@ def _check(cmd: list[str], cwd: Path, timeout: float) -> subprocess.CompletedPro
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv's python with the wheel installed non-editable and the test venv's dependencies visible."""
+    pytest.importorskip("setuptools", reason="building the wheel without build isolation needs setuptools "
+                        "(the dev extra installs it)")
     root = tmp_path_factory.mktemp("install")
     src = root / "src"
     shutil.copytree(PROJECT_ROOT / "evotrainer", src / "evotrainer",
