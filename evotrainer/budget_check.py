@@ -14,7 +14,9 @@ to come, the first call's seconds per request, scaled by how much longer the tra
 (mean words; never scaled down: prefill dominates the cost, see the README's speed section). It is
 rough: a batch whose policies share transcripts reuses their prefix, so the per-request rate of the
 first call (14 seeds on each transcript) is lower than that of the selection scoring (one policy per
-transcript); read it as "most of the budget", not as a forecast to the minute.
+transcript); read it as "most of the budget", not as a forecast to the minute. Checked against the main
+job's seed-0 run on 2 cores (first call: 14 seeds x 3 tasks of about 240 words in 57 s; then 194 requests
+on selection items of about 600 words): 713 s estimated, 890 s measured to the first incumbent.
 """
 
 from __future__ import annotations
