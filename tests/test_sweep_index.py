@@ -144,11 +144,28 @@ def test_planned_jobs_counts_as_the_basic_sweeper_splits() -> None:
 
 
 def test_threads_divide_by_the_jobs_the_launcher_runs_at_once(tmp_path: Path) -> None:
+    from hydra.conf import HydraConf
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
     OmegaConf.save(OmegaConf.create({"hydra": {"sweeper": {
         "_target_": "hydra._internal.core_plugins.basic_sweeper.BasicSweeper", "max_batch_size": None,
         "params": None}, "overrides": {"task": ["+experiment=smoke", "seed=0,1"]}}}), tmp_path / "multirun.yaml")
-    assert threads.sweep_batch(str(tmp_path)) == 2  # n_jobs=-1 on 16 cores runs these 2 jobs: 8 threads each
+    assert threads.sweep_batch(str(tmp_path)) == 2
     assert threads.sweep_batch(str(tmp_path / "nowhere")) is None
+    saved = HydraConfig.instance().cfg
+    try:
+        for n_jobs, cores, expected in ((-1, 16, 2), (2, 16, 2), (1, 16, 1), (-1, 1, 1), (8, 2, 2)):
+            cfg = OmegaConf.create({"hydra": OmegaConf.structured(HydraConf)})  # set_config makes it read-only
+            cfg.hydra.mode = RunMode.MULTIRUN
+            cfg.hydra.sweep.dir = str(tmp_path)
+            cfg.hydra.launcher = {"n_jobs": n_jobs}
+            HydraConfig.instance().set_config(cfg)
+            assert threads.sweep_jobs(cores) == expected, (n_jobs, cores)
+    finally:
+        HydraConfig.instance().cfg = saved
+    # joblib's default n_jobs=-1 on 16 cores runs this sweep's 2 jobs at once: 8 threads each, not 1
+    assert threads.choose_threads(threads.Machine(cores=16, load=0.0, jobs=2)) == 8
 
 
 def _bump(folder: str, worker: int) -> None:
