@@ -6,6 +6,11 @@ and writes a lineage archive under the Hydra run dir; ``mode=selfevolve`` runs L
 rounds (``selfevolve.*``) and archives each. Errors print one line naming the key or
 file and exit with status 2; ``debug=true`` shows the full traceback.
 
+``resume=<run dir>`` (or ``resume=true``: the newest unfinished run of the same config under
+``archive/runs``) continues a killed ``mode=evolve`` run in its own folder (``evotrainer/resume.py``);
+``resume_force=true`` accepts a changed config. A ``STOP`` file in the run folder ends a run at the next
+generation boundary with its summary (``evotrainer/run_control.py``).
+
 In a Hydra multirun (``-m``) a failing job raises instead of exiting: ``sys.exit`` inside a job ends
 the whole sweep (hydra#2551), while an exception is recorded by Hydra's launcher as that job's failure,
 the other jobs run, and the sweep exits non-zero at the end (Hydra's basic sweeper re-raises the first
@@ -17,12 +22,15 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from datetime import datetime
+from pathlib import Path
 
 import hydra
 from omegaconf import DictConfig
 
 from evotrainer.config import register_configs, to_config
-from evotrainer.errors import EvoTrainerError
+from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.resume import find_resumable, plan_resume, run_config, wants_resume
 
 register_configs()
 log = logging.getLogger("evotrainer")
@@ -33,6 +41,17 @@ def _run(dcfg: DictConfig) -> None:
 
     cfg = to_config(dcfg)
     run_dir = HydraConfig.get().runtime.output_dir
+    plan = None
+    if wants_resume(cfg.resume):
+        if cfg.mode != "evolve":
+            raise ConfigError(f"resume: only mode=evolve runs can be resumed, not mode={cfg.mode}")
+        if _multirun():
+            raise ConfigError("resume: not in a multirun (-m); resume each job with resume=<its folder>")
+        plan = plan_resume(cfg.resume, run_config(_plain(dcfg)), force=cfg.resume_force,
+                           archive_name=cfg.archive.path)
+        if plan.changed:
+            log.warning("resume_force: resuming despite config changes in %s", ", ".join(plan.changed))
+        run_dir = str(plan.run_dir)
     if cfg.mode == "evaluate":
         from evotrainer.evaluate import run_evaluate
 
@@ -44,7 +63,7 @@ def _run(dcfg: DictConfig) -> None:
     else:
         from evotrainer.coevolution import run_evolve
 
-        run_evolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg))
+        run_evolve(cfg, run_dir=run_dir, config_dict=run_config(_plain(dcfg)), resume=plan)
 
 
 def _multirun() -> bool:
@@ -80,10 +99,48 @@ def _app(dcfg: DictConfig) -> None:
         sys.exit(130)
 
 
+def _resume_argv(argv: list[str]) -> list[str]:
+    """Command-line overrides with ``resume=`` pointed at the run folder Hydra must write into.
+
+    ``resume=<run dir>`` adds ``hydra.run.dir=<run dir>`` (the archive and call log are there; the log file
+    is appended to) and ``hydra.output_subdir=.hydra/resume_<time>`` (the run's own ``.hydra/`` config is
+    kept). ``resume=true`` is first replaced by the newest resumable run of the composed config
+    (:func:`evotrainer.resume.find_resumable`); when there is none, or in a multirun, or with an explicit
+    ``hydra.run.dir``, ``argv`` is returned as is and ``_run`` reports what is wrong.
+    """
+    given = [a for a in argv if a.startswith("resume=")]
+    if (not given or not wants_resume(given[-1].partition("=")[2]) or {"-m", "--multirun"} & set(argv)
+            or any(a.startswith("hydra.run.dir=") for a in argv)):
+        return argv
+    value = given[-1].partition("=")[2].strip().strip("'\"")
+    if value.lower() == "true":
+        found = _find_resumable_for(argv)
+        if found is None:
+            return argv
+        value = str(found)
+        argv = [a for a in argv if not a.startswith("resume=")] + [f"resume='{value}'"]
+    path = Path(value).expanduser()
+    run_dir = path.parent if path.is_file() else path
+    stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+    return [*argv, f"hydra.run.dir='{run_dir}'", f"hydra.output_subdir=.hydra/resume_{stamp}"]
+
+
+def _find_resumable_for(argv: list[str]) -> Path | None:
+    """The newest resumable run folder of the config these overrides compose (Hydra's compose API)."""
+    from hydra import compose, initialize_config_dir
+
+    overrides = [a for a in argv if not a.startswith(("-", "hydra.", "resume="))]
+    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parent / "conf"), version_base="1.3"):
+        dcfg = compose(config_name="config", overrides=overrides)
+    archive = str(dcfg.get("archive", {}).get("path", "archive.db"))
+    return find_resumable(run_config(_plain(dcfg)), archive_name=archive)
+
+
 def main() -> None:
     """Console entry point (``evotrainer ...``), same as ``python -m evotrainer``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    sys.argv[1:] = _resume_argv(sys.argv[1:])
     _app()
 
 

@@ -68,7 +68,7 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from evotrainer.archive import ArchiveStore, HarnessCandidateRow, archive_path
+from evotrainer.archive import HarnessCandidateRow, archive_path
 from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.budget_check import check_gen0_budget
@@ -80,10 +80,12 @@ from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.racing import PairedBound, paired_bound
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
-from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop, plateau_stop
+from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
 from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config, planned_requests
 from evotrainer.progress import stdout_console, task
+from evotrainer.resume import ResumePlan, RunFiles, run_config
 from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run_control import RunControl, StopRequested
 from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
 from evotrainer.search.genome import Policy
@@ -138,7 +140,7 @@ def run_outer_loop(
     objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace, search: CMASearch,
     cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
     clock: Callable[[], float] = time.perf_counter, started_at: float | None = None,
-    after_generation: Callable[[int], Any] | None = None,
+    control: RunControl | None = None, after_generation: Callable[[int], Any] | None = None,
 ) -> OuterResult:
     """The outer loop (module docstring, step 3), against any objective.
 
@@ -154,6 +156,8 @@ def run_outer_loop(
         console: progress output (a quiet one when None).
         clock: seconds, monotonic (injected for tests).
         started_at: ``clock()`` at the run's start (budget seconds count from it); now when None.
+        control: stop decisions at each candidate boundary (budget, STOP file, a resumed run's replay;
+            ``run_control.py``); budget limits alone when None.
         after_generation: called with the outer generation (0 = generation 0) once it is archived (the
             live report, ``archive/live_report.py``); nothing when None.
     """
@@ -164,6 +168,7 @@ def run_outer_loop(
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
     check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
                       cfg.hack_check.penalty)
+    control = control or RunControl(rec, limits)
     tokens, evaluations = start.generated_tokens, 0
 
     def usage() -> Usage:
@@ -189,17 +194,21 @@ def run_outer_loop(
 
     # ---- outer generations -----------------------------------------------------------------------
     for g in range(1, cfg.generations + 1):
-        if (stop := budget_stop(usage(), limits)) is not None:
+        if (stop := control.check(usage(), outer_generation=g, harness_id=f"g{g}c0")) is not None:
             break
         t_outer = clock()
         xs = search.ask()
         outcomes: list[_Outcome] = []
         for j, x in enumerate(xs):
-            if j and (stop := budget_stop(usage(), limits)) is not None:
+            hid = f"g{g}c{j}"
+            if j and (stop := control.check(usage(), outer_generation=g, harness_id=hid)) is not None:
                 break
             harness = space.decode(ema_toward(anchor, x, cfg.damping))
-            hid = f"g{g}c{j}"
-            res = _run_candidate(objective, harness, population, hid, g, rec)
+            try:
+                res = _run_candidate(objective, harness, population, hid, g, rec)
+            except StopRequested as req:  # a STOP file seen after an inner generation: this candidate is dropped
+                stop = req.reason
+                break
             evaluations += 1
             tokens += res.generated_tokens
             delta = None if res.screen_s_val is None else res.screen_s_val - current
@@ -211,6 +220,8 @@ def run_outer_loop(
             console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
                           f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
                           f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
+        if stop is not None and not outcomes:
+            break
         if len(outcomes) == len(xs):
             search.tell(xs, [o.told for o in outcomes])
         scored = [o for o in outcomes if math.isfinite(o.told)]
@@ -313,7 +324,7 @@ def _run_candidate(objective: Objective, harness: Harness, population: Sequence[
     """The objective's result; a crash or a non-finite screen score becomes a failed candidate."""
     try:
         res = objective(harness, population, hid, g)
-    except EvoTrainerError:
+    except (EvoTrainerError, StopRequested):
         raise  # systemic (bad config, missing model, leaked validation item): stop the run
     except Exception as exc:  # a failing candidate never raises (it gets the worst penalty)
         log.exception("harness candidate %s failed", hid)
@@ -386,12 +397,19 @@ def _run_id(cfg: Config, config_dict: dict) -> str:
     return f"run-s{cfg.seed}-{hashlib.sha256(blob).hexdigest()[:10]}"
 
 
-def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None) -> EvolveSummary:
-    """Run the co-evolution described in the module docstring; returns and prints the summary."""
+def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None,
+               resume: ResumePlan | None = None) -> EvolveSummary:
+    """Run the co-evolution described in the module docstring; returns and prints the summary.
+
+    ``resume``: continue that killed run by deterministic replay (``evotrainer/resume.py``). Every LLM call
+    goes through the run's call log (``llm_calls.db`` beside the archive) so that any run can be resumed,
+    except with adapter genes. A ``STOP`` file in ``run_dir`` ends the run at the next generation boundary.
+    """
     t_run = time.perf_counter()
     console = stdout_console()
     timings: dict[str, float] = {}
-    config_dict = config_dict if config_dict is not None else asdict(cfg)
+    config_dict = run_config(config_dict if config_dict is not None else asdict(cfg))
+    files = RunFiles.open(cfg, run_dir, resume)
     seeds = Seeds(cfg.seed)
     tracker = open_tracker(cfg.tracking, run_dir)  # None unless tracking.* is on; fails here if a package is missing
 
@@ -414,14 +432,15 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
     t0 = time.perf_counter()
     counter = [0]  # generated tokens of the policy model and the mutator together
-    llm = TokenMeter(build_llm(cfg.model, executor=cfg.executor), counter)  # progress: evotrainer.progress tasks around long phases
-    mutator = llm if cfg.mutator == cfg.model else TokenMeter(build_llm(cfg.mutator, role="mutator"), counter)
+    llm = TokenMeter(files.logged(build_llm(cfg.model, executor=cfg.executor), cfg.model), counter)  # each call logged for resume
+    mutator = llm if cfg.mutator == cfg.model else TokenMeter(
+        files.logged(build_llm(cfg.mutator, role="mutator"), cfg.mutator), counter)
     timings["model load"] = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
-    run_id = _run_id(cfg, config_dict)
+    run_id = resume.run_id if resume is not None else _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)
-    store = ArchiveStore(db_path)
+    store = files.archive(db_path, run_id)
     rec = RunRecorder(store, run_id, tracker=tracker)
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
@@ -437,10 +456,11 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
         forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
     )
-
     live = LiveReport(rec, db_path.parent / REPORT_NAME, enabled=cfg.archive.live_report)
     if live.enabled:
         console.print(f"report (rewritten after each outer generation): {live.path}", markup=False, highlight=False)
+    control = files.control(rec, o)
+    objective.stop_check = control.inner_boundary
 
     # ---- 2. generation 0 ------------------------------------------------------------------------
     harness0 = space.decode(space.initial_vector())
@@ -467,7 +487,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
     # ---- 3. outer generations -------------------------------------------------------------------
     out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run,
-                         after_generation=live.refresh)
+                         control=control, after_generation=live.refresh)
 
     # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
@@ -493,6 +513,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     rec.event("operator_stats", harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict())
     live.refresh(None)  # the final report: generalisation and summary included
     store.close()
+    files.close()
     print_summary(console, summary, inc)
     print_operator_stats(console, objective.operator_stats)
     return summary

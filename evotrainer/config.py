@@ -393,6 +393,8 @@ class Config:
     mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve"
     seed: int = 0  # the root seed; every RNG derives from it
     debug: bool = False  # show full tracebacks
+    resume: str | None = None  # mode=evolve: a run folder to continue, or true = the newest of this config
+    resume_force: bool = False  # resume even when the config differs from the run's (keys are listed)
     model: ModelConfig = field(default_factory=ModelConfig)
     mutator: ModelConfig = field(default_factory=ModelConfig)  # equal to `model` = reuse the policy model
     decoding: DecodingConfig = field(default_factory=DecodingConfig)

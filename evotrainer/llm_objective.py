@@ -195,9 +195,15 @@ class LLMObjective:
         adapters_root: where new adapter folders go when ``inner.adapter_mutation_share > 0`` (default:
             ``adapters/`` next to the archive file, i.e. in the run dir for the default archive path).
 
+    Attributes:
+        stop_check: called with ``outer_generation``, ``harness_id``, ``inner_generation`` after each inner
+            generation; raises to end the run there (``RunControl.inner_boundary``); None = never.
+
     Raises:
         ConfigError: adapter genes are on but the policy model is not a transformers backend.
     """
+
+    stop_check: Callable[..., None] | None = None
 
     def __init__(
         self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
@@ -478,6 +484,8 @@ class LLMObjective:
                 f"{' | SKIPPED (all evaluations failed)' if report.skipped else ''} | "
                 + " ".join(f"{k} {v:.1f}s" for k, v in report.timings.items())
             )
+            if self.stop_check is not None:  # a STOP file: end the run at this boundary
+                self.stop_check(outer_generation=g, harness_id=hid, inner_generation=report.generation)
 
         feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
         workshop = None

@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from evotrainer import testhooks
 from evotrainer.archive.queries import ArchiveQueries
 from evotrainer.archive.schema import (
     APPLICATION_ID,
@@ -350,6 +351,8 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
                      None if r.inner_generation is None else int(r.inner_generation),
                      int(bool(r.cached)), r.error, now()),
                 )
+        for kind in dict.fromkeys(r.kind for r in rows):  # test-only kill point (evotrainer/testhooks.py)
+            testhooks.reached(f"evaluation:{kind}", sum(r.kind == kind for r in rows))
 
     def add_harness_candidate(self, run_id: str, row: HarnessCandidateRow) -> None:
         """Archive one scored harness candidate (once: a second row with its id raises ArchiveError)."""
@@ -375,7 +378,8 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
                 "INSERT INTO events (run_id, kind, payload_json, created_at) VALUES (?, ?, ?, ?)",
                 (str(run_id), str(kind), body, now()),
             )
-            return int(cur.lastrowid or 0)
+        testhooks.reached(f"event:{kind}")  # test-only kill point (evotrainer/testhooks.py)
+        return int(cur.lastrowid or 0)
 
     # --- lifetime ---------------------------------------------------------------------------------
 

@@ -1,0 +1,164 @@
+"""A persisted log of every generation a backend answered, so that a resumed run replays them.
+
+A run's LLM calls (policy rollouts, mutations, reflections, merges) go through :class:`LoggedLLM`, which
+stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`), keyed by
+:func:`call_key`: the request (messages, decoding settings with the seed, adapter) and the model's identity
+(:func:`model_identity`). A resumed run re-runs the engine from its start; every call whose answers are
+all in the log is served from it without touching the model, so the run replays what the killed process
+did at the cost of scoring alone (``evotrainer/resume.py``).
+
+A call with any request missing from the log runs as a whole on the real backend (the batch the
+uninterrupted run would have sent), and requests the log already held keep their logged answers. Each
+call's new answers are written in one transaction, so a killed process leaves whole calls or nothing.
+The file is append-only (``INSERT OR IGNORE``: an answer is never replaced).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from evotrainer import testhooks
+from evotrainer.archive.values import now
+from evotrainer.backends.base import LLM, Generation, GenerationRequest
+from evotrainer.backends.replay import request_hash
+from evotrainer.errors import ArchiveError
+
+__all__ = ["CALL_LOG_NAME", "CallLog", "LoggedLLM", "call_key", "model_identity"]
+
+CALL_LOG_NAME = "llm_calls.db"
+"""File name of the call log, beside the run's ``archive.db``."""
+
+_IDENTITY_KEYS = ("backend", "path", "gguf_file", "dtype", "max_context", "device")
+_SCHEMA = """CREATE TABLE IF NOT EXISTS calls (
+    key TEXT PRIMARY KEY,
+    text TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    generated_tokens INTEGER NOT NULL,
+    finish_reason TEXT NOT NULL,
+    prompt_truncated INTEGER NOT NULL,
+    created_at TEXT NOT NULL
+)"""
+_CHUNK = 400  # keys per SELECT ... IN (...) (SQLite's default limit is 32766 variables)
+
+
+def model_identity(model: Any) -> str:
+    """The settings of a model role that decide its text (``ModelConfig``-like object or mapping).
+
+    Backend, weights (``path``, ``gguf_file``), ``dtype``, ``max_context`` (prompt truncation) and ``device``.
+    Batch size, threads, prefix sharing and the KV cache kind are left out: the backends give the same text
+    whatever they are (``evotrainer/backends/hf.py``).
+    """
+    get = model.get if isinstance(model, Mapping) else (lambda k, d=None: getattr(model, k, d))
+    return json.dumps({k: get(k, None) for k in _IDENTITY_KEYS}, sort_keys=True, default=str)
+
+
+def call_key(identity: str, request: GenerationRequest) -> str:
+    """sha256 hex of ``identity`` (:func:`model_identity`) and the request's own hash (``request_hash``)."""
+    return hashlib.sha256(f"{identity}\n{request_hash(request)}".encode()).hexdigest()
+
+
+class CallLog:
+    """The SQLite file of logged answers (created when missing; WAL, one transaction per write).
+
+    Args:
+        path: the file, normally ``<run dir>/llm_calls.db``.
+
+    Raises:
+        ArchiveError: the file cannot be opened or is not a call log (names the path).
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute(_SCHEMA)
+        except (OSError, sqlite3.Error) as exc:
+            raise ArchiveError(f"{self.path}: cannot open the LLM call log ({exc})") from None
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, Generation]:
+        """The logged answers of those ``keys`` that have one."""
+        wanted = list(dict.fromkeys(keys))
+        out: dict[str, Generation] = {}
+        for i in range(0, len(wanted), _CHUNK):
+            chunk = wanted[i: i + _CHUNK]
+            rows = self._conn.execute(
+                "SELECT key, text, prompt_tokens, generated_tokens, finish_reason, prompt_truncated FROM calls "
+                f"WHERE key IN ({', '.join('?' for _ in chunk)})", chunk).fetchall()
+            for key, text, pt, gt, fr, trunc in rows:
+                out[key] = Generation(text, int(pt), int(gt), str(fr), bool(trunc))
+        return out
+
+    def put_many(self, items: Sequence[tuple[str, Generation]]) -> None:
+        """Append answers in one transaction (a key already logged keeps its answer)."""
+        if not items:
+            return
+        stamp = now()
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "INSERT OR IGNORE INTO calls (key, text, prompt_tokens, generated_tokens, finish_reason, "
+                "prompt_truncated, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [(k, g.text, int(g.prompt_tokens), int(g.generated_tokens), str(g.finish_reason),
+                  int(bool(g.prompt_truncated)), stamp) for k, g in items])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    def __len__(self) -> int:
+        return int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
+
+    def close(self) -> None:
+        """Close the file (idempotent), folding its WAL in."""
+        conn, self._conn = self._conn, None  # type: ignore[assignment]
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            conn.close()
+
+
+class LoggedLLM:
+    """An :class:`~evotrainer.backends.base.LLM` that answers from a :class:`CallLog` when it can.
+
+    Args:
+        inner: the real backend.
+        log: the call log (shared by the roles of one run).
+        identity: :func:`model_identity` of ``inner``'s model.
+
+    Attributes:
+        replayed: requests answered from the log; ``generated``: requests sent to ``inner``.
+    """
+
+    def __init__(self, inner: LLM, log: CallLog, identity: str) -> None:
+        self.inner = inner
+        self.log = log
+        self.identity = identity
+        self.name = inner.name
+        self.replayed = 0
+        self.generated = 0
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Every answer from the log, or the whole call on ``inner`` when any is missing (module docstring)."""
+        keys = [call_key(self.identity, r) for r in requests]
+        logged = self.log.get_many(keys)
+        if all(k in logged for k in keys):
+            self.replayed += len(keys)
+            return [logged[k] for k in keys]
+        testhooks.reached("llm_call")
+        fresh = self.inner.generate(requests)
+        self.generated += len(keys)
+        new = {k: g for k, g in zip(keys, fresh, strict=True) if k not in logged}
+        self.log.put_many(list(new.items()))
+        return [logged.get(k, g) for k, g in zip(keys, fresh, strict=True)]
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self.inner, item)

@@ -1,0 +1,260 @@
+"""Resuming a killed ``mode=evolve`` run: which run, whether its config matches, how much time it used.
+
+``python -m evotrainer +experiment=... resume=<run dir>`` continues the run whose archive is in that folder;
+``resume=true`` picks the newest resumable run of the same config under ``archive/runs``. The design is
+deterministic replay: the run is re-run from its start with the same seed and config; every LLM call the
+killed process made is answered from the call log beside the archive
+(:mod:`evotrainer.backends.call_log`), and every archive row it wrote is verified and skipped
+(:mod:`evotrainer.archive.replay_store`), so the resumed run ends with the same rows (timings aside) and the
+same final best as an uninterrupted one. Stop decisions inside the replayed part follow the stored run
+(:mod:`evotrainer.run_control`).
+
+Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
+keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, and ``model.threads`` /
+``mutator.threads`` (thread counts change speed, not text); Hydra's own keys are never part of the run
+config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
+that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
+Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
+(``inner.adapter_mutation_share > 0``: adapter training is not logged), a Hydra multirun.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from evotrainer.archive.replay_store import RESUME_MARKER, ReplayingStore
+from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path
+from evotrainer.archive.values import now
+from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
+from evotrainer.errors import ArchiveError, ConfigError
+from evotrainer.harness.stopping import BudgetLimits
+from evotrainer.run_control import STOP_FILE, RunControl
+
+__all__ = ["IGNORED_KEYS", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "plan_resume",
+           "run_config", "wants_resume"]
+
+RESUME_KEYS = ("resume", "resume_force")
+"""Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
+
+IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads"})
+"""Dotted keys :func:`config_diff` leaves out."""
+
+RUNS_ROOT = Path("archive/runs")
+"""Where ``resume=true`` looks (Hydra's ``hydra.run.dir`` parent, relative to the launch folder)."""
+
+
+@dataclass(frozen=True)
+class ResumePlan:
+    """A run to resume.
+
+    Attributes:
+        run_dir: the run folder (archive, call log, STOP file).
+        archive: its archive file.
+        run_id: the stored run's id (reused even when a forced config changes the id the config hashes to).
+        elapsed_s: wall-clock seconds the earlier process(es) spent, >= 0 (budget seconds continue from it).
+        changed: dotted keys whose values differ from the stored config (empty unless forced).
+    """
+
+    run_dir: Path
+    archive: Path
+    run_id: str
+    elapsed_s: float
+    changed: tuple[str, ...] = field(default_factory=tuple)
+
+
+def wants_resume(value: Any) -> bool:
+    """Whether a ``resume`` value asks to resume (null, ``false`` and ``""`` do not)."""
+    return value is not None and str(value).strip().lower() not in ("", "false", "none", "null")
+
+
+def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` without :data:`RESUME_KEYS` (what a run stores and hashes into its id)."""
+    return {k: v for k, v in config.items() if k not in RESUME_KEYS}
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out if out or not prefix else {prefix[:-1]: {}}
+    return {prefix[:-1]: obj}
+
+
+def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` left out.
+
+    Values are compared as JSON (a tuple equals a list, 1 equals 1.0).
+    """
+    a, b = _flatten(json.loads(json.dumps(stored, default=str))), _flatten(json.loads(json.dumps(new, default=str)))
+    return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and (k not in a or k not in b or a[k] != b[k]))
+
+
+def _parse(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp)
+
+
+def _run_state(store: ArchiveStore, run_id: str) -> dict[str, Any]:
+    """Config, start time, finished flag and elapsed seconds of one archived run."""
+    conn = store._conn
+    created, config_json = conn.execute(
+        "SELECT created_at, config_json FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+    finished = conn.execute("SELECT 1 FROM events WHERE run_id = ? AND kind = 'summary' LIMIT 1",
+                            (run_id,)).fetchone() is not None
+    last = max((r[0] for r in (
+        conn.execute(f"SELECT max(created_at) FROM {t} WHERE run_id = ?", (run_id,)).fetchone()
+        for t in ("policies", "evaluations", "harness_candidates", "events")) if r[0] is not None), default=created)
+    elapsed = (_parse(last) - _parse(created)).total_seconds()
+    for (body,) in conn.execute("SELECT payload_json FROM events WHERE run_id = ? AND kind = 'phase' ORDER BY id",
+                                (run_id,)):
+        payload = json.loads(body)
+        if payload.get("name") == RESUME_MARKER and "process_started_at" in payload:
+            # the latest resumed process: its carried-over time plus its own, not the pause before it
+            elapsed = float(payload.get("elapsed_before_s", 0.0)) + (
+                _parse(last) - _parse(payload["process_started_at"])).total_seconds()
+    return {"config": json.loads(config_json), "created_at": created, "finished": finished,
+            "elapsed_s": max(elapsed, 0.0)}
+
+
+def _archive_of(run_dir: Path, archive_name: str) -> Path:
+    path = Path(archive_name).expanduser()
+    return path if path.is_absolute() else run_dir / path
+
+
+def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
+                runs_root: Path = RUNS_ROOT, archive_name: str = DEFAULT_ARCHIVE_NAME) -> ResumePlan:
+    """The run to resume for ``resume=<value>`` (module docstring), its config checked.
+
+    Args:
+        value: a run folder (or its ``archive.db``), or true for the newest resumable run of the same config
+            under ``runs_root``.
+        config: the new run config (:func:`run_config` applied).
+        force: ``resume_force``: accept a differing config (the differing keys are returned in ``changed``).
+        runs_root: where ``resume=true`` looks.
+        archive_name: ``archive.path`` (relative to the run folder unless absolute).
+
+    Raises:
+        ConfigError: ``resume``: no such folder or archive; the archive holds no evolve run, several, or a
+            finished one (its summary is archived); the config differs (the message names the keys) and not
+            ``force``; ``resume=true`` found no resumable run of this config.
+    """
+    if str(value).strip().lower() == "true":
+        found = find_resumable(config, runs_root, archive_name)
+        if found is None:
+            raise ConfigError(f"resume=true: no resumable run of this config under {runs_root} (an evolve run "
+                              "with the same config and no summary); give the run folder as resume=<dir>")
+        value = found
+    path = Path(str(value)).expanduser()
+    run_dir = path.parent if path.is_file() else path
+    archive = path if path.is_file() else _archive_of(run_dir, archive_name)
+    if not archive.is_file():
+        raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by mode=evolve)")
+    try:
+        with ArchiveStore(archive, read_only=True) as store:
+            runs = store.list_runs()
+            if len(runs) != 1:
+                raise ConfigError(f"resume: {archive} holds {len(runs)} runs; resume needs exactly one")
+            run_id = runs[0].run_id
+            state = _run_state(store, run_id)
+    except ArchiveError as exc:
+        raise ConfigError(f"resume: {exc}") from None
+    if state["config"].get("mode", "evolve") != "evolve":
+        raise ConfigError(f"resume: run {run_id} in {run_dir} is mode={state['config'].get('mode')}; only "
+                          "mode=evolve runs can be resumed")
+    if state["finished"]:
+        raise ConfigError(f"resume: run {run_id} in {run_dir} already finished (its summary is archived)")
+    changed = config_diff(state["config"], config)
+    if changed and not force:
+        shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
+        raise ConfigError(f"resume: the config differs from run {run_id}'s in {shown}; use the same overrides, "
+                          "or resume_force=true to resume anyway")
+    return ResumePlan(run_dir=run_dir, archive=archive, run_id=run_id, elapsed_s=state["elapsed_s"],
+                      changed=tuple(changed))
+
+
+def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
+                   archive_name: str = DEFAULT_ARCHIVE_NAME) -> Path | None:
+    """The run folder under ``runs_root`` (one level down) holding the newest (by start time) unfinished
+    evolve run whose config equals ``config`` (:func:`config_diff` empty), or None."""
+    best: tuple[str, Path] | None = None
+    for run_dir in sorted(p for p in Path(runs_root).glob("*") if p.is_dir()):
+        archive = _archive_of(run_dir, archive_name)
+        if not archive.is_file():
+            continue
+        try:
+            with ArchiveStore(archive, read_only=True) as store:
+                runs = store.list_runs()
+                if len(runs) != 1:
+                    continue
+                state = _run_state(store, runs[0].run_id)
+        except ArchiveError:
+            continue
+        if state["finished"] or state["config"].get("mode", "evolve") != "evolve":
+            continue
+        if config_diff(state["config"], config):
+            continue
+        if best is None or state["created_at"] > best[0]:
+            best = (state["created_at"], run_dir)
+    return None if best is None else best[1]
+
+
+class RunFiles:
+    """What an evolve run keeps beside its rows for resume and STOP: the LLM call log, the archive (replaying
+    when resuming) and the run's stop control.
+
+    Args:
+        run_dir: the run folder (the ``STOP`` file is looked for there).
+        resume: the run being resumed, or None for a fresh run.
+        calls: the call log, or None (adapter genes: not logged, not resumable).
+    """
+
+    def __init__(self, run_dir: str | Path, resume: ResumePlan | None, calls: CallLog | None) -> None:
+        self.run_dir = Path(run_dir)
+        self.resume = resume
+        self.calls = calls
+        self.started_at = now()
+        self.replay: ReplayingStore | None = None
+
+    @classmethod
+    def open(cls, cfg: Any, run_dir: str | Path, resume: ResumePlan | None) -> RunFiles:
+        """Open the call log beside ``cfg.archive.path`` (under ``run_dir``).
+
+        Raises:
+            ConfigError: ``resume`` with adapter genes on (``inner.adapter_mutation_share > 0``).
+        """
+        adapters = cfg.inner.adapter_mutation_share > 0
+        if resume is not None and adapters:
+            raise ConfigError("resume: runs with adapter genes (inner.adapter_mutation_share > 0) cannot be "
+                              "resumed (adapter training is not logged)")
+        calls = None if adapters else CallLog(archive_path(cfg.archive.path, run_dir).parent / CALL_LOG_NAME)
+        return cls(run_dir, resume, calls)
+
+    def logged(self, llm: Any, model_cfg: Any) -> Any:
+        """``llm`` answering through the call log (as is without one)."""
+        return llm if self.calls is None else LoggedLLM(llm, self.calls, model_identity(model_cfg))
+
+    def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
+        """The archive for writing: a :class:`ReplayingStore` when resuming."""
+        if self.resume is None:
+            return ArchiveStore(path)
+        self.replay = ReplayingStore(path, run_id, marker={
+            "elapsed_before_s": self.resume.elapsed_s, "process_started_at": self.started_at,
+            "forced_keys": list(self.resume.changed)})
+        return self.replay
+
+    def control(self, rec: Any, outer: Any) -> RunControl:
+        """Stop decisions for ``outer.budget.*``, the STOP file and the replay."""
+        b = outer.budget
+        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations), stop_file=self.run_dir / STOP_FILE,
+                          elapsed_before_s=self.resume.elapsed_s if self.resume is not None else 0.0,
+                          replay=self.replay)
+
+    def close(self) -> None:
+        """Close the call log."""
+        if self.calls is not None:
+            self.calls.close()
