@@ -410,11 +410,15 @@ class Config:
 
 
 def register_configs() -> None:
-    """Register the schema so YAML keys are type-checked and unknown keys rejected."""
+    """Register the schema so YAML keys are type-checked and unknown keys rejected, and the app's
+    resolvers (``${evotrainer_unique:}`` in the run and sweep folder names)."""
+    from evotrainer.resolvers import register_resolvers
+
     cs = ConfigStore.instance()
     cs.store(name="base_config", node=Config)
     for kind in EXECUTORS:  # `executor=ray` picks one (config.yaml defaults: `executor: local`)
         cs.store(group="executor", name=kind, node=ExecutorConfig(kind=kind))
+    register_resolvers()
 
 
 def to_config(cfg: DictConfig | Config) -> Config:
