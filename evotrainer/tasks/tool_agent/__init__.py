@@ -1,0 +1,1 @@
+"""The tool-agent task family: multi-step ReAct-style episodes with deterministic tools."""
