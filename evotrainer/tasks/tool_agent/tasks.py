@@ -199,7 +199,7 @@ class _World:
         hi = 10.0 ** self.magnitude
         lo = 10.0 ** max(self.magnitude - 1.0, 0.0)
         v = self.rng.uniform(lo, hi)
-        return round(v, 1) if hi <= 100 and not attr.whole else float(max(round(v), 1))
+        return round(v, 1) if hi <= 100 and not attr.whole else float(math.floor(v))
 
     def fact(self, attr: _Attr, entity: str | None = None) -> Fact:
         return Fact(entity or self.entity(attr.kind), attr.name, self.value(attr), attr.unit)
