@@ -1,0 +1,42 @@
+"""The ToolAgent family object: generation from a numpy Generator, rollout, meta score, loader."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from evotrainer.backends.base import Generation, GenerationRequest
+from evotrainer.config import PACKAGE_DATA
+from evotrainer.errors import ConfigError
+from evotrainer.tasks.tool_agent import ToolAgent, ToolRolloutConfig
+from evotrainer.tasks.tool_agent.tasks import task_to_dict
+
+
+def test_generate_mixes_templates_and_walks_reproducibly() -> None:
+    fam = ToolAgent(explore_share=0.25)
+    a = fam.generate(np.random.default_rng(0), fam.default_difficulty, 8)
+    b = fam.generate(np.random.default_rng(0), fam.default_difficulty, 8)
+    assert [task_to_dict(t) for t in a] == [task_to_dict(t) for t in b]
+    assert [t.source for t in a] == ["generated"] * 6 + ["explored"] * 2
+    assert set(fam.difficulty_bounds) == set(fam.default_difficulty)
+    assert fam.reward_components == ("correct", "efficiency", "format")
+    with pytest.raises(ConfigError, match="task.explore_share"):
+        ToolAgent(explore_share=1.5)
+
+
+class _Answers:
+    name = "answers"
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        return [Generation("Final Answer: 42", 1, 1, "stop") for _ in requests]
+
+
+def test_rollout_is_policy_major_and_meta_score_is_correctness() -> None:
+    fam = ToolAgent(ToolRolloutConfig(max_steps=2))
+    tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=3)
+    trajs = fam.rollout(_Answers(), [("a", "x"), ("b", "y")], tasks)
+    assert [(t.policy_id, t.task_id) for t in trajs] == [(p, t.task_id) for p in "ab" for t in tasks]
+    for traj, task in zip(trajs, tasks * 2, strict=True):
+        meta = fam.meta_score(traj, task)
+        assert meta.value == (1.0 if task.answer_value == 42 else 0.0)
+        assert set(meta.parts) == {"correct", "efficiency", "format"}
