@@ -15,6 +15,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from evotrainer.errors import ConfigError
+from evotrainer.lora_settings import LoraSettings
+from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
 __all__ = [
     "ArchiveConfig",
@@ -148,48 +150,6 @@ class EvaluateConfig:
 
 
 @dataclass
-class InnerConfig:
-    """Inner DEAP loop over policies."""
-
-    population_size: int = 8
-    generations: int = 2  # K inner generations per harness candidate
-    elites: int = 2
-    tournament_size: int = 3
-    cx_prob: float = 0.5
-    mut_prob: float = 0.8
-    llm_mutation_share: float = 0.5  # share of mutations done by the mutator model
-    max_prompt_words: int = 160
-    hall_of_fame_size: int = 5
-    llm_merge_share: float = 0.25  # share of crossovers whose first child is an LLM merge of one section
-    reflective_share: float = 0.5  # share of LLM mutations that get the parent's worst training task as feedback
-    phrase_mutation_share: float = 0.4  # share of model-free mutations that substitute a phrase-bank sentence
-    decoding_mutation_share: float = 0.15  # share of model-free mutations that perturb a decoding gene
-    phrase_band: list[float] = field(default_factory=lambda: [0.55, 0.92])  # accepted cosine to the replaced sentence
-    near_duplicate_cosine: float = 0.95  # reject a child this close to a population member (differing sentences)
-    min_diversity: float = 0.05  # mean pairwise cosine distance the population keeps
-    adaptive_operators: bool = False  # adapt operator probabilities from their success rates
-    use_embedder: bool = True  # phrase substitution, near-duplicate and diversity checks (MiniLM)
-    exemplar_mutation_share: float = 0.1  # share of model-free mutations that add/swap/drop a few-shot exemplar
-    prefill_mutation_share: float = 0.15  # share of model-free mutations that add/swap/drop the answer prefill
-    # offspring per generation that are mutants of the best policy screened so far (GEPA-style local search
-    # around the best-validated candidate; each kind of move tried once before one repeats); 0 = off
-    lead_offspring: int = 2
-    section_match_cosine: float = 0.5  # crossover pairs differently named sections at this embedding cosine
-    style_evolution_every: int = 1  # harness candidates between mutation-style hyper-mutations (0 = off)
-    style_min_trials: int = 2  # rewrites a style needs before its success rate counts
-    # adapter genes (issue 6): LoRA adapters as part of a policy; 0.0 = prompt-only search
-    adapter_mutation_share: float = 0.0  # share of all mutations that mutate the adapter gene, in [0, 1]
-    adapter_noise_share: float = 0.3  # share of adapter mutations of adapter-carrying parents done by noise
-    adapter_noise_scale: float = 0.05  # relative Gaussian noise on the LoRA factors (0.05 = 5% of the norm)
-    adapter_pass_threshold: float = 0.5  # training outputs with reward >= this are fine-tuned on, in [0, 1]
-    # the short Lamarckian fine-tune (its rank is also the crossover rank), sized for the CPU: 4 steps x 1 row
-    # x <= 512 tokens; measured on SmolLM2-135M, 2 cores shared with other jobs (load 4-5): 34-39 s per
-    # fine-tune (8-10 s/step; 36 s/step at batch 2). lr 1e-3 because there are only 4 steps.
-    adapter_lora: LoraSettings = field(default_factory=lambda: LoraSettings(
-        rank=8, alpha=16, lr=1e-3, steps=4, batch_size=1, max_length=512, replay_ratio=0.0))
-
-
-@dataclass
 class KnobSpec:
     """Bounds and scaling of one harness parameter (a difficulty knob or an extra knob), natural units."""
 
@@ -288,27 +248,6 @@ class OuterConfig:
     race: RaceConfig = field(default_factory=RaceConfig)
     budget: BudgetConfig = field(default_factory=BudgetConfig)
     hack_check: HackCheckConfig = field(default_factory=HackCheckConfig)
-
-
-@dataclass
-class LoraSettings:
-    """LoRA SFT of one self-evolution round; mirrors ``evotrainer.adapters.train.LoraTrainConfig``.
-
-    Defaults follow the LoRA paper's usual setting (Hu et al. 2021: r=16 on the attention projections,
-    alpha = 2r) and are sized for a GPU; the CPU experiment lowers ``steps`` and ``max_length``.
-    """
-
-    rank: int = 16  # LoRA rank r, >= 1
-    alpha: int = 32  # LoRA scaling numerator (scale = alpha / rank)
-    dropout: float = 0.0  # LoRA dropout probability in [0, 1)
-    lr: float = 2e-4  # AdamW learning rate, absolute (not log10)
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-    steps: int = 16  # optimiser steps per round
-    batch_size: int = 4  # examples per step
-    replay_ratio: float = 0.3  # share of each batch drawn from the replay buffer, in [0, 1)
-    max_length: int = 768  # tokens per example (longer ones are cut)
-    grad_clip: float = 1.0  # max gradient L2 norm; 0 = off
-    weight_decay: float = 0.0  # AdamW weight decay on the adapter weights
 
 
 @dataclass
@@ -469,23 +408,7 @@ def validate(cfg: Config) -> None:
         _check(w >= 0, f"task.reward_weights.{k}", ">= 0", w)
     _check(sum(t.reward_weights.values()) > 0, "task.reward_weights", "at least one weight > 0",
            t.reward_weights)
-    i = cfg.inner
-    _check(i.population_size >= 2, "inner.population_size", ">= 2", i.population_size)
-    _check(i.generations >= 1, "inner.generations", ">= 1", i.generations)
-    _check(0 <= i.elites < i.population_size, "inner.elites", f"in [0, inner.population_size={i.population_size})",
-           i.elites)
-    _check(1 <= i.tournament_size <= i.population_size, "inner.tournament_size",
-           f"in [1, inner.population_size={i.population_size}]", i.tournament_size)
-    _check(i.lead_offspring >= 0, "inner.lead_offspring", ">= 0 (at most population_size - elites are used)",
-           i.lead_offspring)
-    for key in ("cx_prob", "mut_prob", "llm_mutation_share", "adapter_mutation_share", "adapter_noise_share",
-                "adapter_pass_threshold"):
-        v = getattr(i, key)
-        _check(0 <= v <= 1, f"inner.{key}", "in [0, 1]", v)
-    _check(i.adapter_noise_scale > 0, "inner.adapter_noise_scale", "> 0", i.adapter_noise_scale)
-    for key in ("rank", "steps", "batch_size"):
-        _check(getattr(i.adapter_lora, key) >= 1, f"inner.adapter_lora.{key}", ">= 1", getattr(i.adapter_lora, key))
-    _check(i.adapter_lora.max_length >= 16, "inner.adapter_lora.max_length", ">= 16 tokens", i.adapter_lora.max_length)
+    cfg.inner.validate()  # every inner.* key (evotrainer/search/inner_config.py)
     o = cfg.outer
     _check(o.generations >= 1, "outer.generations", ">= 1", o.generations)
     _check(o.popsize >= 2, "outer.popsize", ">= 2 (pycma needs at least two candidates)", o.popsize)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,13 +49,13 @@ from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import exemplars_from_tasks
 from evotrainer.search.genome import Policy
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
 from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.pareto_front import choose_parent, item_wins
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation
-from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 from evotrainer.validation_split import race_order
@@ -98,24 +98,11 @@ class TokenMeter:
         return getattr(self._llm, item)
 
 
-def inner_config(cfg: Config) -> InnerLoopConfig:
-    """The inner loop's settings from ``cfg.inner``; decoding genes centred on ``cfg.decoding``."""
-    i = cfg.inner
-    return InnerLoopConfig(
-        population_size=i.population_size, elites=i.elites, tournament_size=i.tournament_size,
-        cx_prob=i.cx_prob, mut_prob=i.mut_prob, llm_mutation_share=i.llm_mutation_share,
-        llm_merge_share=i.llm_merge_share, reflective_share=i.reflective_share,
-        phrase_mutation_share=i.phrase_mutation_share, decoding_mutation_share=i.decoding_mutation_share,
-        phrase_band_low=i.phrase_band[0], phrase_band_high=i.phrase_band[1],
-        near_duplicate_cosine=i.near_duplicate_cosine, min_diversity=i.min_diversity,
-        adaptive_operators=i.adaptive_operators, exemplar_mutation_share=i.exemplar_mutation_share,
-        prefill_mutation_share=i.prefill_mutation_share, lead_offspring=i.lead_offspring,
-        section_match_cosine=i.section_match_cosine, style_evolution_every=i.style_evolution_every,
-        style_min_trials=i.style_min_trials, adapter_mutation_share=i.adapter_mutation_share,
-        adapter_noise_share=i.adapter_noise_share,
-        max_prompt_words=i.max_prompt_words, hall_of_fame_size=i.hall_of_fame_size,
-        decoding_genes=decoding_genes_for(sampling_from(cfg.decoding)),
-    )
+def inner_config(cfg: Config) -> InnerConfig:
+    """``cfg.inner`` itself, or a copy whose null ``decoding_genes`` are the defaults centred on ``cfg.decoding``."""
+    if cfg.inner.decoding_genes is not None:
+        return cfg.inner
+    return replace(cfg.inner, decoding_genes=list(decoding_genes_for(sampling_from(cfg.decoding))))
 
 
 def lora_workshop(

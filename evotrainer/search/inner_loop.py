@@ -24,12 +24,14 @@ from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.genome import Policy
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
-from evotrainer.search.operator_stats import OperatorStats, adapted_probabilities
+from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import MutationPlan, validity_problem
+from evotrainer.search.operators_registry import REGISTRY, mutation_probabilities
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.reflection import Feedback
-from evotrainer.search.toolbox import GenomeHallOfFame, InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import GenomeHallOfFame, build_toolbox
 
 __all__ = ["GenerationReport", "InnerResult", "run_inner_loop"]
 
@@ -41,18 +43,6 @@ LOGBOOK_HEADER = ("gen", "nevals", "rejected", "max", "mean", "min", "std", "t_s
                   "t_evaluate", "skipped", "diversity")
 """Logbook columns; ``diversity`` is the population's mean pairwise cosine distance (None without an
 embedder, see :func:`~evotrainer.search.diversity.population_diversity`)."""
-
-MUTATION_ROLES = {
-    "mut_llm_rewrite": "plan_rewrite",
-    "mut_reflective": "plan_reflect",
-    "mut_structural": "mutate",
-    "mut_phrase_substitution": "mutate_phrase",
-    "mut_decoding": "mutate_decoding",
-    "mut_exemplar": "mutate_exemplar",
-    "mut_prefill": "mutate_prefill",
-    "mut_adapter": "mutate_adapter",
-}
-"""Mutation operator kind -> the toolbox alias that performs it."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +132,7 @@ def run_inner_loop(
     generations: int,
     evaluate: Evaluate,
     mutator: LLM | None,
-    cfg: InnerLoopConfig,
+    cfg: InnerConfig,
     rng: random.Random,
     start_generation: int = 0,
     on_generation: Callable[[GenerationReport], None] | None = None,
@@ -163,12 +153,12 @@ def run_inner_loop(
     ``population_size - elites`` slots are filled by tournament selection then variation (pairs
     crossed with ``cx_prob``, each offspring mutated with ``mut_prob`` by an operator drawn from the
     mutation probabilities (LLM rewrite, structural edit, phrase substitution, decoding gene, few-shot exemplar; see
-    :class:`InnerLoopConfig`); LLM rewrites and merges of the whole generation go to the mutator in one
+    :class:`~evotrainer.search.inner_config.InnerConfig`); LLM rewrites and merges of the whole generation go to the mutator in one
     ``generate`` call). Rejected LLM answers and invalid, already-seen or near-duplicate genomes are
     replaced by a structural mutation, or by a copy of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
     previous population; a generation in which every evaluation fails is skipped (population kept,
     logged). With a ``lead`` and ``cfg.lead_offspring > 0``, that many of the non-elite slots are
-    mutants of the lead instead (see :class:`InnerLoopConfig`). With an embedder, the phrase bank then banks the new children's sentences and the
+    mutants of the lead instead (see :class:`~evotrainer.search.inner_config.InnerConfig`). With an embedder, the phrase bank then banks the new children's sentences and the
     population is kept at ``cfg.min_diversity``. Operator statistics, the hall of fame and a logbook
     record follow, then ``on_generation(report)``.
 
@@ -347,36 +337,12 @@ def run_inner_loop(
 
 
 def _mutation_probabilities(
-    cfg: InnerLoopConfig, toolbox: base.Toolbox, mutator: LLM | None, stats: OperatorStats
+    cfg: InnerConfig, toolbox: base.Toolbox, mutator: LLM | None, stats: OperatorStats
 ) -> dict[str, float]:
-    """Mutation operator kind -> probability (sums to 1; kinds that cannot run are absent).
-
-    LLM mutations take ``llm_mutation_share`` (0 without a mutator), split into reflective ones
-    (``reflective_share``, 0 without ``plan_reflect``) and style rewrites; the rest is split into phrase
-    substitution (0 without ``mutate_phrase``), decoding mutation, exemplar swaps, prefill edits and
-    structural edits. Adapter
-    mutations (``adapter_mutation_share``, 0 without ``mutate_adapter``) are taken off the top first and
-    scale the others by ``1 - adapter_mutation_share``. Adapted to ``stats`` when ``cfg.adaptive_operators``.
-    """
-    llm = cfg.llm_mutation_share if mutator is not None else 0.0
-    phrase = cfg.phrase_mutation_share if hasattr(toolbox, "mutate_phrase") else 0.0
-    decoding = cfg.decoding_mutation_share if hasattr(toolbox, "mutate_decoding") else 0.0
-    exemplar = cfg.exemplar_mutation_share if hasattr(toolbox, "mutate_exemplar") else 0.0
-    prefill = cfg.prefill_mutation_share if hasattr(toolbox, "mutate_prefill") else 0.0
-    reflective = cfg.reflective_share if hasattr(toolbox, "plan_reflect") else 0.0
-    adapter = cfg.adapter_mutation_share if hasattr(toolbox, "mutate_adapter") else 0.0
-    free = 1.0 - llm
-    base_probs = {"mut_llm_rewrite": llm * (1.0 - reflective), "mut_reflective": llm * reflective,
-                  "mut_structural": free * (1.0 - phrase - decoding - exemplar - prefill),
-                  "mut_phrase_substitution": free * phrase, "mut_decoding": free * decoding,
-                  "mut_exemplar": free * exemplar, "mut_prefill": free * prefill}
-    if adapter > 0:
-        base_probs = {k: v * (1.0 - adapter) for k, v in base_probs.items()} | {"mut_adapter": adapter}
-    base_probs = {k: v for k, v in base_probs.items() if v > 0} or {"mut_structural": 1.0}
-    if cfg.adaptive_operators:
-        return adapted_probabilities(base_probs, stats, mix=cfg.adaptive_mix)
-    total = sum(base_probs.values())
-    return {k: v / total for k, v in base_probs.items()}
+    """Mutation operator kind -> probability (sums to 1; kinds that cannot run are absent): the registry's
+    shares (:func:`~evotrainer.search.operators_registry.mutation_probabilities`), an operator counting
+    when ``toolbox`` has its alias; adapted to ``stats`` when ``cfg.adaptive_operators``."""
+    return mutation_probabilities(cfg, lambda op: hasattr(toolbox, op.alias), mutator is not None, stats)
 
 
 def _pick(probabilities: Mapping[str, float], rng: random.Random) -> str:
@@ -397,7 +363,7 @@ def _vary(
     population: list[Policy],
     gen: int,
     toolbox: base.Toolbox,
-    cfg: InnerLoopConfig,
+    cfg: InnerConfig,
     rng: random.Random,
     mutator: LLM | None,
     seen_genomes: set[str],
@@ -434,18 +400,15 @@ def _vary(
     for i in range(len(slots)):  # mutation
         if i in plans or (i not in forced and rng.random() >= cfg.mut_prob):
             continue
-        kind = forced[i] if i in forced else _pick(probabilities, rng)
-        role = MUTATION_ROLES[kind]
-        plan = toolbox.plan_reflect(slots[i], rng, gen) if kind == "mut_reflective" else None
-        if plan is not None:
-            plans[i] = _checked_plan(plan, role)
-        elif kind in ("mut_llm_rewrite", "mut_reflective"):  # no feedback for this slot: style rewrite
-            plans[i] = _checked_plan(toolbox.plan_rewrite(slots[i], rng, gen), "plan_rewrite")
+        op = REGISTRY[forced[i] if i in forced else _pick(probabilities, rng)]
+        result = getattr(toolbox, op.alias)(slots[i], rng, gen)
+        while result is None and op.fallback is not None:  # e.g. no feedback for this slot: style rewrite
+            op = REGISTRY[op.fallback]
+            result = getattr(toolbox, op.alias)(slots[i], rng, gen)
+        if op.output == "plan":
+            plans[i] = _checked_plan(result, op.alias)
         else:
-            child = getattr(toolbox, role)(slots[i], rng, gen)
-            if child is None and kind == "mut_adapter":  # no passing sample and no adapter to perturb
-                child, role = toolbox.mutate(slots[i], rng, gen), "mutate"
-            slots[i] = _checked_policy(child, role)
+            slots[i] = _checked_policy(result, op.alias)
             made[slots[i].id] = slots[i]
         varied[i] = True
 
@@ -550,7 +513,7 @@ def _generate(mutator: LLM | None, requests: list) -> tuple[list[str | None], st
 # checks and bookkeeping
 
 
-def _checked_population(population: Sequence[Policy], cfg: InnerLoopConfig) -> list[Policy]:
+def _checked_population(population: Sequence[Policy], cfg: InnerConfig) -> list[Policy]:
     if isinstance(population, (str, bytes)) or not isinstance(population, Sequence) or not population:
         raise ConfigError("inner.population: expected a non-empty list of Policy records")
     for i, p in enumerate(population):

@@ -90,7 +90,7 @@ def test_adaptive_probabilities_move_away_from_the_configured_ones() -> None:
 @pytest.mark.parametrize(
     ("kw", "key"),
     [({"phrase_mutation_share": 0.9, "decoding_mutation_share": 0.2}, "inner.decoding_mutation_share"),
-     ({"phrase_band_low": 0.95, "phrase_band_high": 0.9}, "inner.phrase_band_low"),
+     ({"phrase_band": [0.95, 0.9]}, "inner.phrase_band"),
      ({"min_diversity": 3.0}, "inner.min_diversity"),
      ({"adaptive_operators": "yes"}, "inner.adaptive_operators")],
 )

@@ -1,0 +1,288 @@
+"""The inner loop's one config object: the ``inner:`` node of the Hydra schema, passed whole to the loop.
+
+:class:`InnerConfig` is registered in Hydra's ConfigStore through :class:`evotrainer.config.Config` (its
+``inner`` field), so every setting below is a YAML key (``inner.<field>``) with one default; the loop
+(:func:`~evotrainer.search.inner_loop.run_inner_loop`), the toolbox
+(:func:`~evotrainer.search.toolbox.build_toolbox`) and the objective receive this same object. Where the
+Hydra schema and the loop's former own config disagreed, the value a default YAML run used is kept
+(``lead_offspring = 2``; ``population_size >= 2`` and ``elites < population_size``, checked before any
+run); see :meth:`InnerConfig.validate`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from evotrainer.backends.base import SamplingParams
+from evotrainer.errors import ConfigError
+from evotrainer.lora_settings import LoraSettings
+from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene, check_decoding_genes
+from evotrainer.search.genome import REQUIRED_SECTIONS
+from evotrainer.search.prefill import DEFAULT_PREFILLS
+
+__all__ = ["InnerConfig", "InnerLoopConfig"]
+
+_PROBABILITIES = ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "reflective_share",
+                  "phrase_mutation_share", "decoding_mutation_share", "exemplar_mutation_share",
+                  "prefill_mutation_share", "adapter_mutation_share", "adapter_noise_share", "adapter_pass_threshold",
+                  "adaptive_mix", "min_on_topic")
+
+
+def _adapter_lora() -> LoraSettings:
+    # the short Lamarckian fine-tune, sized for the CPU: 4 steps x 1 row x <= 512 tokens; measured on
+    # SmolLM2-135M, 2 cores shared with other jobs (load 4-5): 34-39 s per fine-tune (8-10 s/step; 36 s/step at
+    # batch 2). lr 1e-3 because there are only 4 steps.
+    return LoraSettings(rank=8, alpha=16, lr=1e-3, steps=4, batch_size=1, max_length=512, replay_ratio=0.0)
+
+
+@dataclass
+class InnerConfig:
+    """Settings of the inner (policy) generation loop; YAML keys ``inner.<field>``.
+
+    Loop shape:
+        population_size: individuals per generation (elites included), >= 2.
+        generations: inner generations per harness candidate (K), >= 1.
+        elites: best distinct genomes copied unchanged into the next generation, in [0, population_size).
+        tournament_size: aspirants per tournament, in [1, population_size] (DEAP's ``tournsize``).
+        cx_prob: probability that a consecutive pair of selected parents is crossed, in [0, 1].
+        mut_prob: probability that each offspring is mutated, in [0, 1].
+        hall_of_fame_size: best distinct genomes kept across generations, >= 1.
+        lead_offspring: offspring slots per generation given to mutants of the *lead* policy passed to
+            :func:`~evotrainer.search.inner_loop.run_inner_loop` (the best policy known on
+            meta-validation), >= 0 (at most ``population_size - elites`` are used); 0 or no lead = plain
+            tournament parents. Each such slot is mutated (never crossed) by one of the operator kinds tried
+            least often on the lead so far (across calls when the caller passes ``lead_tried``), so every
+            kind of move is tried on the lead before one repeats. Local search around the best-validated
+            candidate follows GEPA (Agrawal et al. 2025, "GEPA: Reflective Prompt Evolution Can Outperform
+            Reinforcement Learning", which mutates candidates chosen by their validation scores); the lead's
+            children are then compared with it on the same screening items (a paired comparison).
+
+    Operator shares (how the mutation probabilities follow from them:
+    :func:`~evotrainer.search.operators_registry.mutation_probabilities`):
+        llm_mutation_share: share of mutations done by the mutator model, in [0, 1]; without a mutator
+            every mutation is model-free.
+        reflective_share: share of the LLM mutations that are reflective (the mutator sees the parent's
+            worst training task and its low reward components; GEPA) instead of style rewrites, in [0, 1];
+            needs a ``feedback`` source, otherwise every LLM mutation is a style rewrite.
+        llm_merge_share: share of crossovers whose first child is an LLM merge of one section (the
+            section-wise child is its fallback), in [0, 1]; needs a mutator.
+        phrase_mutation_share: share of the model-free mutations done by embedding-guided phrase
+            substitution, in [0, 1]; needs an embedder (without one these become structural edits).
+        decoding_mutation_share: share of the model-free mutations that perturb one decoding gene, in [0, 1].
+        exemplar_mutation_share: share of the model-free mutations that add, swap or drop a few-shot
+            exemplar built from the generated task batch, in [0, 1]; needs exemplars.
+        prefill_mutation_share: share of the model-free mutations that add, swap or drop the answer
+            prefill, in [0, 1]. The four model-free shares sum to <= 1; the rest are structural edits.
+        adapter_mutation_share: share of *all* mutations that mutate the adapter gene (Lamarckian fine-tune
+            or noise), in [0, 1], taken before the LLM and model-free shares (which split the rest); needs
+            an adapter workshop (without one it counts as 0). 0 keeps the search prompt-only.
+        operator_shares: operator name -> share, for operators added to the registry without a config field
+            of their own (:mod:`evotrainer.search.operators_registry`), each in [0, 1].
+        adaptive_operators: adapt the mutation probabilities to how often their children beat their
+            parents (probability matching); off by default.
+        adaptive_mix: weight of the configured probabilities when adapting, in [0, 1].
+
+    Mutator requests and the checks on its answers:
+        mutator_temperature: sampling temperature, >= 0 (0 = greedy: identical requests, identical rewrites).
+        mutator_top_p: nucleus mass, in (0, 1].
+        mutator_max_new_tokens: token budget per answer (tokens), >= 1.
+        task_hint: what the policy does, completing "an AI that ..." in mutator chats.
+        similarity_low: lowest accepted similarity of a rewrite to its parent section (only used when a
+            similarity function is given to the toolbox), <= similarity_high.
+        similarity_high: highest accepted similarity (rejects near-copies).
+        min_on_topic: lowest share of a rewrite's content words that must occur in the parent section or the
+            domain vocabulary, in [0, 1]; 0 disables. Against off-topic rewrites of a small mutator: of 16
+            recorded SmolLM2-135M answers (tests/search/data), 14 survive cleaning but only 2 are about
+            meeting minutes; this filter keeps those 2.
+        max_section_growth: a rewritten section may have at most ``max(this * old words, 30)`` words, >= 1.
+
+    Genome:
+        max_prompt_words: word budget of a whole policy prompt (all sections), >= 1.
+        required_sections: section names every genome must carry (non-empty).
+        prefill_fallbacks: prefills offered to prompts that name no heading (non-empty texts).
+        decoding_genes: decoding genes and bounds the decoding mutation may change; null = the defaults of
+            :mod:`evotrainer.search.decoding` re-centred on the run's ``decoding`` with a ``max_new_tokens``
+            gene capped at the run default (``decoding_genes_for``, applied by the objective), or the plain
+            defaults when the loop runs without a run config.
+
+    Embedder (phrase substitution, near-duplicates, diversity, section matching):
+        use_embedder: load the sentence embedder (MiniLM); off disables the four features below.
+        phrase_band: [low, high] accepted cosine between a replaced sentence and its substitute, with
+            -1 <= low <= high <= 1 (below: another meaning; above: a no-op rewording).
+        near_duplicate_cosine: a child whose every differing sentence has at least this cosine to the aligned
+            sentence of a population member or an earlier child is rejected, >= -1; > 1 disables.
+        min_diversity: lowest mean pairwise cosine distance of the population, in [0, 2]; below it redundant
+            members are swapped for distinct scored policies (never the elites); 0 disables. Measured with
+            all-MiniLM-L6-v2: the 14 meeting-minutes seed policies have 0.285; 0.05 only stops a collapse
+            onto near-copies of one genome.
+        section_match_cosine: in crossover, two differently named sections correspond when the cosine of
+            their mean sentence embeddings is at least this (names match first), in [-1, 1].
+
+    Mutation-style library:
+        style_evolution_every: every this many harness candidates the least successful mutation style is
+            replaced by a mutator rewrite of the most successful one (PromptBreeder hyper-mutation), >= 0;
+            0 disables; needs a mutator.
+        style_min_trials: rewrites a style needs before its success rate counts, >= 1.
+
+    Adapter genes (issue 6):
+        adapter_noise_share: share of the adapter mutations of adapter-carrying parents done by noise instead
+            of a fine-tune, in [0, 1].
+        adapter_noise_scale: relative Gaussian noise on the LoRA factors (0.05 = 5 % of the norm), > 0.
+        adapter_pass_threshold: training outputs with reward >= this are fine-tuned on, in [0, 1].
+        adapter_lora: the short Lamarckian fine-tune (its rank is also the crossover rank).
+    """
+
+    population_size: int = 8
+    generations: int = 2
+    elites: int = 2
+    tournament_size: int = 3
+    cx_prob: float = 0.5
+    mut_prob: float = 0.8
+    hall_of_fame_size: int = 5
+    lead_offspring: int = 2
+    llm_mutation_share: float = 0.5
+    reflective_share: float = 0.5
+    llm_merge_share: float = 0.25
+    phrase_mutation_share: float = 0.4
+    decoding_mutation_share: float = 0.15
+    exemplar_mutation_share: float = 0.1
+    prefill_mutation_share: float = 0.15
+    adapter_mutation_share: float = 0.0
+    operator_shares: dict[str, float] = field(default_factory=dict)
+    adaptive_operators: bool = False
+    adaptive_mix: float = 0.3
+    mutator_temperature: float = 0.8
+    mutator_top_p: float = 0.95
+    mutator_max_new_tokens: int = 96
+    task_hint: str = "writes meeting minutes"
+    similarity_low: float = 0.0
+    similarity_high: float = 1.0
+    min_on_topic: float = 0.5
+    max_section_growth: float = 3.0
+    max_prompt_words: int = 160
+    required_sections: list[str] = field(default_factory=lambda: list(REQUIRED_SECTIONS))
+    prefill_fallbacks: list[str] = field(default_factory=lambda: list(DEFAULT_PREFILLS))
+    decoding_genes: list[DecodingGene] | None = None
+    use_embedder: bool = True
+    phrase_band: list[float] = field(default_factory=lambda: [0.55, 0.92])
+    near_duplicate_cosine: float = 0.95
+    min_diversity: float = 0.05
+    section_match_cosine: float = 0.5
+    style_evolution_every: int = 1
+    style_min_trials: int = 2
+    adapter_noise_share: float = 0.3
+    adapter_noise_scale: float = 0.05
+    adapter_pass_threshold: float = 0.5
+    adapter_lora: LoraSettings = field(default_factory=_adapter_lora)
+
+    def validate(self, generations: int | None = None) -> None:
+        """Check every field (and a run's ``generations`` when given, e.g. the loop's own argument).
+
+        Raises:
+            ConfigError: one line naming the first bad key (``config key 'inner.<key>'``), the expected
+                range and the value.
+        """
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in ("int", int) and (isinstance(value, bool) or not isinstance(value, int)):
+                _fail(f.name, "an integer", value)
+            if f.type in ("float", float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                _fail(f.name, "a number", value)
+            if f.type in ("bool", bool) and not isinstance(value, bool):
+                _fail(f.name, "true or false", value)
+        self._validate_shape()
+        for key in _PROBABILITIES:
+            _need(0.0 <= getattr(self, key) <= 1.0, key, "a probability in [0, 1]", getattr(self, key))
+        for name, share in self.operator_shares.items():
+            _need(isinstance(share, (int, float)) and not isinstance(share, bool) and 0.0 <= share <= 1.0,
+                  f"operator_shares.{name}", "a share in [0, 1]", share)
+        phrase, decoding = self.phrase_mutation_share, self.decoding_mutation_share
+        _need(phrase + decoding <= 1.0, "decoding_mutation_share",
+              f"phrase_mutation_share + decoding_mutation_share <= 1 (phrase: {phrase})", decoding)
+        _need(phrase + decoding + self.exemplar_mutation_share <= 1.0, "exemplar_mutation_share",
+              "phrase_mutation_share + decoding_mutation_share + exemplar_mutation_share"
+              f" <= 1 (phrase: {phrase}, decoding: {decoding})", self.exemplar_mutation_share)
+        _need(phrase + decoding + self.exemplar_mutation_share + self.prefill_mutation_share <= 1.0,
+              "prefill_mutation_share", "phrase + decoding + exemplar + prefill mutation shares <= 1",
+              self.prefill_mutation_share)
+        self._validate_texts()
+        self._validate_embedder()
+        _need(self.mutator_temperature >= 0.0, "mutator_temperature", "a temperature >= 0", self.mutator_temperature)
+        _need(0.0 < self.mutator_top_p <= 1.0, "mutator_top_p", "a value in (0, 1]", self.mutator_top_p)
+        _need(self.mutator_max_new_tokens >= 1, "mutator_max_new_tokens", "an integer >= 1",
+              self.mutator_max_new_tokens)
+        _need(self.similarity_low <= self.similarity_high, "similarity_low",
+              f"similarity_low <= similarity_high ({self.similarity_high})", self.similarity_low)
+        _need(self.max_section_growth >= 1.0, "max_section_growth", "a ratio >= 1", self.max_section_growth)
+        _need(self.style_evolution_every >= 0, "style_evolution_every", "an integer >= 0 (0 disables)",
+              self.style_evolution_every)
+        _need(self.style_min_trials >= 1, "style_min_trials", "an integer >= 1", self.style_min_trials)
+        if self.decoding_genes is not None:
+            check_decoding_genes(self.decoding_genes, "inner.decoding_genes")
+        self._validate_adapters()
+        if generations is not None and (
+            isinstance(generations, bool) or not isinstance(generations, int) or generations < 1
+        ):
+            _fail("generations", "an integer >= 1", generations)
+
+    def _validate_shape(self) -> None:
+        _need(self.population_size >= 2, "population_size", "an integer >= 2", self.population_size)
+        _need(self.generations >= 1, "generations", "an integer >= 1", self.generations)
+        _need(0 <= self.elites < self.population_size, "elites",
+              f"an integer in [0, inner.population_size={self.population_size})", self.elites)
+        _need(1 <= self.tournament_size <= self.population_size, "tournament_size",
+              f"an integer in [1, inner.population_size={self.population_size}]", self.tournament_size)
+        _need(self.hall_of_fame_size >= 1, "hall_of_fame_size", "an integer >= 1", self.hall_of_fame_size)
+        _need(self.lead_offspring >= 0, "lead_offspring", "an integer >= 0 (at most population_size - elites "
+              "are used)", self.lead_offspring)
+        _need(self.max_prompt_words >= 1, "max_prompt_words", "an integer >= 1", self.max_prompt_words)
+
+    def _validate_texts(self) -> None:
+        _need(bool(self.prefill_fallbacks) and all(isinstance(p, str) and p.strip() for p in self.prefill_fallbacks),
+              "prefill_fallbacks", "a non-empty list of non-empty texts", self.prefill_fallbacks)
+        _need(bool(self.required_sections) and all(isinstance(s, str) and s for s in self.required_sections),
+              "required_sections", "a non-empty list of section names", self.required_sections)
+        _need(isinstance(self.task_hint, str) and bool(self.task_hint.strip()), "task_hint", "a non-empty text",
+              self.task_hint)
+
+    def _validate_embedder(self) -> None:
+        band = self.phrase_band
+        _need(len(band) == 2 and all(isinstance(v, (int, float)) for v in band) and -1.0 <= band[0] <= band[1] <= 1.0,
+              "phrase_band", "[low, high] with -1 <= low <= high <= 1", list(band))
+        _need(self.near_duplicate_cosine >= -1.0, "near_duplicate_cosine", "a cosine >= -1 (> 1 disables)",
+              self.near_duplicate_cosine)
+        _need(0.0 <= self.min_diversity <= 2.0, "min_diversity", "a cosine distance in [0, 2]", self.min_diversity)
+        _need(-1.0 <= self.section_match_cosine <= 1.0, "section_match_cosine", "a cosine in [-1, 1]",
+              self.section_match_cosine)
+
+    def _validate_adapters(self) -> None:
+        _need(self.adapter_noise_scale > 0, "adapter_noise_scale", "a scale > 0", self.adapter_noise_scale)
+        lora = self.adapter_lora
+        for key in ("rank", "steps", "batch_size"):
+            _need(getattr(lora, key) >= 1, f"adapter_lora.{key}", "an integer >= 1", getattr(lora, key))
+        _need(lora.max_length >= 16, "adapter_lora.max_length", ">= 16 tokens", lora.max_length)
+
+    @property
+    def mutator_params(self) -> SamplingParams:
+        """Decoding settings of mutator requests (the seed is drawn per request by the operators)."""
+        return SamplingParams(temperature=self.mutator_temperature, top_p=self.mutator_top_p,
+                              max_new_tokens=self.mutator_max_new_tokens)
+
+    @property
+    def genes(self) -> tuple[DecodingGene, ...]:
+        """The decoding genes the decoding mutation uses (``decoding_genes``, else the plain defaults)."""
+        return tuple(self.decoding_genes) if self.decoding_genes is not None else DEFAULT_DECODING_GENES
+
+
+InnerLoopConfig = InnerConfig
+"""The same class under the name the search package used before it became the Hydra schema."""
+
+
+def _need(ok: bool, key: str, expected: str, got: Any) -> None:
+    if not ok:
+        _fail(key, expected, got)
+
+
+def _fail(key: str, expected: str, got: Any) -> None:
+    raise ConfigError(f"config key 'inner.{key}': expected {expected}, got {got!r}")
