@@ -105,8 +105,9 @@ def _resume_argv(argv: list[str]) -> list[str]:
     ``resume=<run dir>`` adds ``hydra.run.dir=<run dir>`` (the archive and call log are there; the log file
     is appended to) and ``hydra.output_subdir=.hydra/resume_<time>`` (the run's own ``.hydra/`` config is
     kept). ``resume=true`` is first replaced by the newest resumable run of the composed config
-    (:func:`evotrainer.resume.find_resumable`); when there is none, or in a multirun, or with an explicit
-    ``hydra.run.dir``, ``argv`` is returned as is and ``_run`` reports what is wrong.
+    (:func:`evotrainer.resume.find_resumable`); when there is none, the folder does not exist, in a
+    multirun, or with an explicit ``hydra.run.dir``, ``argv`` is returned as is and ``_run`` reports what
+    is wrong.
     """
     given = [a for a in argv if a.startswith("resume=")]
     if (not given or not wants_resume(given[-1].partition("=")[2]) or {"-m", "--multirun"} & set(argv)
@@ -121,6 +122,8 @@ def _resume_argv(argv: list[str]) -> list[str]:
         argv = [a for a in argv if not a.startswith("resume=")] + [f"resume='{value}'"]
     path = Path(value).expanduser()
     run_dir = path.parent if path.is_file() else path
+    if not run_dir.is_dir():  # never create a mistyped folder: _run reports it
+        return argv
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
     return [*argv, f"hydra.run.dir='{run_dir}'", f"hydra.output_subdir=.hydra/resume_{stamp}"]
 

@@ -8,6 +8,8 @@ fields :meth:`~evotrainer.archive.queries.ArchiveQueries.dump_deterministic` lea
 is skipped; past the end of a table's stored rows, writes are inserted as usual; a mismatch raises
 ``ArchiveError("resume diverged at <table> row N: ...")``, which means the code or the config changed
 since the run was written. Nothing stored is rewritten or deleted. The ``runs`` row is reused.
+``phase`` events are compared by their ``name`` alone, so code must write them whatever the timings are
+(a phase event written only when something was slow would make a resume diverge).
 
 The first new row is preceded by a ``phase`` event named ``resume`` (how many rows were replayed, the
 elapsed seconds carried over, the config keys a forced resume changed); a later resume skips such markers
