@@ -28,6 +28,10 @@ _FORMAT = ("Answer in steps. Each reply is either\n"
            "Thought: <your reasoning>\nAction: <tool>[<input>]\n"
            "and then wait for the Observation, or, once you know the answer,\n"
            "Final Answer: <the answer>")
+_EXAMPLE = ("Example:\nQuestion: What is the weight of blue crate in lb?\n"
+            "Thought: I need the weight of blue crate.\nAction: lookup[weight of blue crate]\n"
+            "Observation: 12 kg\nThought: Now I convert it to lb.\nAction: convert[12 kg to lb]\n"
+            "Observation: 26.4554715 lb\nThought: I know the answer.\nFinal Answer: 26.4554715 lb")
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,9 @@ class ToolRolloutConfig:
         max_steps: model calls per episode, >= 1 (default 8, the issue's step limit).
         max_new_tokens: generated tokens per model call, >= 1.
         observation_chars: longest observation sent back, characters, >= 20 (longer ones are clipped).
+        prefill: text that starts every assistant reply (sent as a trailing assistant message, see
+            :func:`~evotrainer.backends.base.split_prefill`); it is part of the reply the model is
+            scored and trained on. "" for none.
         weights: reward weights by component (on the simplex; see
             :func:`~evotrainer.tasks.tool_agent.reward.check_weights`).
     """
@@ -45,6 +52,7 @@ class ToolRolloutConfig:
     max_steps: int = 8
     max_new_tokens: int = 128
     observation_chars: int = 400
+    prefill: str = "Thought:"
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
 
     def __post_init__(self) -> None:
@@ -72,10 +80,11 @@ class Episode:
 
 def build_messages(system_prompt: str, task: ToolTask, env: ToolEnv | None = None) -> tuple[Message, ...]:
     """The opening chat of an episode: the policy's system prompt, then a user turn listing the tools,
-    the reply format and the question. Tools and format are part of the task, not of the policy, so an
-    evolved prompt cannot lose them."""
+    the reply format, one worked example (ReAct prompts its model with solved examples; Yao et al. 2022)
+    and the question. Tools, format and example are part of the task, not of the policy, so an evolved
+    prompt cannot lose them."""
     env = env or ToolEnv.of(task.facts)
-    user = f"Tools:\n{env.describe()}\n\n{_FORMAT}\n\nQuestion: {task.question}"
+    user = f"Tools:\n{env.describe()}\n\n{_FORMAT}\n\n{_EXAMPLE}\n\nQuestion: {task.question}"
     return ({"role": "system", "content": system_prompt}, {"role": "user", "content": user})
 
 
@@ -124,7 +133,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
         todo = [(k, ep) for k, ep in enumerate(live) if ep.stop is None]
         if not todo:
             break
-        requests = [GenerationRequest(tuple(ep.messages), _params(sampling, cfg, k, step)) for k, ep in todo]
+        tail: tuple[Message, ...] = ({"role": "assistant", "content": cfg.prefill},) if cfg.prefill else ()
+        requests = [GenerationRequest((*ep.messages, *tail), _params(sampling, cfg, k, step)) for k, ep in todo]
         try:
             generations = llm.generate(requests)
             if len(generations) != len(requests):

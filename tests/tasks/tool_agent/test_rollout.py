@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams
+from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams, split_prefill
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.tool_agent.reward import check_weights, score_episode
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, build_messages, run_episodes
@@ -16,7 +16,8 @@ from evotrainer.tasks.tool_agent.trajectory import Step
 
 
 class ScriptedLLM:
-    """An LLM whose reply is ``script(request)``; records every generate call's requests."""
+    """An LLM whose continuation is ``script(request)``, returned after the request's prefill (as the real
+    backends do; "" when the continuation is blank); records every generate call's requests."""
 
     name = "scripted"
 
@@ -26,7 +27,11 @@ class ScriptedLLM:
 
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         self.calls.append(list(requests))
-        return [Generation(self.script(r), 10, 5, "stop") for r in requests]
+        out = []
+        for r in requests:
+            text = self.script(r)
+            out.append(Generation(split_prefill(r.messages)[1] + text if text.strip() else "", 10, 5, "stop"))
+        return out
 
 
 def _tasks(steps: int, n: int = 3) -> list[ToolTask]:
@@ -34,7 +39,7 @@ def _tasks(steps: int, n: int = 3) -> list[ToolTask]:
 
 
 def _turn(request: GenerationRequest) -> int:
-    return sum(m["role"] == "assistant" for m in request.messages)
+    return sum(m["role"] == "assistant" for m in split_prefill(request.messages)[0])
 
 
 def _oracle(tasks: Sequence[ToolTask]) -> Callable[[GenerationRequest], str]:
@@ -46,8 +51,8 @@ def _oracle(tasks: Sequence[ToolTask]) -> Callable[[GenerationRequest], str]:
         k = _turn(request)
         if k < len(task.plan):
             s = task.plan[k]
-            return f"Thought: step {k}\nAction: {s.tool}[{s.tool_input}]\nObservation: made up"
-        return f"Thought: done\nFinal Answer: {task.answer}"
+            return f" step {k}\nAction: {s.tool}[{s.tool_input}]\nObservation: made up"
+        return f" done\nFinal Answer: {task.answer}"
     return reply
 
 
@@ -66,11 +71,13 @@ def test_following_the_gold_plan_earns_full_reward(steps: int) -> None:
         roles = [m["role"] for m in traj.messages]
         assert roles == ["system", "user"] + ["assistant", "user"] * steps + ["assistant"]
         assert all("made up" not in m["content"] for m in traj.messages)  # invented observations dropped
+        assert all(m["content"].startswith("Thought: ") for m in traj.messages if m["role"] == "assistant")
+        assert all(r.messages[-1] == {"role": "assistant", "content": "Thought:"} for c in llm.calls for r in c)
 
 
 def test_step_limit_stops_an_episode_that_never_answers() -> None:
     tasks = _tasks(1, 2)
-    llm = ScriptedLLM(lambda r: "Action: calculator[1 + 1]")
+    llm = ScriptedLLM(lambda r: " add\nAction: calculator[1 + 1]")
     trajs = run_episodes(llm, [Episode("p", "", t) for t in tasks], ToolRolloutConfig(max_steps=3))
     assert len(llm.calls) == 3
     for t in trajs:
@@ -83,7 +90,7 @@ def test_step_limit_stops_an_episode_that_never_answers() -> None:
 def test_malformed_replies_become_observations_and_are_counted() -> None:
     task = _tasks(1, 1)[0]
     replies = iter(["", "Action: calculator[1 + (2", "Action: search[x]", f"Final Answer: {task.answer}"])
-    trajs = run_episodes(ScriptedLLM(lambda r: next(replies)), [Episode("p", "", task)])
+    trajs = run_episodes(ScriptedLLM(lambda r: next(replies)), [Episode("p", "", task)], ToolRolloutConfig(prefill=""))
     t = trajs[0]
     assert t.malformed == 3 and t.first_wrong_step == 0 and t.stop_reason == "final_answer"
     assert all(o.startswith("Error:") for o in t.observations)
