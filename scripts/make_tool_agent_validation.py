@@ -20,7 +20,8 @@ import random
 import sys
 from pathlib import Path
 
-from evotrainer.tasks.tool_agent.tasks import explore_tasks, generate_tasks, task_to_dict
+from evotrainer.tasks.tool_agent.generator import explore_tasks, generate_tasks
+from evotrainer.tasks.tool_agent.tasks import task_to_dict
 
 SEED = 20261201
 PER_STEPS = {"generated": 7, "explored": 3}

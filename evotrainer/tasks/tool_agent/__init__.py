@@ -1,8 +1,8 @@
 """The tool-agent task family: multi-step ReAct-style episodes with deterministic tools.
 
 Modules, one job each: ``tools`` (calculator, unit converter, facts lookup), ``env`` (the tools of one
-episode), ``parse`` (a tool call or final answer out of a reply), ``tasks`` (task record, generation at a
-difficulty and by exploration, answer checking, JSONL), ``reward`` (rule rewards, step credit),
+episode), ``parse`` (a tool call or final answer out of a reply), ``tasks`` (task record, answer checking,
+JSONL), ``generator`` (generation at a difficulty and by exploration), ``reward`` (rule rewards, step credit),
 ``trajectory`` (records, JSONL, SFT loss mask), ``rollout`` (batched multi-step episodes) and ``family``
 (all of it behind one object).
 
@@ -15,6 +15,7 @@ total reward and a meta score per episode from the trajectories, instead of ``bu
 
 from evotrainer.tasks.tool_agent.env import ToolEnv
 from evotrainer.tasks.tool_agent.family import SCORER_VERSION, ToolAgent
+from evotrainer.tasks.tool_agent.generator import DIFFICULTY_BOUNDS, explore_tasks, generate_tasks
 from evotrainer.tasks.tool_agent.parse import ParsedReply, parse_reply
 from evotrainer.tasks.tool_agent.reward import (
     DEFAULT_WEIGHTS,
@@ -26,12 +27,9 @@ from evotrainer.tasks.tool_agent.reward import (
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, build_messages, run_episodes
 from evotrainer.tasks.tool_agent.tasks import (
     ANSWER_REL_TOL,
-    DIFFICULTY_BOUNDS,
     PlanStep,
     ToolTask,
     check_answer,
-    explore_tasks,
-    generate_tasks,
     load_tasks,
     task_from_dict,
     task_to_dict,

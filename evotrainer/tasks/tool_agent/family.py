@@ -16,6 +16,7 @@ import numpy as np
 from evotrainer.backends.base import LLM, SamplingParams
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import MetaScore
+from evotrainer.tasks.tool_agent import generator as _generator
 from evotrainer.tasks.tool_agent import reward as _reward
 from evotrainer.tasks.tool_agent import tasks as _tasks
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, run_episodes
@@ -36,7 +37,7 @@ class ToolAgent:
     Args:
         rollout: step limit, token budget and reward weights of an episode.
         explore_share: share of generated tasks that come from exploration walks
-            (:func:`~evotrainer.tasks.tool_agent.tasks.explore_tasks`) instead of templates, in [0, 1].
+            (:func:`~evotrainer.tasks.tool_agent.generator.explore_tasks`) instead of templates, in [0, 1].
 
     Raises:
         ConfigError: ``explore_share`` outside [0, 1] (names ``task.explore_share``).
@@ -56,8 +57,8 @@ class ToolAgent:
 
     @property
     def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
-        """Knob -> (low, high) in natural units (:data:`~evotrainer.tasks.tool_agent.tasks.DIFFICULTY_BOUNDS`)."""
-        return dict(_tasks.DIFFICULTY_BOUNDS)
+        """Knob -> (low, high) in natural units (:data:`~evotrainer.tasks.tool_agent.generator.DIFFICULTY_BOUNDS`)."""
+        return dict(_generator.DIFFICULTY_BOUNDS)
 
     @property
     def default_difficulty(self) -> Mapping[str, float]:
@@ -77,8 +78,8 @@ class ToolAgent:
         ``random.Random``)."""
         local = random.Random(int(rng.integers(0, 2**63 - 1)))
         n_walk = int(round(n * self.explore_share))
-        return [*_tasks.generate_tasks(local, difficulty, n - n_walk),
-                *_tasks.explore_tasks(local, difficulty, n_walk)]
+        return [*_generator.generate_tasks(local, difficulty, n - n_walk),
+                *_generator.explore_tasks(local, difficulty, n_walk)]
 
     def rollout(self, llm: LLM, system_prompts: Sequence[tuple[str, str]], tasks: Sequence[ToolTask], *,
                 sampling: SamplingParams = _GREEDY) -> list[Trajectory]:

@@ -9,9 +9,10 @@ import pytest
 
 from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams, split_prefill
 from evotrainer.errors import ConfigError
+from evotrainer.tasks.tool_agent.generator import generate_tasks
 from evotrainer.tasks.tool_agent.reward import check_weights, score_episode
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, build_messages, run_episodes
-from evotrainer.tasks.tool_agent.tasks import ToolTask, generate_tasks
+from evotrainer.tasks.tool_agent.tasks import ToolTask
 from evotrainer.tasks.tool_agent.trajectory import Step
 
 

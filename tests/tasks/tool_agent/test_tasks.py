@@ -9,14 +9,8 @@ import pytest
 
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.tasks.tool_agent.env import ToolEnv
-from evotrainer.tasks.tool_agent.tasks import (
-    check_answer,
-    explore_tasks,
-    generate_tasks,
-    load_tasks,
-    task_from_dict,
-    task_to_dict,
-)
+from evotrainer.tasks.tool_agent.generator import explore_tasks, generate_tasks
+from evotrainer.tasks.tool_agent.tasks import check_answer, load_tasks, task_from_dict, task_to_dict
 
 
 @pytest.mark.parametrize("make", [generate_tasks, explore_tasks])

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.tool_agent.tasks import generate_tasks
+from evotrainer.tasks.tool_agent.generator import generate_tasks
 from evotrainer.tasks.tool_agent.trajectory import Step, Trajectory, load_jsonl, loss_mask, save_jsonl
 
 ASSISTANT = (
