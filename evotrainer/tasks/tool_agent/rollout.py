@@ -71,11 +71,14 @@ class Episode:
         policy_id: the policy's id (recorded in the trajectory).
         system_prompt: the policy's rendered system prompt ("" for none).
         task: the task.
+        sampling: this episode's decoding (e.g. the policy's decoding genes applied); None uses the
+            rollout's ``sampling``.
     """
 
     policy_id: str
     system_prompt: str
     task: ToolTask
+    sampling: SamplingParams | None = None
 
 
 def build_messages(system_prompt: str, task: ToolTask, env: ToolEnv | None = None) -> tuple[Message, ...]:
@@ -118,8 +121,9 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
         llm: the policy model backend (one ``generate`` call per turn, over all unfinished episodes).
         episodes: the (policy, task) pairs; any number, duplicates allowed.
         cfg: step limit, token budget, observation clipping, reward weights (defaults when None).
-        sampling: decoding (greedy by default); its ``max_new_tokens`` is replaced by ``cfg``'s, and when
-            it samples each call gets its own seed from (``sampling.seed``, episode index, step).
+        sampling: decoding of episodes without their own (greedy by default); its ``max_new_tokens`` is
+            replaced by ``cfg``'s, and when it samples each call gets its own seed from (``sampling.seed``,
+            episode index, step).
 
     Returns:
         One :class:`Trajectory` per episode, in order, scored (:func:`~evotrainer.tasks.tool_agent.reward.score_episode`).
@@ -134,7 +138,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
         if not todo:
             break
         tail: tuple[Message, ...] = ({"role": "assistant", "content": cfg.prefill},) if cfg.prefill else ()
-        requests = [GenerationRequest((*ep.messages, *tail), _params(sampling, cfg, k, step)) for k, ep in todo]
+        requests = [GenerationRequest((*ep.messages, *tail), _params(ep.episode.sampling or sampling, cfg, k, step))
+                    for k, ep in todo]
         try:
             generations = llm.generate(requests)
             if len(generations) != len(requests):

@@ -120,6 +120,18 @@ def test_backend_failure_ends_episodes_without_raising() -> None:
     assert all(t.stop_reason == "error" and "GPU on fire" in (t.error or "") and len(t.steps) == 1 for t in trajs)
 
 
+def test_an_episode_can_bring_its_own_decoding() -> None:
+    llm = ScriptedLLM(lambda r: " x\nFinal Answer: 1")
+    tasks = _tasks(1, 2)
+    run_episodes(llm, [Episode("a", "", tasks[0], SamplingParams(top_p=0.5)), Episode("b", "", tasks[1])])
+    assert [r.params.top_p for r in llm.calls[0]] == [0.5, 1.0]
+
+
+def test_default_step_limit_is_8() -> None:
+    llm = ScriptedLLM(lambda r: " x\nAction: calculator[1]")
+    assert len(run_episodes(llm, [Episode("p", "", _tasks(1, 1)[0])])[0].steps) == 8 == len(llm.calls)
+
+
 def test_sampling_seeds_differ_per_episode_and_step() -> None:
     llm = ScriptedLLM(lambda r: "Action: calculator[1]")
     run_episodes(llm, [Episode("p", "", t) for t in _tasks(1, 2)], ToolRolloutConfig(max_steps=2, max_new_tokens=7),
