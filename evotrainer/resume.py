@@ -14,13 +14,16 @@ keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, and ``mo
 ``mutator.threads`` (thread counts change speed, not text); Hydra's own keys are never part of the run
 config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
 that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
-Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
+A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
+the process dies, ``kill -9`` included), so a run still being written is neither resumed nor picked by
+``resume=true``. Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
 (``inner.adapter_mutation_share > 0``: adapter training is not logged), a Hydra multirun.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -35,8 +38,8 @@ from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run_control import STOP_FILE, RunControl
 
-__all__ = ["IGNORED_KEYS", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "plan_resume",
-           "run_config", "wants_resume"]
+__all__ = ["IGNORED_KEYS", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
+           "plan_resume", "run_config", "wants_resume"]
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
@@ -121,6 +124,35 @@ def _run_state(store: ArchiveStore, run_id: str) -> dict[str, Any]:
             "elapsed_s": max(elapsed, 0.0)}
 
 
+def lock_path(archive: Path, run_id: str) -> Path:
+    """The lock file a running process holds for ``run_id`` (beside its archive)."""
+    return Path(archive).parent / f".{run_id}.lock"
+
+
+def _flock(fd: int, exclusive: bool) -> bool:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no run locks
+        return True
+    try:
+        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _running(archive: Path, run_id: str) -> bool:
+    """Whether a live process holds ``run_id``'s lock (a killed one's lock is released by the kernel)."""
+    try:
+        fd = os.open(lock_path(archive, run_id), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return not _flock(fd, exclusive=False)
+    finally:
+        os.close(fd)
+
+
 def _archive_of(run_dir: Path, archive_name: str) -> Path:
     path = Path(archive_name).expanduser()
     return path if path.is_absolute() else run_dir / path
@@ -168,6 +200,9 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
                           "mode=evolve runs can be resumed")
     if state["finished"]:
         raise ConfigError(f"resume: run {run_id} in {run_dir} already finished (its summary is archived)")
+    if _running(archive, run_id):
+        raise ConfigError(f"resume: run {run_id} in {run_dir} is still running in another process; let it end "
+                          "or kill it first")
     changed = config_diff(state["config"], config)
     if changed and not force:
         shown = ", ".join(changed[:8]) + (f" and {len(changed) - 8} more" if len(changed) > 8 else "")
@@ -180,7 +215,8 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
 def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
                    archive_name: str = DEFAULT_ARCHIVE_NAME) -> Path | None:
     """The run folder under ``runs_root`` (one level down) holding the newest (by start time) unfinished
-    evolve run whose config equals ``config`` (:func:`config_diff` empty), or None."""
+    evolve run whose config equals ``config`` (:func:`config_diff` empty) and that no live process is
+    writing, or None."""
     best: tuple[str, Path] | None = None
     for run_dir in sorted(p for p in Path(runs_root).glob("*") if p.is_dir()):
         archive = _archive_of(run_dir, archive_name)
@@ -194,7 +230,7 @@ def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
                 state = _run_state(store, runs[0].run_id)
         except ArchiveError:
             continue
-        if state["finished"] or state["config"].get("mode", "evolve") != "evolve":
+        if state["finished"] or state["config"].get("mode", "evolve") != "evolve" or _running(archive, runs[0].run_id):
             continue
         if config_diff(state["config"], config):
             continue
@@ -219,6 +255,7 @@ class RunFiles:
         self.calls = calls
         self.started_at = now()
         self.replay: ReplayingStore | None = None
+        self._lock: int | None = None
 
     @classmethod
     def open(cls, cfg: Any, run_dir: str | Path, resume: ResumePlan | None) -> RunFiles:
@@ -239,7 +276,19 @@ class RunFiles:
         return llm if self.calls is None else LoggedLLM(llm, self.calls, model_identity(model_cfg))
 
     def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
-        """The archive for writing: a :class:`ReplayingStore` when resuming."""
+        """The archive for writing (a :class:`ReplayingStore` when resuming), after taking the run's lock
+        (:func:`lock_path`, an ``flock`` held until :meth:`close` or the process ends).
+
+        Raises:
+            ConfigError: another live process holds the run's lock (it is writing the same run).
+        """
+        lock = lock_path(Path(path), run_id)
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        if not _flock(self._lock, exclusive=True):
+            os.close(self._lock)
+            self._lock = None
+            raise ConfigError(f"run {run_id} in {lock.parent} is being written by another process ({lock})")
         if self.resume is None:
             return ArchiveStore(path)
         self.replay = ReplayingStore(path, run_id, marker={
@@ -255,6 +304,9 @@ class RunFiles:
                           replay=self.replay)
 
     def close(self) -> None:
-        """Close the call log."""
+        """Close the call log and release the run's lock."""
         if self.calls is not None:
             self.calls.close()
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None

@@ -165,6 +165,23 @@ def test_plan_resume_refusals(tmp_path: Path) -> None:
         plan_resume("true", {}, runs_root=tmp_path)
 
 
+def test_a_run_still_being_written_is_not_resumed(tmp_path: Path) -> None:
+    import fcntl
+
+    from evotrainer.resume import lock_path
+
+    run_dir = tmp_path / "runs" / "r"
+    with ArchiveStore(run_dir / "archive.db") as store:
+        store.create_run("run-x", 0, {"mode": "evolve", "seed": 0}, "v")
+    assert plan_resume(run_dir, {"mode": "evolve", "seed": 0}).run_id == "run-x"
+    with open(lock_path(run_dir / "archive.db", "run-x"), "w") as held:  # a live writer's lock
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(ConfigError, match="still running"):
+            plan_resume(run_dir, {"mode": "evolve", "seed": 0})
+        assert find_resumable({"mode": "evolve", "seed": 0}, tmp_path / "runs") is None
+    assert find_resumable({"mode": "evolve", "seed": 0}, tmp_path / "runs") == run_dir
+
+
 def test_stop_file_ends_the_run_with_its_summary(full_run, tiny_model_dir: Path, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     run_dir.mkdir()
