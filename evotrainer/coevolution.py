@@ -411,7 +411,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     config_dict = run_config(config_dict if config_dict is not None else asdict(cfg))
     files = RunFiles.open(cfg, run_dir, resume)
     seeds = Seeds(cfg.seed)
-    tracker = open_tracker(cfg.tracking, run_dir)  # None unless tracking.* is on; fails here if a package is missing
+    tracker = open_tracker(cfg.tracking, run_dir, resumed=resume is not None)  # None unless tracking.* is on; fails here if a package is missing
 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)

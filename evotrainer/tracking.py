@@ -176,19 +176,21 @@ class Tracker:
 
     Args:
         sinks: the backends (each a :class:`MetricSink`).
+        suffix: appended to the run name the sinks open (a resumed run's attempt, see :func:`open_tracker`).
     """
 
-    def __init__(self, sinks: Sequence[MetricSink]) -> None:
+    def __init__(self, sinks: Sequence[MetricSink], suffix: str = "") -> None:
         self.sinks = list(sinks)
+        self.suffix = suffix
         self._inner_step = 0
         self._candidate_step = 0
         self._race_evaluations: dict[str, int] = {}
         self._closed = False
 
     def start(self, run_id: str, seed: int, config: Mapping[str, Any]) -> None:
-        """Open each sink's run, named ``run_id``, with the config as params."""
+        """Open each sink's run, named ``run_id`` (plus the resume suffix), with the config as params."""
         params = flatten_config(config)
-        self._each("start", run_id, params, dict(config))
+        self._each("start", run_id + self.suffix, params, dict(config))
         atexit.register(self._abandon)
 
     def event(self, kind: str, payload: Mapping[str, Any]) -> None:
@@ -266,12 +268,18 @@ def _require(module: str, key: str) -> None:
         raise ConfigError(f"config key '{key}': needs the '{module}' package: {_PIP}")
 
 
-def open_tracker(cfg: Any, run_dir: str | Path) -> Tracker | None:
+def open_tracker(cfg: Any, run_dir: str | Path, *, resumed: bool = False) -> Tracker | None:
     """The run's tracker for ``tracking.*`` (a :class:`~evotrainer.config.TrackingConfig`), or None when off.
+
+    A resumed run (``resume=``) replays the killed run from its start, so its tracker sees every event again:
+    it logs the whole run, replayed part included, as a new attempt (TensorBoard: ``tensorboard/resume_<k>``,
+    a separate run in TensorBoard's run list; MLflow: a new run named ``<run id> (resume <k>)``), and the
+    killed attempt's partial curves stay as they were instead of being doubled.
 
     Args:
         cfg: the tracking settings.
         run_dir: the run folder (TensorBoard's ``tensorboard/`` and the default ``mlflow.db`` go there).
+        resumed: this process resumes a killed run in ``run_dir``.
 
     Raises:
         ConfigError: a key is on and its package is missing (the message names the key and the pip command).
@@ -279,10 +287,12 @@ def open_tracker(cfg: Any, run_dir: str | Path) -> Tracker | None:
     if not (cfg.tensorboard or cfg.mlflow):
         return None
     run_dir = Path(run_dir)
+    board = run_dir / "tensorboard"
+    attempt = 1 + sum(1 for _ in board.glob("resume_*")) if resumed else 0
     sinks: list[MetricSink] = []
     if cfg.tensorboard:
         _require("tensorboard", "tracking.tensorboard")
-        sinks.append(TensorBoardSink(run_dir / "tensorboard"))
+        sinks.append(TensorBoardSink(board / f"resume_{attempt}" if attempt else board))
     if cfg.mlflow:
         _require("mlflow", "tracking.mlflow")
         uri = cfg.mlflow_uri or f"sqlite:///{(run_dir / 'mlflow.db').resolve()}"
@@ -290,4 +300,4 @@ def open_tracker(cfg: Any, run_dir: str | Path) -> Tracker | None:
             for module in ("sqlalchemy", "alembic"):  # MLflow's SQL store (not in mlflow-skinny's own deps)
                 _require(module, "tracking.mlflow")
         sinks.append(MLflowSink(uri, cfg.experiment))
-    return Tracker(sinks)
+    return Tracker(sinks, suffix=f" (resume {attempt})" if attempt else "")

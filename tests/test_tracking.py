@@ -129,3 +129,15 @@ def test_a_failing_sink_is_dropped_and_the_others_go_on() -> None:
 def test_flatten_config() -> None:
     flat = flatten_config({"a": {"b": 1, "c": [1, 2], "d": None, "e": {}}, "f": "x" * 7000})
     assert flat == {"a.b": "1", "a.c": "[1, 2]", "a.d": "null", "a.e": "{}", "f": "x" * 5997 + "..."}
+
+
+@pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
+def test_a_resumed_run_logs_a_new_attempt_beside_the_killed_one(tmp_path: Path) -> None:
+    """The replay re-sends every event: each resume gets its own TensorBoard folder and run-name suffix."""
+    cfg = TrackingConfig(tensorboard=True)
+    first = open_tracker(cfg, tmp_path)
+    assert first is not None and first.suffix == "" and first.sinks[0].log_dir == tmp_path / "tensorboard"
+    for k in (1, 2):
+        again = open_tracker(cfg, tmp_path, resumed=True)
+        assert again is not None and again.suffix == f" (resume {k})"
+        assert again.sinks[0].log_dir == tmp_path / "tensorboard" / f"resume_{k}"
