@@ -10,8 +10,9 @@ same final best as an uninterrupted one. Stop decisions inside the replayed part
 (:mod:`evotrainer.run_control`).
 
 Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
-keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, and ``model.threads`` /
-``mutator.threads`` (thread counts change speed, not text); Hydra's own keys are never part of the run
+keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, ``model.threads`` /
+``mutator.threads`` (thread counts change speed, not text), and what only watches the run (``tracking.*``,
+``archive.live_report``), so tracking can be switched on for the resumed part; Hydra's own keys are never part of the run
 config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
 that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
 A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
@@ -44,7 +45,8 @@ __all__ = ["IGNORED_KEYS", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
 
-IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads"})
+IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads", "archive.live_report"})
+IGNORED_PREFIXES = ("tracking.",)  # watching the run, not steering it
 """Dotted keys :func:`config_diff` leaves out."""
 
 RUNS_ROOT = Path("archive/runs")
@@ -90,12 +92,14 @@ def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` left out.
+    """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` and keys
+    under :data:`IGNORED_PREFIXES` left out.
 
     Values are compared as JSON (a tuple equals a list, 1 equals 1.0).
     """
     a, b = _flatten(json.loads(json.dumps(stored, default=str))), _flatten(json.loads(json.dumps(new, default=str)))
-    return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and (k not in a or k not in b or a[k] != b[k]))
+    return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
+                  and (k not in a or k not in b or a[k] != b[k]))
 
 
 def _parse(stamp: str) -> datetime:
