@@ -212,6 +212,7 @@ def run_inner_loop(
         EvoTrainerError: every policy of the initial population failed evaluation.
     """
     cfg.validate(generations=generations)
+    REGISTRY.check_shares(cfg)
     population = _checked_population(population, cfg)
     if lead is not None and cfg.lead_offspring > 0 and all(p.id != lead.id for p in population):
         population = [lead, *population]

@@ -18,7 +18,7 @@ from evotrainer.search.mutation_prompts import (
     MutationStyle,
 )
 from evotrainer.search.operators import is_valid, judge_rewrite, sel_tournament
-from evotrainer.search.operators_registry import REGISTRY, OperatorRegistry, Resources
+from evotrainer.search.operators_registry import REGISTRY, Resources
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.reflection import DEFAULT_COMPONENT_HINTS, Feedback
 
@@ -37,12 +37,11 @@ def build_toolbox(
     adapters: AdapterWorkshop | None = None,
     training_texts: Sequence[str] = (),
     seed_prompts: Sequence[Policy] = (),
-    registry: OperatorRegistry | None = None,
 ) -> base.Toolbox:
     """A DEAP Toolbox with the inner loop's operators registered by role.
 
-    Every record of ``registry`` whose needs are met is registered under its alias with its ``bind``
-    keyword arguments (:mod:`evotrainer.search.operators_registry`); selection, the answer judge, the
+    Every record of :data:`~evotrainer.search.operators_registry.REGISTRY` whose needs are met is
+    registered under its alias with its ``bind`` keyword arguments; selection, the answer judge, the
     validity check and the near-duplicate check are registered here. The built-in aliases and how the
     loop calls them (``rng``: ``random.Random``; ``gen``: int):
 
@@ -88,19 +87,17 @@ def build_toolbox(
         adapters: the adapter workshop (enables adapter genes: ``mutate_adapter`` and adapter crossover).
         training_texts: the training meetings' texts (batch transcripts) that LLM answers may not copy.
         seed_prompts: prompts whose words are never leaks (the loop passes its initial population).
-        registry: the operator records (default :data:`~evotrainer.search.operators_registry.REGISTRY`).
 
     Raises:
         ConfigError: ``inner.operator_shares`` names an unknown operator, or a pool's shares sum above 1.
     """
-    registry = registry if registry is not None else REGISTRY
-    registry.check_shares(cfg)
+    REGISTRY.check_shares(cfg)
     sections = tuple(cfg.required_sections)
     res = Resources(styles=tuple(styles), phrase_bank=tuple(phrase_bank), phrases=phrases, feedback=feedback,
                     exemplars=tuple(exemplars), adapters=adapters)
     tb = base.Toolbox()
     tb.register("select", sel_tournament, tournsize=cfg.tournament_size)
-    for op in registry:  # every operator whose needs are met, in registration order
+    for op in REGISTRY:  # every operator whose needs are met, in registration order
         if all(res.has(need) for need in op.needs):
             wrapped = {op.alias: getattr(tb, op.alias)} if op.wraps else {}
             tb.register(op.alias, op.function, **wrapped, **op.bind(cfg, res))
