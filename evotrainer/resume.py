@@ -11,8 +11,9 @@ same final best as an uninterrupted one. Stop decisions inside the replayed part
 
 Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
 keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, ``model.threads`` /
-``mutator.threads`` (thread counts change speed, not text), and what only watches the run (``tracking.*``,
-``archive.live_report``), so tracking can be switched on for the resumed part; Hydra's own keys are never part of the run
+``mutator.threads`` (thread counts change speed, not text), and ``tracking.*`` (it only watches the run,
+so tracking can be switched on for the resumed part; ``archive.live_report`` does count: it archives a
+``report`` phase event per refresh, which the replay checks); Hydra's own keys are never part of the run
 config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
 that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
 A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
@@ -39,15 +40,17 @@ from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run_control import STOP_FILE, RunControl
 
-__all__ = ["IGNORED_KEYS", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
+__all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
            "plan_resume", "run_config", "wants_resume"]
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
 
-IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads", "archive.live_report"})
-IGNORED_PREFIXES = ("tracking.",)  # watching the run, not steering it
+IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads"})
 """Dotted keys :func:`config_diff` leaves out."""
+
+IGNORED_PREFIXES = ("tracking.",)
+"""Key prefixes :func:`config_diff` leaves out (tracking watches the run, it does not steer it)."""
 
 RUNS_ROOT = Path("archive/runs")
 """Where ``resume=true`` looks (Hydra's ``hydra.run.dir`` parent, relative to the launch folder)."""

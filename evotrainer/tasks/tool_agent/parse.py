@@ -90,7 +90,7 @@ def _json_call(text: str, start: int) -> ParsedReply | None:
     """A JSON tool call starting at ``text[start] == "{"``; None when it is not JSON at all."""
     try:
         obj, end = json.JSONDecoder().raw_decode(text, start)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # JSONDecodeError, and e.g. an integer past Python's digit limit
         return None
     kept = text[:end]
     if not isinstance(obj, dict):

@@ -77,3 +77,9 @@ def test_random_garbage_never_raises() -> None:
         assert parsed.malformed == bool(parsed.error)
         if parsed.kind == "action":
             assert parsed.tool.casefold() in TOOLS
+
+
+def test_a_json_integer_past_pythons_digit_limit_is_not_a_crash() -> None:
+    """``json`` raises a plain ValueError for an integer of more than 4300 digits (sys.int_info)."""
+    reply = '{"tool": "calculator", "input": ' + "1" * 5000 + "}"
+    assert parse_reply(reply, TOOLS).malformed
