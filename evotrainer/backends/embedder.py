@@ -10,7 +10,10 @@ import numpy as np
 from evotrainer.backends.embedded import embedded_embedder_dir
 from evotrainer.errors import ConfigError, ModelError
 
-__all__ = ["MiniLMEmbedder", "cosine"]
+__all__ = ["ENCODE_THREADS", "MiniLMEmbedder", "cosine"]
+
+ENCODE_THREADS = 1
+"""torch threads while encoding (fixed, so embeddings do not depend on the machine's load)."""
 
 
 class MiniLMEmbedder:
@@ -61,13 +64,24 @@ class MiniLMEmbedder:
         """
         if len(texts) == 0:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self.model.encode(
-            list(texts),
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
+        import torch
+
+        # One torch thread while encoding, whatever the run's thread count: the last bits of a float sum
+        # depend on how the work is split over threads, the run's count follows the machine's load
+        # (evotrainer/threads.py), and vectors feed archived values and cosine-threshold decisions that must
+        # be the same in every run of a seed and in a resumed run.
+        previous = torch.get_num_threads()
+        torch.set_num_threads(ENCODE_THREADS)
+        try:
+            vectors = self.model.encode(
+                list(texts),
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        finally:
+            torch.set_num_threads(previous)
         return np.asarray(vectors, dtype=np.float32)
 
 
