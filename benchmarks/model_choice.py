@@ -50,9 +50,9 @@ if str(ROOT) not in sys.path:
 from evotrainer.backends.base import GenerationRequest  # noqa: E402
 from evotrainer.config import DecodingConfig, ModelConfig, TaskConfig  # noqa: E402
 from evotrainer.errors import ModelError  # noqa: E402
+from evotrainer.genome import load_population  # noqa: E402
 from evotrainer.rollout import sampling_for  # noqa: E402
 from evotrainer.runtime import build_llm, sampling_from  # noqa: E402
-from evotrainer.search.genome import load_population  # noqa: E402
 from evotrainer.tasks import get_task_family  # noqa: E402
 
 DEFAULT_POLICIES = ("terse", "secretary_markdown", "inline_example", "plain_labels")

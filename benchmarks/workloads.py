@@ -19,8 +19,8 @@ from typing import Any
 import evotrainer  # noqa: F401  (first: sets OMP_WAIT_POLICY before torch loads OpenMP, where supported)
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.config import PACKAGE_DATA, DecodingConfig, ModelConfig
+from evotrainer.genome import Policy, load_population
 from evotrainer.rollout import sampling_for
-from evotrainer.search.genome import Policy, load_population
 from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes import MeetingMinutes
 

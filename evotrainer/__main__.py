@@ -115,7 +115,10 @@ def _resume_argv(argv: list[str]) -> list[str]:
         return argv
     value = given[-1].partition("=")[2].strip().strip("'\"")
     if value.lower() == "true":
-        found = _find_resumable_for(argv)
+        try:
+            found = _find_resumable_for(argv)
+        except Exception:  # noqa: BLE001 - a bad override or flag: Hydra itself reports it next, in one line
+            return argv
         if found is None:
             return argv
         value = str(found)

@@ -3,9 +3,9 @@
 Generation 0 (``coevolution.py``, step 2) runs before the outer loop first checks
 ``outer.budget.seconds``, in three batched calls: every seed on the first task batch; with
 ``outer.seed_screen``, every seed that scored on the screening items; then the best seed on the selection
-items not yet scored (its whole-set score, the first incumbent). On the main job that is about 15 of
-40 minutes on 2 cores, so a budget set for a slower machine can be spent before one harness candidate
-runs. Right after the first call, :func:`check_gen0_budget` estimates the whole of generation 0 from that
+items not yet scored (its whole-set score, the first incumbent). On the main job that is a large share
+of the budget (README, "Speed"), so a budget set for a faster machine can be spent before one harness
+candidate runs. Right after the first call, :func:`check_gen0_budget` estimates the whole of generation 0 from that
 call's measured rate and prints one warning line when generation 0 alone is expected to use more than
 :data:`WARN_SHARE` of the budget.
 
@@ -14,9 +14,8 @@ to come, the first call's seconds per request, scaled by how much longer the tra
 (mean words; never scaled down: prefill dominates the cost, see the README's speed section). It is
 rough: a batch whose policies share transcripts reuses their prefix, so the per-request rate of the
 first call (14 seeds on each transcript) is lower than that of the selection scoring (one policy per
-transcript); read it as "most of the budget", not as a forecast to the minute. Checked against the main
-job's seed-0 run on 2 cores (first call: 14 seeds x 3 tasks of about 240 words in 57 s; then 194 requests
-on selection items of about 600 words): 713 s estimated, 890 s measured to the first incumbent.
+transcript), and the estimate runs low on the main job (the README's speed section gives the check
+against a measured run); read it as "most of the budget", not as a forecast to the minute.
 """
 
 from __future__ import annotations
@@ -27,9 +26,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.datasets.strata import word_count
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.strata import word_count
 
 __all__ = ["WARN_SHARE", "Gen0Estimate", "check_gen0_budget", "estimate_gen0"]
 

@@ -55,6 +55,7 @@ sharing a transcript with the validation set is an error. Held-out items are nev
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -75,6 +76,7 @@ from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
 from evotrainer.errors import EvoTrainerError
 from evotrainer.generalisation import Generalisation, compare, to_payload
+from evotrainer.genome import Policy
 from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
@@ -88,7 +90,6 @@ from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run_control import RunControl, StopRequested
 from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
-from evotrainer.search.genome import Policy
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.tracking import open_tracker
@@ -404,14 +405,25 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     ``resume``: continue that killed run by deterministic replay (``evotrainer/resume.py``). Every LLM call
     goes through the run's call log (``llm_calls.db`` beside the archive) so that any run can be resumed,
     except with adapter genes. A ``STOP`` file in ``run_dir`` ends the run at the next generation boundary.
+    Whatever the run opened (archive, call log and lock, tracker, Ray workers) is closed when it ends, also
+    when it fails (a failed job of a multirun must not hold them for the next job in the same process).
     """
+    with contextlib.ExitStack() as stack:
+        return _evolve(cfg, run_dir, config_dict, resume, stack)
+
+
+def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: ResumePlan | None,
+            stack: contextlib.ExitStack) -> EvolveSummary:
     t_run = time.perf_counter()
     console = stdout_console()
     timings: dict[str, float] = {}
     config_dict = run_config(config_dict if config_dict is not None else asdict(cfg))
     files = RunFiles.open(cfg, run_dir, resume)
+    stack.callback(files.close)
     seeds = Seeds(cfg.seed)
     tracker = open_tracker(cfg.tracking, run_dir, resumed=resume is not None)  # None unless tracking.* is on; fails here if a package is missing
+    if tracker is not None:
+        stack.callback(tracker.close, False)  # no-op after the summary event closed it
 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
@@ -432,7 +444,9 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
     t0 = time.perf_counter()
     counter = [0]  # generated tokens of the policy model and the mutator together
-    llm = TokenMeter(files.logged(build_llm(cfg.model, executor=cfg.executor), cfg.model), counter)  # each call logged for resume
+    policy_llm = build_llm(cfg.model, executor=cfg.executor)
+    stack.callback(getattr(policy_llm, "close", lambda: None))  # Ray workers end with the run
+    llm = TokenMeter(files.logged(policy_llm, cfg.model), counter)  # each call logged for resume
     mutator = llm if cfg.mutator == cfg.model else TokenMeter(
         files.logged(build_llm(cfg.mutator, role="mutator"), cfg.mutator), counter)
     timings["model load"] = time.perf_counter() - t0
@@ -441,6 +455,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
     run_id = resume.run_id if resume is not None else _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)
     store = files.archive(db_path, run_id)
+    stack.callback(store.close)
     rec = RunRecorder(store, run_id, tracker=tracker)
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
@@ -512,8 +527,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
               **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
     rec.event("operator_stats", harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict())
     live.refresh(None)  # the final report: generalisation and summary included
-    store.close()
-    files.close()
+    stack.close()  # archive (checkpointed), call log, lock, Ray workers
     print_summary(console, summary, inc)
     print_operator_stats(console, objective.operator_stats)
     return summary

@@ -1,6 +1,6 @@
 """``mode=evaluate``: score policies on a dataset; overall, per-source and per-length tables.
 
-Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape, :mod:`evotrainer.datasets`)
+Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape, :mod:`evotrainer.tasks.meeting_minutes.datasets`)
 -> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.evaluate_refs`)
 -> one batched rollout of every policy x item -> per-policy intervals and per-stratum means
 (:mod:`evotrainer.evaluate_report`) -> optional generalisation comparison (best seed vs a policy,
@@ -26,9 +26,6 @@ from rich.table import Table
 
 from evotrainer.backends.base import LLM, Embedder
 from evotrainer.config import Config, resolve_path
-from evotrainer.datasets import detect_format, load_dataset
-from evotrainer.datasets.action_items import owner_source_counts, owner_sources_line
-from evotrainer.datasets.jsonl import resolve_field_map
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.evaluate_refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
 from evotrainer.evaluate_report import (
@@ -43,11 +40,14 @@ from evotrainer.evaluate_report import (
     write_results,
 )
 from evotrainer.evaluate_stats import bootstrap_interval
+from evotrainer.genome import load_population
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
-from evotrainer.search.genome import load_population
 from evotrainer.tasks.base import MeetingTask, MetaScore, TaskFamily
+from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
+from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_source_counts, owner_sources_line
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import resolve_field_map
 
 __all__ = ["EvaluateOutcome", "bootstrap_interval", "load_eval_items", "render_table", "run_evaluate",
            "select_policies"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from evotrainer.config import find_data_path
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["ARCHIVE_PREFIX", "PolicyRef", "load_exported_policy", "resolve_policy_ref", "resolve_policy_refs"]
 

@@ -19,7 +19,6 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from evotrainer.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of, word_count
 from evotrainer.errors import DataError
 from evotrainer.evaluate_refs import PolicyRef
 from evotrainer.evaluate_stats import (
@@ -32,6 +31,7 @@ from evotrainer.evaluate_stats import (
 )
 from evotrainer.rollout import MetaEvaluation
 from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of, word_count
 
 __all__ = [
     "Comparison",
@@ -101,7 +101,7 @@ class Comparison:
 
 
 def item_strata(items: Sequence[MeetingTask]) -> list[dict[str, str]]:
-    """Stratum labels per item (:func:`evotrainer.datasets.strata.strata_of`)."""
+    """Stratum labels per item (:func:`evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)."""
     return [strata_of(t) for t in items]
 
 

@@ -33,6 +33,7 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.genome import Policy
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore
 from evotrainer.harness.racing import Race, race_stages, run_race
@@ -48,7 +49,6 @@ from evotrainer.runtime import sampling_from
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import exemplars_from_tasks
-from evotrainer.search.genome import Policy
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
 from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle

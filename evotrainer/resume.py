@@ -311,9 +311,10 @@ class RunFiles:
                           replay=self.replay)
 
     def close(self) -> None:
-        """Close the call log and release the run's lock."""
+        """Close the call log and release the run's lock (idempotent)."""
         if self.calls is not None:
             self.calls.close()
+            self.calls = None
         if self._lock is not None:
             os.close(self._lock)
             self._lock = None

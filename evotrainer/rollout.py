@@ -18,8 +18,8 @@ from dataclasses import dataclass, fields, replace
 
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams, with_answer
 from evotrainer.errors import DataError
+from evotrainer.genome import Policy
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
-from evotrainer.search.genome import Policy
 from evotrainer.search.reflection import TaskFeedback
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 

@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from evotrainer.generalisation import render_table
+from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
-from evotrainer.search.genome import PREFILL_SECTION, render_system_prompt
 
 __all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary"]
 

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from evotrainer.backends.base import LLM, SamplingParams
 from evotrainer.config import Config, DecodingConfig, ExecutorConfig, ModelConfig, resolve_path
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.search.genome import Policy, load_population
+from evotrainer.genome import Policy, load_population
 from evotrainer.tasks import get_task_family
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 

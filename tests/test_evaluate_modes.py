@@ -21,8 +21,8 @@ from evotrainer.evaluate import run_evaluate, select_policies
 from evotrainer.evaluate_refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
 from evotrainer.evaluate_report import compare, shown_kinds, summarise
 from evotrainer.evaluate_stats import paired_difference, rng_for
+from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation
-from evotrainer.search.genome import Policy
 from evotrainer.tasks.base import MeetingTask
 
 SEEDS = [Policy.seed("terse", {"role": "R", "format": "F", "rules": "X"}),

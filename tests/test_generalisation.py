@@ -20,8 +20,8 @@ from evotrainer.generalisation import (
     to_payload,
     with_item_ids,
 )
+from evotrainer.genome import Policy
 from evotrainer.run_report import print_summary
-from evotrainer.search.genome import Policy
 
 SEL_BASE = [0.10, 0.20, 0.30, 0.40, 0.25, 0.15]
 SEL_GAIN = [0.15, 0.26, 0.33, 0.45, 0.31, 0.19]  # +0.05 on average, every item better

@@ -10,9 +10,9 @@ from collections.abc import Mapping, Sequence
 import pytest
 
 from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams
+from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
-from evotrainer.search.genome import Policy, render_system_prompt
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.toolbox import InnerLoopConfig
 from evotrainer.tasks.base import ActionItem, MeetingTask, MetaScore, RewardBreakdown

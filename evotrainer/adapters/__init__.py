@@ -2,11 +2,11 @@
 
 from evotrainer.adapters.batches import BatchRow, plan_batches, replay_share
 from evotrainer.adapters.export import export_policy
-from evotrainer.adapters.files import ADAPTER_META_FILE, LoraFactors, read_adapter, write_adapter
 from evotrainer.adapters.merge import cx_adapters
 from evotrainer.adapters.perturb import mut_adapter_noise
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
 from evotrainer.adapters.train import GPU_TRAIN_CONFIG, LoraTrainConfig, SFTExample, TrainResult, train_lora
+from evotrainer.backends.adapter_files import ADAPTER_META_FILE, LoraFactors, read_adapter, write_adapter
 
 __all__ = [
     "ADAPTER_META_FILE",

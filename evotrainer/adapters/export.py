@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evotrainer.adapters.files import ADAPTER_META_FILE, read_adapter
+from evotrainer.backends.adapter_files import ADAPTER_META_FILE, read_adapter
 from evotrainer.errors import ConfigError
 
 __all__ = ["EXPORT_FILES", "export_policy"]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from evotrainer.adapters.files import LoraFactors, read_adapter, write_adapter
+from evotrainer.backends.adapter_files import LoraFactors, read_adapter, write_adapter
 from evotrainer.errors import ConfigError, ModelError
 
 __all__ = ["cx_adapters", "truncated_factors"]

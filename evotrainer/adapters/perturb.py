@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from evotrainer.adapters.files import read_adapter, write_adapter
+from evotrainer.backends.adapter_files import read_adapter, write_adapter
 from evotrainer.errors import ConfigError, ModelError
 
 __all__ = ["mut_adapter_noise"]

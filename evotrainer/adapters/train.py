@@ -25,8 +25,8 @@ import numpy as np
 import torch
 
 from evotrainer.adapters.batches import BatchRow, plan_batches, replay_share
-from evotrainer.adapters.files import ADAPTER_META_FILE, check_fits, read_adapter
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
+from evotrainer.backends.adapter_files import ADAPTER_META_FILE, check_fits, read_adapter
 from evotrainer.backends.base import Message
 from evotrainer.errors import ConfigError, DataError, ModelError
 from evotrainer.progress import advance

@@ -6,7 +6,7 @@ import difflib
 import re
 from typing import Any
 
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["diff_policies", "diff_words", "words"]
 

@@ -19,7 +19,7 @@ from typing import Any
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.views import lineage_graph, policy_detail
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.search.genome import PREFILL_SECTION, Policy, render_system_prompt
+from evotrainer.genome import PREFILL_SECTION, Policy, render_system_prompt
 
 __all__ = ["EXPORT_FORMAT", "export_policy"]
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from evotrainer.archive.schema import EvaluationRow, EventRow, HarnessCandidateRow, LineageNode, RunInfo
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["ArchiveQueries"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 if TYPE_CHECKING:
     from evotrainer.tracking import Tracker

@@ -26,7 +26,7 @@ from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.store import ArchiveStore, _genome_json
 from evotrainer.archive.values import to_json
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["RESUME_MARKER", "ReplayingStore"]
 

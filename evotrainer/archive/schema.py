@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = [
     "APPLICATION_ID",

@@ -47,7 +47,7 @@ from evotrainer.archive.schema import (
 from evotrainer.archive.selfevolve_store import SelfEvolveTables
 from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["DEFAULT_ARCHIVE_NAME", "ArchiveStore", "archive_path", "checkpoint_archive", "open_archive"]
 

@@ -20,11 +20,11 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from evotrainer import testhooks
-from evotrainer.archive.values import now
 from evotrainer.backends.base import LLM, Generation, GenerationRequest
 from evotrainer.backends.replay import request_hash
 from evotrainer.errors import ArchiveError
@@ -100,7 +100,7 @@ class CallLog:
         """Append answers in one transaction (a key already logged keeps its answer)."""
         if not items:
             return
-        stamp = now()
+        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")  # as the archive's rows
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:

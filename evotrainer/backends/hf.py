@@ -596,7 +596,7 @@ class HFBackend:
         """Names of the adapters in ``folders`` (loading or reloading as needed), evicting LRU others."""
         from peft import PeftModel
 
-        from evotrainer.adapters.files import check_fits, read_adapter  # lazy: adapters imports this module
+        from evotrainer.backends.adapter_files import check_fits, read_adapter
 
         names: list[str] = []
         wanted = {self._adapter_folder(f)[0] for f in folders}

@@ -1,7 +1,9 @@
-"""Policy search: genomes, operators, the DEAP toolbox, the inner generation loop, the fitness cache.
+"""Policy search: operators, the DEAP toolbox, the inner generation loop, the fitness cache.
 
-Names are re-exported lazily (PEP 562), so that importing one submodule (e.g. ``fitness_cache`` or
-``genome`` from the evaluator side) does not pull in DEAP.
+Names are re-exported lazily (PEP 562), so that importing one submodule (e.g. ``fitness_cache`` from the
+evaluator side) does not pull in DEAP. The genome (:class:`~evotrainer.genome.Policy`) lives in the neutral
+:mod:`evotrainer.genome`, which the archive and the task families import without importing search; its
+names are re-exported here too.
 """
 
 from __future__ import annotations
@@ -10,10 +12,10 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "Policy": "genome",
-    "REQUIRED_SECTIONS": "genome",
-    "load_population": "genome",
-    "render_system_prompt": "genome",
+    "Policy": "evotrainer.genome",
+    "REQUIRED_SECTIONS": "evotrainer.genome",
+    "load_population": "evotrainer.genome",
+    "render_system_prompt": "evotrainer.genome",
     "clean_mutator_text": "cleaning",
     "MUTATION_STYLES": "mutation_prompts",
     "DEFAULT_RULE_PHRASES": "mutation_prompts",
@@ -71,7 +73,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'evotrainer.search' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"evotrainer.search.{module}"), name)
+    return getattr(importlib.import_module(module if "." in module else f"evotrainer.search.{module}"), name)
 
 
 def __dir__() -> list[str]:

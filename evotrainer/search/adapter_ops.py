@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from evotrainer.errors import ConfigError, EvoTrainerError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["AdapterWorkshop", "cx_adapter_pair", "mut_adapter"]
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = [
     "DEFAULT_DECODING_GENES",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.search.operators import normalize_sentence, split_sentences
 
 __all__ = [

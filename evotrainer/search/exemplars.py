@@ -13,8 +13,8 @@ import random
 from collections.abc import Collection, Sequence
 
 from evotrainer.errors import DataError
+from evotrainer.genome import Policy
 from evotrainer.search.cleaning import word_count
-from evotrainer.search.genome import Policy
 from evotrainer.tasks.base import MeetingTask
 
 __all__ = ["EXAMPLE_SECTION", "exemplar_text", "exemplars_from_tasks", "mut_exemplar_swap"]

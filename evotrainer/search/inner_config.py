@@ -16,9 +16,9 @@ from typing import Any
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
+from evotrainer.genome import REQUIRED_SECTIONS
 from evotrainer.lora_settings import LoraSettings
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene, check_decoding_genes
-from evotrainer.search.genome import REQUIRED_SECTIONS
 from evotrainer.search.prefill import DEFAULT_PREFILLS
 
 __all__ = ["InnerConfig", "InnerLoopConfig"]
@@ -30,9 +30,8 @@ _PROBABILITIES = ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share"
 
 
 def _adapter_lora() -> LoraSettings:
-    # the short Lamarckian fine-tune, sized for the CPU: 4 steps x 1 row x <= 512 tokens; measured on
-    # SmolLM2-135M, 2 cores shared with other jobs (load 4-5): 34-39 s per fine-tune (8-10 s/step; 36 s/step at
-    # batch 2). lr 1e-3 because there are only 4 steps.
+    # the short Lamarckian fine-tune, sized for the CPU (README, "Self-evolution"): 4 steps x 1 row x <= 512
+    # tokens; lr 1e-3 because there are only 4 steps.
     return LoraSettings(rank=8, alpha=16, lr=1e-3, steps=4, batch_size=1, max_length=512, replay_ratio=0.0)
 
 

@@ -21,9 +21,9 @@ from deap import base, tools
 
 from evotrainer.backends.base import LLM, Embedder
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
-from evotrainer.search.genome import Policy
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 __all__ = ["OperatorStats", "adapted_probabilities", "format_operator_stats", "operator_kind"]
 

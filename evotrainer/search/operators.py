@@ -1,4 +1,4 @@
-"""Variation and selection operators on :class:`~evotrainer.search.genome.Policy` genomes.
+"""Variation and selection operators on :class:`~evotrainer.genome.Policy` genomes.
 
 Every operator is a pure function named by kind, as in DEAP (``sel*``, ``cx*``, ``mut*``): it takes
 its inputs and an injected ``random.Random``, never mutates its arguments, never reads globals, and
@@ -23,8 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
+from evotrainer.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
-from evotrainer.search.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (
     DEFAULT_RULE_PHRASES,

@@ -18,8 +18,8 @@ import numpy as np
 
 from evotrainer.backends.base import Embedder
 from evotrainer.errors import ConfigError
+from evotrainer.genome import Policy, instruction_sections
 from evotrainer.search.cleaning import word_count
-from evotrainer.search.genome import Policy, instruction_sections
 from evotrainer.search.operators import bullet_prefix, join_sentences, normalize_sentence, split_sentences
 
 __all__ = ["NEGATION_CUES", "PhraseBank", "mut_phrase_substitution", "negation_count", "negation_flipped"]

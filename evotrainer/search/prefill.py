@@ -1,6 +1,6 @@
 """The answer-prefill gene: add, change or drop the text that starts a policy's answer.
 
-A policy may carry a :data:`~evotrainer.search.genome.PREFILL_SECTION`; the backend puts it at the start
+A policy may carry a :data:`~evotrainer.genome.PREFILL_SECTION`; the backend puts it at the start
 of the assistant turn and the model continues it. For a small model this decides whether it writes
 minutes or continues the transcript: on 10 meta-validation items SmolLM2-135M's S_val rose from
 0.1017 to 0.1299 (``inline_example``) and 0.0804 to 0.1003 (``secretary_markdown``) with a
@@ -15,7 +15,7 @@ import random
 import re
 from collections.abc import Sequence
 
-from evotrainer.search.genome import PREFILL_SECTION, Policy, instruction_sections
+from evotrainer.genome import PREFILL_SECTION, Policy, instruction_sections
 
 __all__ = ["DEFAULT_PREFILLS", "MAX_PREFILL_WORDS", "mut_prefill", "prefill_candidates"]
 

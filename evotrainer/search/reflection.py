@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
-from evotrainer.search.genome import Policy, instruction_sections
+from evotrainer.genome import Policy, instruction_sections
 from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
 

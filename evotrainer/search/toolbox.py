@@ -6,9 +6,9 @@ from collections.abc import Callable, Sequence
 
 from deap import base
 
+from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import is_near_duplicate
-from evotrainer.search.genome import Policy
 from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from evotrainer.adapters.train import SFTExample
 from evotrainer.backends.base import with_answer
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.selfevolve.pool import check_disjoint
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 

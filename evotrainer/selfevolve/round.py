@@ -5,7 +5,7 @@
 
 :func:`run_round` is the function the ``selfevolve`` mode calls in a loop and the co-evolution calls
 for one policy: it takes the policy (system prompt sections + optional adapter folder, as a
-:class:`~evotrainer.search.genome.Policy`), the models, the task family, the settings, an RNG and
+:class:`~evotrainer.genome.Policy`), the models, the task family, the settings, an RNG and
 the archive recorder, and returns the new state. It never mutates its inputs.
 
 Method: expert iteration / rejection-sampling fine-tuning (Anthony et al. 2017; STaR, Zelikman et al.
@@ -30,8 +30,8 @@ from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.backends.base import LLM, Embedder, GenerationRequest, SamplingParams
 from evotrainer.config import SelfEvolveConfig
 from evotrainer.errors import DataError, ModelError
+from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for
-from evotrainer.search.genome import Policy
 from evotrainer.selfevolve.curriculum import curriculum_step
 from evotrainer.selfevolve.display import PhaseTimer
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, to_sft

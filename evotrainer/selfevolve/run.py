@@ -23,11 +23,11 @@ from evotrainer.archive.schema import RoundRow
 from evotrainer.archive.store import ArchiveStore, archive_path
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
+from evotrainer.genome import Policy
 from evotrainer.llm_objective import TokenMeter
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
-from evotrainer.search.genome import Policy
 from evotrainer.seeding import Seeds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
 from evotrainer.selfevolve.examples import reference_items

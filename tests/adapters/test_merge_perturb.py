@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from evotrainer.adapters.files import ADAPTER_META_FILE, read_adapter, write_adapter
 from evotrainer.adapters.merge import cx_adapters, truncated_factors
 from evotrainer.adapters.perturb import mut_adapter_noise
+from evotrainer.backends.adapter_files import ADAPTER_META_FILE, read_adapter, write_adapter
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.errors import ConfigError, ModelError

@@ -10,9 +10,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from evotrainer.adapters.files import ADAPTER_META_FILE
 from evotrainer.adapters.sft_data import collate, encode_chat
 from evotrainer.adapters.train import LoraTrainConfig, _answer_loss, train_lora
+from evotrainer.backends.adapter_files import ADAPTER_META_FILE
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.errors import ConfigError, DataError

@@ -4,7 +4,7 @@ import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 RUN = "r"
 

@@ -19,7 +19,7 @@ from evotrainer.archive.cli import main
 from evotrainer.archive.store import checkpoint_archive
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 from .test_cli_archive import RUN, build_archive
 

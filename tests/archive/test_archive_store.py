@@ -17,7 +17,7 @@ from evotrainer.archive import (
     open_archive,
 )
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 RUN = "run0"
 

@@ -15,7 +15,7 @@ from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.cli import main
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.views import RUNNING_OR_CRASHED
-from evotrainer.search.genome import Policy, render_system_prompt
+from evotrainer.genome import Policy, render_system_prompt
 
 RUN = "run-test"
 NASTY = "</script><script>alert(1)</script><img src=x onerror=\"document.body.setAttribute('data-pwned','1')\">"

@@ -17,9 +17,9 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ArchiveError
+from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.llm_objective import lora_workshop
 from evotrainer.search.adapter_ops import mut_adapter
-from evotrainer.search.genome import Policy, render_system_prompt
 
 RUN = "run-export"
 USER = "Minutes please:\nAnn: I send the budget by Friday.\nBob: ok"

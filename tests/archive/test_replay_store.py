@@ -7,7 +7,7 @@ import pytest
 from evotrainer.archive import ArchiveStore, EvaluationRow
 from evotrainer.archive.replay_store import ReplayingStore
 from evotrainer.errors import ArchiveError
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 RUN = "run0"
 

@@ -16,7 +16,7 @@ import pytest
 from evotrainer.archive import ArchiveStore, EvaluationRow, open_archive
 from evotrainer.archive.cli import main
 from evotrainer.archive.report import PLOT_IDS, build_report, write_report
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 
 from .test_cli_archive import RUN, build_archive
 

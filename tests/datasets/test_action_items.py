@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.datasets import load_dataset, owner_source_counts, read_action_item
-from evotrainer.datasets.action_items import owner_sources, owner_sources_line, transcript_speakers
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes import meta_score, reward
+from evotrainer.tasks.meeting_minutes.datasets import load_dataset, owner_source_counts, read_action_item
+from evotrainer.tasks.meeting_minutes.datasets.action_items import (
+    owner_sources,
+    owner_sources_line,
+    transcript_speakers,
+)
 from evotrainer.tasks.meeting_minutes.matching import action_f1
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 

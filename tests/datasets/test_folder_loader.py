@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.datasets import load_dataset, load_folder, parse_reference_minutes
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.tasks.meeting_minutes.datasets import load_dataset, load_folder, parse_reference_minutes
 
 MINUTES = """# Weekly sync
 

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.datasets import load_dataset, load_jsonl
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.tasks.meeting_minutes.datasets import load_dataset, load_jsonl
 
 
 def _rec(i: int, **over) -> dict:

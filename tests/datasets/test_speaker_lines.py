@@ -2,8 +2,8 @@
 
 import pytest
 
-from evotrainer.datasets import Turn, parse_speaker_lines, parse_timestamp, render_turns
 from evotrainer.errors import DataError
+from evotrainer.tasks.meeting_minutes.datasets import Turn, parse_speaker_lines, parse_timestamp, render_turns
 
 
 def test_plain_lines_and_continuations() -> None:

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.backends.replay import request_hash
-from evotrainer.search.genome import Policy, render_system_prompt
+from evotrainer.genome import Policy, render_system_prompt
 
 KEYWORDS = ("owner", "decision", "due date", "facts", "bullet")
 KEYWORD_SENTENCES = (

@@ -11,15 +11,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from evotrainer.adapters.files import read_adapter
+from evotrainer.backends.adapter_files import read_adapter
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.llm_objective import TokenMeter, lora_workshop
 from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
-from evotrainer.search.genome import Policy, render_system_prompt
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
 from evotrainer.search.toolbox import InnerLoopConfig

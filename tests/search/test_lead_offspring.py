@@ -7,7 +7,7 @@ import random
 import pytest
 from _fakes import FakeMutator, keyword_fitness, seed_population
 
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.operators import is_valid
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox

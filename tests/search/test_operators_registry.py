@@ -10,7 +10,7 @@ from _fakes import keyword_fitness, seed_population
 from deap import base
 
 from evotrainer.errors import ConfigError
-from evotrainer.search.genome import Policy, render_system_prompt
+from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import _mutation_probabilities, _pick, run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats, adapted_probabilities

@@ -10,7 +10,7 @@ import pytest
 from evotrainer.backends.base import GenerationRequest, SamplingParams, split_prefill, with_answer
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import PACKAGE_DATA
-from evotrainer.search.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
+from evotrainer.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
 from evotrainer.search.operators import cx_sections, is_valid, mut_llm_rewrite_plan, mut_structural
 from evotrainer.search.prefill import DEFAULT_PREFILLS, mut_prefill, prefill_candidates
 from evotrainer.tasks.base import MeetingTask

@@ -8,7 +8,7 @@ import pytest
 from _fakes import TableEmbedder, keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
 from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY

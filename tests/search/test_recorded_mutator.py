@@ -12,8 +12,8 @@ from pathlib import Path
 from _fakes import seed_population
 
 from evotrainer.backends.replay import ReplayLLM
+from evotrainer.genome import Policy
 from evotrainer.search.cleaning import on_topic_fraction
-from evotrainer.search.genome import Policy
 from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
 from evotrainer.search.operators import MutationPlan, cx_llm_merge_plan, is_valid, mut_llm_rewrite_plan
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox

@@ -9,7 +9,7 @@ import pytest
 from _fakes import FakeMutator, seed_population
 
 from evotrainer.backends.base import SamplingParams
-from evotrainer.search.genome import Policy
+from evotrainer.genome import Policy
 from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, build_rewrite_messages
 from evotrainer.search.operators import (
     apply_rewrite,

@@ -12,6 +12,7 @@ from _fakes import FakeEmbedder, TableEmbedder, seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
+from evotrainer.genome import Policy
 from evotrainer.search.decoding import (
     DEFAULT_DECODING_GENES,
     DecodingGene,
@@ -25,7 +26,6 @@ from evotrainer.search.diversity import (
     is_near_duplicate,
     population_diversity,
 )
-from evotrainer.search.genome import Policy
 from evotrainer.search.operators import cx_sections, is_valid, mut_structural
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
 from evotrainer.search.toolbox import InnerLoopConfig

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
+from evotrainer.genome import Policy
 from evotrainer.search.diversity import is_near_duplicate, population_diversity
-from evotrainer.search.genome import Policy
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
 
 pytestmark = pytest.mark.real_model

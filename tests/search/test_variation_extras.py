@@ -9,13 +9,13 @@ from _fakes import seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.genome import Policy
 from evotrainer.search.exemplars import (
     EXAMPLE_SECTION,
     exemplar_text,
     exemplars_from_tasks,
     mut_exemplar_swap,
 )
-from evotrainer.search.genome import Policy
 from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import align_sections, cx_sections, is_valid

@@ -13,8 +13,8 @@ from evotrainer.archive.store import ArchiveStore
 from evotrainer.backends.base import SamplingParams
 from evotrainer.config import LoraSettings, SelfEvolveConfig
 from evotrainer.errors import DataError
+from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.search.genome import Policy, render_system_prompt
 from evotrainer.selfevolve.examples import reference_items
 from evotrainer.selfevolve.pool import PoolTask
 from evotrainer.selfevolve.round import RoundModels, RoundSetup, SelfEvolveState, run_round, score_policy

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 from evotrainer.config import PACKAGE_DATA
-from evotrainer.datasets import load_jsonl
 from evotrainer.tasks.meeting_minutes import (
     DEFAULT_DIFFICULTY,
     DEFAULT_REWARD_WEIGHTS,
@@ -17,6 +16,7 @@ from evotrainer.tasks.meeting_minutes import (
     meta_score,
     reward,
 )
+from evotrainer.tasks.meeting_minutes.datasets import load_jsonl
 from evotrainer.tasks.meeting_minutes.guard import speaker_line_share
 
 from .mm_fixtures import GOOD, TASK

@@ -1,10 +1,10 @@
 """Loading meeting-minutes items from JSONL (validation sets, seed data).
 
-The schema and the loader live in :mod:`evotrainer.datasets.jsonl` (one JSON object per line: ``id``,
+The schema and the loader live in :mod:`evotrainer.tasks.meeting_minutes.datasets.jsonl` (one JSON object per line: ``id``,
 ``source``, ``domain``, ``transcript``, ``reference_minutes``, ``topics``, ``decisions``,
 ``action_items``, ``meta``); this module keeps the family's historical entry point. Other dataset
 shapes (a folder of ``.txt`` + ``.md``, timestamped speaker lines) are read by
-:func:`evotrainer.datasets.load_dataset`.
+:func:`evotrainer.tasks.meeting_minutes.datasets.load_dataset`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from evotrainer.datasets.jsonl import FIELDS, load_jsonl
 from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import FIELDS, load_jsonl
 
 __all__ = ["FIELDS", "load_tasks"]
 
@@ -21,7 +21,7 @@ __all__ = ["FIELDS", "load_tasks"]
 def load_tasks(
     path: str | Path, limit: int | None = None, field_map: Mapping[str, str] | None = None
 ) -> list[MeetingTask]:
-    """Load meeting items from a JSONL file (see :func:`evotrainer.datasets.jsonl.load_jsonl`).
+    """Load meeting items from a JSONL file (see :func:`evotrainer.tasks.meeting_minutes.datasets.jsonl.load_jsonl`).
 
     Args:
         path: the JSONL file.

@@ -17,7 +17,7 @@ topic two of three).
    titles dropped, role aliases such as "the PM" <-> "Project Manager", plus aliases the caller
    passes per ground-truth owner); when no owner was parsed, the owner's name or an alias appearing
    in the item's raw text counts. A ground-truth item without an owner (``owner == ""``: a free-text
-   item from a public corpus whose sentence names no one, see :mod:`evotrainer.datasets.action_items`)
+   item from a public corpus whose sentence names no one, see :mod:`evotrainer.tasks.meeting_minutes.datasets.action_items`)
    passes this step for every predicted item, so it is matched on its task text alone; and
 2. the task matches. Without an embedder (lexical): at least :data:`TASK_OVERLAP_THRESHOLD` of the
    ground-truth task's content stems occur in the predicted item's text; the pair's score is that

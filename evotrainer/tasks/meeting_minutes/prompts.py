@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from evotrainer.backends.base import Message
-from evotrainer.search.genome import PREFILL_SECTION, render_system_prompt
+from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.tasks.base import MeetingTask
 
 __all__ = ["PROMPT_LAYOUTS", "TRANSCRIPT_FIRST_TEMPLATE", "USER_TEMPLATE", "build_messages"]
@@ -40,7 +40,7 @@ def build_messages(
         message is :data:`USER_TEMPLATE` filled with the transcript. ``transcript_first``: an empty system
         message, and :data:`TRANSCRIPT_FIRST_TEMPLATE` with the transcript, then the rendered sections
         (the "Instructions" block is left out when they render empty). When the genome carries a non-empty
-        :data:`~evotrainer.search.genome.PREFILL_SECTION`, a third, assistant message holds it: the
+        :data:`~evotrainer.genome.PREFILL_SECTION`, a third, assistant message holds it: the
         backend pre-fills the answer with it (:func:`~evotrainer.backends.base.split_prefill`).
     """
     system = render_system_prompt(sections)

@@ -9,9 +9,8 @@ the observation text, so the model can read what went wrong and try again.
   library; nothing is passed to ``eval``/``exec``) with every AST node but number literals, unary and
   binary operators removed, and all arithmetic done in floats, so a huge power overflows at once instead
   of building a giant integer.
-- ``convert``: unit conversion with ``pint`` (pure Python, about 3 MB installed, one registry built once
-  per process in about 0.7 s; chosen over a hand-written table because it carries exact factors and the
-  offset units of temperature). A unit must be one plain name (letters, ``_`` or ``°``, at most 32
+- ``convert``: unit conversion with ``pint`` (pure Python, one registry built once per process; chosen
+  over a hand-written table because it carries exact factors and the offset units of temperature). A unit must be one plain name (letters, ``_`` or ``°``, at most 32
   characters), so no expression reaches pint's parser.
 - ``lookup``: the task's own facts table (``attribute of entity`` -> value and unit).
 

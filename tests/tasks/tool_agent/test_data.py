@@ -8,7 +8,7 @@ import runpy
 from pathlib import Path
 
 from evotrainer.config import PACKAGE_DATA
-from evotrainer.search.genome import load_population, render_system_prompt
+from evotrainer.genome import load_population, render_system_prompt
 from evotrainer.tasks.tool_agent.env import ToolEnv
 from evotrainer.tasks.tool_agent.tasks import check_answer, load_tasks
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from evotrainer.config import PACKAGE_DATA, ModelConfig
+from evotrainer.genome import load_population, render_system_prompt
 from evotrainer.runtime import build_llm
-from evotrainer.search.genome import load_population, render_system_prompt
 from evotrainer.tasks.tool_agent import (
     STOP_REASONS,
     Episode,

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from evotrainer.datasets.folder import load_folder
-from evotrainer.datasets.jsonl import load_jsonl
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.folder import load_folder
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import load_jsonl
 
 __all__ = ["FORMATS", "detect_format", "load_dataset"]
 
@@ -49,9 +49,9 @@ def load_dataset(
     """Load meeting items (transcript + reference minutes) from any supported shape.
 
     Shapes: ``jsonl`` (our schema; other field names through ``field_map``; see
-    :mod:`evotrainer.datasets.jsonl`) and ``folder`` (``<name>.txt`` + ``<name>.md``; see
-    :mod:`evotrainer.datasets.folder`). Transcript lines may read ``Speaker: text`` or
-    ``[hh:mm:ss] Speaker: text`` (:mod:`evotrainer.datasets.speaker_lines`).
+    :mod:`evotrainer.tasks.meeting_minutes.datasets.jsonl`) and ``folder`` (``<name>.txt`` + ``<name>.md``; see
+    :mod:`evotrainer.tasks.meeting_minutes.datasets.folder`). Transcript lines may read ``Speaker: text`` or
+    ``[hh:mm:ss] Speaker: text`` (:mod:`evotrainer.tasks.meeting_minutes.datasets.speaker_lines`).
 
     Args:
         path: a ``.jsonl`` file or a folder.

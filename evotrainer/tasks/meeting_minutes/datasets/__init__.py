@@ -13,19 +13,19 @@ expected.
 """
 
 # Import order matters: ``jsonl`` must be loaded before ``folder``, whose minutes parser imports
-# evotrainer.tasks.meeting_minutes, whose ``data`` module imports ``evotrainer.datasets.jsonl``.
-from evotrainer.datasets.jsonl import FIELDS, load_jsonl  # isort: skip
-from evotrainer.datasets.action_items import (  # isort: skip
+# evotrainer.tasks.meeting_minutes, whose ``data`` module imports ``evotrainer.tasks.meeting_minutes.datasets.jsonl``.
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import FIELDS, load_jsonl  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.action_items import (  # isort: skip
     OWNER_SOURCES,
     owner_source_counts,
     owner_sources,
     read_action_item,
 )
-from evotrainer.datasets.speaker_lines import Turn, parse_speaker_lines, parse_timestamp, render_turns  # isort: skip
-from evotrainer.datasets.strata import LENGTH_BUCKETS, length_bucket, strata_of, word_count  # isort: skip
-from evotrainer.datasets.minutes_md import ReferenceMinutes, parse_reference_minutes  # isort: skip
-from evotrainer.datasets.folder import load_folder  # isort: skip
-from evotrainer.datasets.load import FORMATS, detect_format, load_dataset  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import Turn, parse_speaker_lines, parse_timestamp, render_turns  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, length_bucket, strata_of, word_count  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.minutes_md import ReferenceMinutes, parse_reference_minutes  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.folder import load_folder  # isort: skip
+from evotrainer.tasks.meeting_minutes.datasets.load import FORMATS, detect_format, load_dataset  # isort: skip
 
 __all__ = [
     "FIELDS",

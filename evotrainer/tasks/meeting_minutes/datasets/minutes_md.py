@@ -17,7 +17,7 @@ topics: "topic", "agenda", "discussion", "summary", "overview"). Bullets (``-``,
 Bullets reading "None", "n/a", "-" are skipped. An action item's owner is read, in this order, from
 ``Aiko: task (due: Friday)`` ("explicit"); from a free-text sentence such as "The industrial designer
 will find out which components are needed" or "Aiko to book the room"
-(:func:`evotrainer.datasets.action_items.owner_from_sentence`, "read_from_sentence"); from the
+(:func:`evotrainer.tasks.meeting_minutes.datasets.action_items.owner_from_sentence`, "read_from_sentence"); from the
 markup the lenient model-output parser knows (:func:`evotrainer.tasks.meeting_minutes.minutes_format.parse_action_item`:
 ``[Aiko] task``, ``task (Aiko)``, ``task - Aiko``; "explicit"). An item with none of these keeps no
 owner ("none") and is matched on its task text alone.
@@ -29,10 +29,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evotrainer.datasets.action_items import owner_from_sentence
-from evotrainer.datasets.speaker_lines import speaker_label
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import ActionItem
+from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_from_sentence
+from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import speaker_label
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_action_item
 
 __all__ = ["ReferenceMinutes", "parse_reference_minutes"]

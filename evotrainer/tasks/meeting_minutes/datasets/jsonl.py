@@ -16,7 +16,7 @@ One JSON object per line (blank lines ignored)::
 Action items may be free-text sentences, as public corpora write them ("The industrial designer
 will try to find out which components are needed"): the owner is read off the sentence where it
 names a speaker, a role or a capitalised name, else the item has no owner and is matched on its task
-text alone (rules in :mod:`evotrainer.datasets.action_items`; an object without ``owner`` is read the
+text alone (rules in :mod:`evotrainer.tasks.meeting_minutes.datasets.action_items`; an object without ``owner`` is read the
 same way from its ``task``). How each owner was obtained ("explicit", "read_from_sentence", "none")
 is stored in ``meta["action_owner_sources"]``, one entry per item.
 
@@ -24,7 +24,7 @@ The QMSum export at ``../shared/data/qmsum_meetings.jsonl`` (``id, source, trans
 reference_minutes, action_items ([]), topics, meta``) fits this schema as is. ``field_map`` maps our
 field names to the names another file uses, e.g. ``{"reference_minutes": "summary", "transcript":
 "dialogue"}``. A transcript string whose first line starts with a timestamp is parsed with
-:mod:`evotrainer.datasets.speaker_lines` and stored as plain ``Speaker: text`` lines (timestamps
+:mod:`evotrainer.tasks.meeting_minutes.datasets.speaker_lines` and stored as plain ``Speaker: text`` lines (timestamps
 dropped); other transcript strings are kept as written.
 """
 
@@ -35,15 +35,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from evotrainer.datasets.action_items import (
+from evotrainer.errors import ConfigError, DataError
+from evotrainer.tasks.base import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.action_items import (
     OWNER_SOURCES_KEY,
     owner_from_sentence,
     read_action_item,
     transcript_speakers,
 )
-from evotrainer.datasets.speaker_lines import Turn, looks_timestamped, parse_speaker_lines, render_turns
-from evotrainer.errors import ConfigError, DataError
-from evotrainer.tasks.base import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import (
+    Turn,
+    looks_timestamped,
+    parse_speaker_lines,
+    render_turns,
+)
 
 __all__ = ["FIELDS", "check_limit", "load_jsonl", "resolve_field_map"]
 
@@ -160,7 +165,7 @@ def _strings(rec: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
 
 def _items(rec: Mapping[str, Any], key: str, where: str, speakers: tuple[str, ...]) -> tuple[
         tuple[ActionItem, ...], list[str]]:
-    """The action items of ``rec[key]`` and how each got its owner (:mod:`evotrainer.datasets.action_items`)."""
+    """The action items of ``rec[key]`` and how each got its owner (:mod:`evotrainer.tasks.meeting_minutes.datasets.action_items`)."""
     value = rec.get(key)
     if value is None:
         return (), []

@@ -40,8 +40,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from evotrainer.datasets.speaker_lines import speaker_label
 from evotrainer.tasks.base import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import speaker_label
 
 __all__ = [
     "MAX_OWNER_WORDS",
@@ -85,7 +85,7 @@ def transcript_speakers(transcript: str) -> tuple[str, ...]:
     """Distinct speaker labels of ``Speaker: text`` lines, in first-seen order (never raises).
 
     A label is 1-6 words before the first ``": "`` (an optional ``[hh:mm:ss]`` stamp before it);
-    multi-word labels need capitalised words, as in :mod:`evotrainer.datasets.speaker_lines`.
+    multi-word labels need capitalised words, as in :mod:`evotrainer.tasks.meeting_minutes.datasets.speaker_lines`.
     """
     seen: dict[str, None] = {}
     for line in transcript.splitlines():
@@ -118,7 +118,7 @@ def _words(text: str) -> list[str]:
 
 def _owner_of(subject: str, speakers: Sequence[str], bare_to: bool) -> str | None:
     """The owner named by a sentence's subject (rules 2a-2c of the module docstring), or None."""
-    # Imported here: evotrainer.tasks.meeting_minutes imports evotrainer.datasets.jsonl, which imports us.
+    # Imported here: evotrainer.tasks.meeting_minutes imports evotrainer.tasks.meeting_minutes.datasets.jsonl, which imports us.
     from evotrainer.tasks.meeting_minutes.owners import owner_matches, parse_owner
 
     subject = _clean(subject)

@@ -9,8 +9,8 @@ Layout (subfolders allowed; each subfolder is a *source* for per-source results)
         2024-06-10.txt
         2024-06-10.md
 
-Transcripts are parsed with :mod:`evotrainer.datasets.speaker_lines`, minutes with
-:mod:`evotrainer.datasets.minutes_md`. The item id is the path of the ``.txt`` relative to the folder,
+Transcripts are parsed with :mod:`evotrainer.tasks.meeting_minutes.datasets.speaker_lines`, minutes with
+:mod:`evotrainer.tasks.meeting_minutes.datasets.minutes_md`. The item id is the path of the ``.txt`` relative to the folder,
 without its suffix (``board/2024-06-10``); the source is the subfolder (``board``), or the folder's own
 name for files directly in it. Items are sorted by that id. A ``.txt`` without its ``.md`` is an
 error; a ``.md`` without a ``.txt`` (a README, say) is ignored. Hidden files and folders are skipped.
@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from evotrainer.datasets.action_items import OWNER_SOURCES_KEY
-from evotrainer.datasets.jsonl import check_limit
-from evotrainer.datasets.minutes_md import parse_reference_minutes
-from evotrainer.datasets.speaker_lines import parse_speaker_lines, render_turns
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.datasets.action_items import OWNER_SOURCES_KEY
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import check_limit
+from evotrainer.tasks.meeting_minutes.datasets.minutes_md import parse_reference_minutes
+from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import parse_speaker_lines, render_turns
 
 __all__ = ["load_folder"]
 
@@ -58,7 +58,7 @@ def load_folder(path: str | Path, *, limit: int | None = None,
     Returns:
         Items sorted by id. ``meta`` holds ``path`` (the .txt), ``n_speakers``, for stamped
         transcripts ``duration_s`` (last minus first timestamp, seconds), and with action items
-        ``action_owner_sources`` (how each owner was read, see :mod:`evotrainer.datasets.action_items`).
+        ``action_owner_sources`` (how each owner was read, see :mod:`evotrainer.tasks.meeting_minutes.datasets.action_items`).
 
     Raises:
         DataError: not a folder; no ``.txt`` in it; a ``.txt`` without its ``.md`` (names the .txt and
