@@ -288,7 +288,10 @@ def open_tracker(cfg: Any, run_dir: str | Path, *, resumed: bool = False) -> Tra
         return None
     run_dir = Path(run_dir)
     board = run_dir / "tensorboard"
-    attempt = 1 + sum(1 for _ in board.glob("resume_*")) if resumed else 0
+    # this resume's number: TensorBoard's earlier resume folders + 1, or the Hydra config folders a resumed
+    # CLI run writes (.hydra/resume_<time>, this one's included) when TensorBoard is off
+    attempt = max(1 + sum(1 for _ in board.glob("resume_*")),
+                  sum(1 for _ in (run_dir / ".hydra").glob("resume_*"))) if resumed else 0
     sinks: list[MetricSink] = []
     if cfg.tensorboard:
         _require("tensorboard", "tracking.tensorboard")

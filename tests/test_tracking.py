@@ -141,3 +141,12 @@ def test_a_resumed_run_logs_a_new_attempt_beside_the_killed_one(tmp_path: Path) 
         again = open_tracker(cfg, tmp_path, resumed=True)
         assert again is not None and again.suffix == f" (resume {k})"
         assert again.sinks[0].log_dir == tmp_path / "tensorboard" / f"resume_{k}"
+
+
+@pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
+def test_resume_attempts_are_counted_without_tensorboard_too(tmp_path: Path) -> None:
+    for k in (1, 2):
+        (tmp_path / ".hydra" / f"resume_2026-12-01_00-00-0{k}").mkdir(parents=True)  # what a resumed CLI run writes
+        tracker = open_tracker(TrackingConfig(mlflow=True), tmp_path, resumed=True)
+        assert tracker is not None and tracker.suffix == f" (resume {k})"
+        tracker.close()

@@ -91,11 +91,14 @@ def build_messages(system_prompt: str, task: ToolTask, env: ToolEnv | None = Non
     return ({"role": "system", "content": system_prompt}, {"role": "user", "content": user})
 
 
-def _params(sampling: SamplingParams, cfg: ToolRolloutConfig, episode: int, step: int) -> SamplingParams:
-    """Decoding of one call: ``cfg.max_new_tokens``; when sampling, a seed derived from (seed, episode, step)."""
+def _params(sampling: SamplingParams, cfg: ToolRolloutConfig, episode: Episode, step: int) -> SamplingParams:
+    """Decoding of one call: ``cfg.max_new_tokens``; when sampling, a seed derived from (seed, policy id, task
+    content, step), never from the episode's place in the batch, so an episode samples the same text alone
+    or in any batch (the fitness cache relies on it)."""
     params = replace(sampling, max_new_tokens=cfg.max_new_tokens)
     if sampling.temperature > 0:
-        digest = hashlib.sha256(f"{sampling.seed}:{episode}:{step}".encode()).digest()
+        key = f"{sampling.seed}:{episode.policy_id}:{episode.task.content_hash}:{step}"
+        digest = hashlib.sha256(key.encode()).digest()
         params = replace(params, seed=int.from_bytes(digest[:4], "big"))
     return params
 
@@ -138,7 +141,7 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
         if not todo:
             break
         tail: tuple[Message, ...] = ({"role": "assistant", "content": cfg.prefill},) if cfg.prefill else ()
-        requests = [GenerationRequest((*ep.messages, *tail), _params(ep.episode.sampling or sampling, cfg, k, step))
+        requests = [GenerationRequest((*ep.messages, *tail), _params(ep.episode.sampling or sampling, cfg, ep.episode, step))
                     for k, ep in todo]
         try:
             generations = llm.generate(requests)

@@ -187,6 +187,8 @@ def calculator(expression: str) -> Observation:
     if len(expr) > MAX_INPUT_CHARS:
         return Observation(f"Error: expression longer than {MAX_INPUT_CHARS} characters", False)
     expr = _THOUSANDS.sub("", expr.replace("^", "**").replace("×", "*").replace("÷", "/"))
+    if ";" in expr or "\n" in expr:  # one expression only (simpleeval would evaluate each statement)
+        return Observation("Error: one expression only, e.g. calculator[2 * (3 + 4)]", False)
     try:
         value = _NumbersOnly().eval(expr)
         value = _num(value)

@@ -176,3 +176,16 @@ def test_bad_weights_name_the_key(weights, key: str) -> None:
 def test_bad_rollout_config_names_the_key(field: str, value: int) -> None:
     with pytest.raises(ConfigError, match=f"rollout.{field}"):
         ToolRolloutConfig(**{field: value})
+
+
+def test_an_episodes_sampling_seed_does_not_depend_on_its_place_in_the_batch() -> None:
+    tasks = _tasks(1, 3)
+    sampling = SamplingParams(temperature=0.7, seed=3)
+
+    def seed_of(batch: list[Episode]) -> int:
+        llm = ScriptedLLM(lambda r: "Final Answer: 1")
+        run_episodes(llm, batch, ToolRolloutConfig(max_steps=1), sampling=sampling)
+        return llm.calls[0][[e.task for e in batch].index(tasks[0])].params.seed
+
+    alone = seed_of([Episode("p", "", tasks[0])])
+    assert seed_of([Episode("q", "", tasks[1]), Episode("p", "", tasks[2]), Episode("p", "", tasks[0])]) == alone

@@ -87,3 +87,9 @@ def test_env_runs_tools_by_name_and_reports_unknown_ones() -> None:
 def test_format_number() -> None:
     assert format_number(3.0) == "3" and format_number(-2.5) == "-2.5" and format_number(1e20) == "1e+20"
     assert format_number(2 / 3) == "0.6666666667"
+
+
+def test_calculator_takes_one_expression_only() -> None:
+    for expr in ("1;2", "2*3\n4"):
+        obs = calculator(expr)
+        assert not obs.ok and "one expression" in obs.text
