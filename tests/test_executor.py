@@ -53,17 +53,29 @@ def _scores(summary) -> dict[str, list]:
 
 
 @pytest.mark.skipif(_NO_RAY, reason="ray is not installed (pip install -e '.[ray]')")
-def test_ray_executor_gives_the_local_fitness_values(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_ray_executor_gives_the_local_fitness_values(tiny_model_dir: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
+    from evotrainer.executor import RayExecutor
+
+    seen: list[float | None] = []  # the CPUs of the Ray instance at each executor call
+    real = RayExecutor.generate
+
+    def spy(self, requests):
+        seen.append(ray.cluster_resources().get("CPU"))
+        return real(self, requests)
+
+    monkeypatch.setattr(RayExecutor, "generate", spy)
     local_cfg = _tiny_config(tiny_model_dir)
     ray_cfg = _tiny_config(tiny_model_dir)
     ray_cfg.executor = ExecutorConfig(kind="ray", ray=RayConfig(workers=2, threads=1))
     try:
         local = run_evolve(local_cfg, run_dir=tmp_path / "local")
         remote = run_evolve(ray_cfg, run_dir=tmp_path / "ray")
-        # the workers really ran: this process started a local instance with 2 one-CPU actors on it
-        assert ray.is_initialized() and ray.cluster_resources().get("CPU") == 2
+        # the workers really ran, on the local instance this run started (2 one-CPU actors) ...
+        assert seen and all(cpu == 2 for cpu in seen)
+        assert not ray.is_initialized()  # ... which the run shut down when it ended
     finally:
         ray.shutdown()
     a, b = _scores(local), _scores(remote)
