@@ -1,0 +1,30 @@
+"""Every shipped experiment bundle composes into a valid config; the GPU bundle carries the seed sizes."""
+
+from __future__ import annotations
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from evotrainer.config import PACKAGE_DATA, Config, register_configs, to_config
+
+EXPERIMENTS = sorted(p.stem for p in (PACKAGE_DATA / "conf" / "experiment").glob("*.yaml"))
+
+
+def _compose(name: str) -> Config:
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        return to_config(compose(config_name="config", overrides=[f"+experiment={name}"]))
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes(name: str) -> None:
+    assert isinstance(_compose(name), Config)
+
+
+def test_gpu_bundle_has_the_seed_articles_sizes() -> None:
+    """shared/seeds/000: 32 new tasks a round, 8 parallel rollouts, LoRA r16 alpha32 lr 2e-4, 96 steps at batch 8."""
+    c = _compose("selfevolve_gpu")
+    lora = c.selfevolve.lora
+    assert (c.selfevolve.new_tasks_per_round, c.model.batch_size) == (32, 8)
+    assert (lora.rank, lora.alpha, lora.lr, lora.steps, lora.batch_size) == (16, 32, 2e-4, 96, 8)
+    assert c.selfevolve.pass_threshold == 0.7
