@@ -81,8 +81,8 @@ def test_adaptive_probabilities_move_away_from_the_configured_ones() -> None:
     cfg = InnerLoopConfig(adaptive_operators=True, mut_prob=1.0)
     _, reports = _run(0, cfg, generations=5, embedder=FakeEmbedder())
     first = reports[1].mutation_probabilities
-    assert first == pytest.approx({"mut_structural": 0.3, "mut_phrase_substitution": 0.4, "mut_decoding": 0.15,
-                                   "mut_prefill": 0.15})
+    assert first == pytest.approx({"mut_structural": 0.3, "mut_phrase_substitution": 0.4, "mut_decoding": 0.05,
+                                   "mut_prefill": 0.25})
     assert any(r.mutation_probabilities != pytest.approx(first) for r in reports[2:])
     assert all(sum(r.mutation_probabilities.values()) == pytest.approx(1.0) for r in reports[1:])
 

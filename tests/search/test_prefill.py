@@ -12,7 +12,7 @@ from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
 from evotrainer.search.operators import cx_sections, is_valid, mut_llm_rewrite_plan, mut_structural
-from evotrainer.search.prefill import DEFAULT_PREFILLS, mut_prefill, prefill_candidates
+from evotrainer.search.prefill import DEFAULT_PREFILLS, MAX_PREFILL_HEADINGS, mut_prefill, prefill_candidates
 from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes.prompts import build_messages
 
@@ -35,6 +35,14 @@ def test_candidates_follow_the_prompts_own_headings() -> None:
     assert prefill_candidates(bare) == list(DEFAULT_PREFILLS)
 
 
+def test_candidates_include_later_sections() -> None:
+    """The answer may start at any section the prompt names, not only the first (up to the cap)."""
+    options = prefill_candidates(_seed("no_role"))
+    assert options[:4] == ["Minutes:\n-", "## Topics\n-", "## Decisions\n-", "## Action items\n-"]
+    many = Policy.seed("many", {"role": "", "format": "\n".join(f"## Part {c}" for c in "ABCDEF"), "rules": "Short."})
+    assert len([o for o in prefill_candidates(many) if o.endswith("-")]) == MAX_PREFILL_HEADINGS
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_mut_prefill_adds_swaps_drops_valid_children(seed: int) -> None:
     rng = random.Random(seed)
@@ -55,7 +63,7 @@ def test_mut_prefill_adds_swaps_drops_valid_children(seed: int) -> None:
 def test_prefill_stays_out_of_the_system_prompt_and_starts_the_answer() -> None:
     child = mut_prefill(_seed("terse"), random.Random(0), 1)
     prefill = child.section(PREFILL_SECTION)
-    assert prefill not in render_system_prompt(child.sections)
+    assert render_system_prompt(child.sections) == render_system_prompt(_seed("terse").sections)
     messages = build_messages(child.sections, _task())
     assert [m["role"] for m in messages] == ["system", "user", "assistant"]
     assert split_prefill(messages) == (list(messages[:2]), prefill)
@@ -121,6 +129,8 @@ def test_export_keeps_the_prefill_and_evaluate_reads_it_back(tmp_path: Path) -> 
         store.add_policies("r", [_seed("terse"), child])
         res = export_policy(store, "r", child, tmp_path / "out")
     assert (tmp_path / "out" / "prefill.txt").read_text(encoding="utf-8") == child.section(PREFILL_SECTION)
-    assert child.section(PREFILL_SECTION) not in (tmp_path / "out" / "prompt.md").read_text(encoding="utf-8")
+    # the prompt file is the parent's system prompt: the prefill is not part of it
+    assert (tmp_path / "out" / "prompt.md").read_text(encoding="utf-8").strip() == \
+        render_system_prompt(_seed("terse").sections).strip()
     assert str(tmp_path / "out" / "prefill.txt") in res["files"]
     assert load_exported_policy(tmp_path / "out").section_dict == child.section_dict
