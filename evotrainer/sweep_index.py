@@ -21,7 +21,7 @@ Format (``version`` 1), a JSON object::
                "held": true | false | null, "stop_reason": str | null}]}
 
 Jobs are sorted by ``num``; figures are null where the job has none (a failed job, ``mode=evaluate``).
-Writes are atomic (a temporary file in the same folder, then :func:`os.replace`) and serialised by a
+Writes are atomic (:func:`evotrainer.atomic.write_text_atomic`) and serialised by a
 :class:`filelock.FileLock` on ``.sweep_index.lock`` beside it, since parallel jobs (joblib's worker
 processes) update the file at the same time.
 """
@@ -30,13 +30,13 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
+
+from evotrainer.atomic import write_text_atomic
 
 __all__ = [
     "INDEX_NAME",
@@ -90,20 +90,6 @@ def find_index(folder: str | Path) -> Path | None:
     return path if path.is_file() else None
 
 
-def _write_atomic(path: Path, doc: Mapping[str, Any]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=False, default=str)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def update_index(sweep_dir: str | Path, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
     """Read the index of ``sweep_dir`` (a fresh one when absent or unreadable), apply ``change`` to it in
     place, sort the jobs by number, and write it back atomically, all under the index lock.
@@ -129,7 +115,7 @@ def update_index(sweep_dir: str | Path, change: Callable[[dict[str, Any]], None]
             doc = _empty(folder)
         change(doc)
         doc["jobs"].sort(key=lambda j: j.get("num", -1) if isinstance(j.get("num"), int) else -1)
-        _write_atomic(path, doc)
+        write_text_atomic(path, json.dumps(doc, indent=1, default=str) + "\n")
     return doc
 
 

@@ -20,8 +20,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -33,6 +31,7 @@ from plotly.subplots import make_subplots
 from evotrainer.archive import views
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.tree import graph_layout
+from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.generalisation import Generalisation, columns, split_cells
 
@@ -467,8 +466,8 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 def write_report(store: ArchiveStore, run_id: str, out: str | Path) -> Path:
     """Write :func:`build_report` to ``out`` (a file path chosen by the user; parent folders created).
 
-    Atomic: the document goes to a temporary file in the same folder, then replaces ``out``
-    (:func:`os.replace`), so a browser reloading the report of a running run never reads half a file.
+    Atomic (:func:`evotrainer.atomic.write_text_atomic`): the document goes to a temporary file in the
+    same folder, then replaces ``out``, so a browser reloading the report of a running run never reads half a file.
 
     Returns:
         The path written.
@@ -478,16 +477,9 @@ def write_report(store: ArchiveStore, run_id: str, out: str | Path) -> Path:
     """
     path = Path(out)
     doc = build_report(store, run_id)
-    tmp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(doc)
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600; a report is for reading
-        os.replace(tmp, path)
+        write_text_atomic(path, doc, mode=0o644)  # a report is for reading
     except OSError as exc:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         raise ArchiveError(f"{path}: cannot write the report ({exc})") from None
     return path
