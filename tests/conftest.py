@@ -1,11 +1,17 @@
-"""Shared fixtures: a tiny random Llama model folder with the embedded SmolLM2 tokenizer."""
+"""Shared fixtures: a tiny random Llama model folder with the embedded SmolLM2 tokenizer, and the config of a
+short co-evolution run on it."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from evotrainer.config import Config
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -42,3 +48,33 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     torch.manual_seed(0)
     LlamaForCausalLM(config).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_run_config(tiny_model_dir: Path) -> Callable[[], Config]:
+    """A maker of fresh :class:`~evotrainer.config.Config` objects for a short co-evolution run on
+    :func:`tiny_model_dir`: 6 meta-validation items, 2 tasks of about 100 words per generation, 8 new
+    tokens, 3 seed policies (terse, secretary_markdown, inline_example) in an inner population of 3 (1
+    elite, tournaments of 2), 2 harness candidates a generation screened on 2 items. Everything else is
+    the default (seed 0, 2 inner and 2 outer generations); a test sets what it needs on the copy it gets.
+    """
+
+    def make() -> Config:
+        from evotrainer.config import Config
+
+        cfg = Config()
+        cfg.model.path = str(tiny_model_dir)
+        cfg.model.max_context = 1024
+        cfg.decoding.max_new_tokens = 8
+        cfg.task.validation_limit = 6
+        cfg.task.tasks_per_generation = 2
+        cfg.task.difficulty.length = 100
+        cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example"]
+        cfg.inner.population_size = 3
+        cfg.inner.elites = 1
+        cfg.inner.tournament_size = 2
+        cfg.outer.popsize = 2
+        cfg.outer.screen_size = 2
+        return cfg
+
+    return make

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -32,20 +33,8 @@ def test_estimate_scales_up_for_longer_transcripts_never_down() -> None:
 
 
 def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
-        tiny_model_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    cfg = Config()
-    cfg.model.path = str(tiny_model_dir)
-    cfg.model.max_context = 1024
-    cfg.decoding.max_new_tokens = 8
-    cfg.task.validation_limit = 6
-    cfg.task.tasks_per_generation = 2
-    cfg.task.difficulty.length = 100
-    cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example"]
-    cfg.inner.population_size = 3
-    cfg.inner.elites = 1
-    cfg.inner.tournament_size = 2
-    cfg.outer.popsize = 2
-    cfg.outer.screen_size = 2
+        tiny_run_config: Callable[[], Config], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    cfg = tiny_run_config()
     cfg.outer.budget.seconds = 1.0  # generation 0 alone takes longer on any machine
     cfg.archive.live_report = False
     with caplog.at_level(logging.WARNING, logger="evotrainer.budget_check"):

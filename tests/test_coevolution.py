@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,29 +24,20 @@ from evotrainer.validation_split import split_validation
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def _tiny_config(model_dir: Path) -> Config:
-    cfg = Config()
+def _tiny_config(tiny_run_config: Callable[[], Config]) -> Config:
+    cfg = tiny_run_config()
     cfg.seed = 7
-    cfg.model.path = str(model_dir)
-    cfg.model.max_context = 1024
     cfg.decoding.max_new_tokens = 12
-    cfg.task.validation_limit = 6
-    cfg.task.tasks_per_generation = 2
-    cfg.task.difficulty.length = 100
     cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example", "no_role"]
     cfg.inner.population_size = 4
     cfg.inner.generations = 1
-    cfg.inner.elites = 1
-    cfg.inner.tournament_size = 2
     cfg.outer.generations = 2
-    cfg.outer.popsize = 2
-    cfg.outer.screen_size = 2
     return cfg
 
 
 @pytest.fixture(scope="module")
-def two_runs(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    cfg = _tiny_config(tiny_model_dir)
+def two_runs(tiny_run_config: Callable[[], Config], tmp_path_factory: pytest.TempPathFactory):
+    cfg = _tiny_config(tiny_run_config)
     out = []
     for name in ("a", "b"):
         run_dir = tmp_path_factory.mktemp(f"run_{name}")
@@ -159,9 +151,10 @@ def test_smoke_experiment_real_model(tmp_path: Path) -> None:
     assert "seed" in ops
 
 
-def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Callable[[], Config],
+                                                            tmp_path: Path) -> None:
     """``outer.knobs=[length]`` with fixed reward weights runs on the tiny model; the budget stops it."""
-    cfg = _tiny_config(tiny_model_dir)
+    cfg = _tiny_config(tiny_run_config)
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     cfg.outer.knobs = ["length"]
     cfg.outer.evolve_reward_weights = False

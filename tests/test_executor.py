@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,26 +20,17 @@ from evotrainer.runtime import build_llm
 _NO_RAY = importlib.util.find_spec("ray") is None
 
 
-def _tiny_config(model_dir: Path) -> Config:
-    cfg = Config()
+def _tiny_config(tiny_run_config: Callable[[], Config]) -> Config:
+    cfg = tiny_run_config()
     cfg.seed = 5
-    cfg.model.path = str(model_dir)
-    cfg.model.max_context = 1024
     cfg.model.threads = 1
     cfg.decoding.max_new_tokens = 10
-    cfg.task.validation_limit = 6
-    cfg.task.tasks_per_generation = 2
-    cfg.task.difficulty.length = 100
     cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example", "no_role"]
     cfg.inner.population_size = 4
     cfg.inner.generations = 1
-    cfg.inner.elites = 1
-    cfg.inner.tournament_size = 2
     cfg.inner.llm_mutation_share = 0.0  # the mutator would run on the workers too; model-free keeps it short
     cfg.inner.use_embedder = False
     cfg.outer.generations = 1
-    cfg.outer.popsize = 2
-    cfg.outer.screen_size = 2
     cfg.outer.race.sizes = [3]
     return cfg
 
@@ -53,7 +45,7 @@ def _scores(summary) -> dict[str, list]:
 
 
 @pytest.mark.skipif(_NO_RAY, reason="ray is not installed (pip install -e '.[ray]')")
-def test_ray_executor_gives_the_local_fitness_values(tiny_model_dir: Path, tmp_path: Path,
+def test_ray_executor_gives_the_local_fitness_values(tiny_run_config: Callable[[], Config], tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
@@ -67,8 +59,8 @@ def test_ray_executor_gives_the_local_fitness_values(tiny_model_dir: Path, tmp_p
         return real(self, requests)
 
     monkeypatch.setattr(RayExecutor, "generate", spy)
-    local_cfg = _tiny_config(tiny_model_dir)
-    ray_cfg = _tiny_config(tiny_model_dir)
+    local_cfg = _tiny_config(tiny_run_config)
+    ray_cfg = _tiny_config(tiny_run_config)
     ray_cfg.executor = ExecutorConfig(kind="ray", ray=RayConfig(workers=2, threads=1))
     try:
         local = run_evolve(local_cfg, run_dir=tmp_path / "local")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,36 +17,25 @@ from evotrainer.tracking import Tracker, flatten_config, open_tracker
 _MISSING = [m for m in ("tensorboard", "mlflow", "sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
 
 
-def _tiny_config(model_dir: Path) -> Config:
-    cfg = Config()
+def _tiny_config(tiny_run_config: Callable[[], Config]) -> Config:
+    cfg = tiny_run_config()
     cfg.seed = 3
-    cfg.model.path = str(model_dir)
-    cfg.model.max_context = 1024
-    cfg.decoding.max_new_tokens = 8
-    cfg.task.validation_limit = 6
-    cfg.task.tasks_per_generation = 2
-    cfg.task.difficulty.length = 100
     cfg.evaluation.policies = ["terse", "secretary_markdown", "no_role"]
-    cfg.inner.population_size = 3
     cfg.inner.generations = 1
-    cfg.inner.elites = 1
-    cfg.inner.tournament_size = 2
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the run short
     cfg.inner.use_embedder = False
     cfg.outer.generations = 1
-    cfg.outer.popsize = 2
-    cfg.outer.screen_size = 2
     cfg.outer.race.sizes = [3]
     cfg.tracking = TrackingConfig(tensorboard=True, mlflow=True, experiment="tiny")
     return cfg
 
 
 @pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
-def test_evolve_run_logs_to_tensorboard_and_mlflow(tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_evolve_run_logs_to_tensorboard_and_mlflow(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    summary = run_evolve(_tiny_config(tiny_model_dir), run_dir=tmp_path)
+    summary = run_evolve(_tiny_config(tiny_run_config), run_dir=tmp_path)
     with ArchiveStore(summary.archive, read_only=True) as store:
         inner_events = store.events(summary.run_id, kind="inner_generation")
         candidates = store.harness_candidates(summary.run_id)

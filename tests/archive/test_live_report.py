@@ -4,6 +4,7 @@ report that cannot be written never ends the run."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,25 +20,13 @@ def _report_events(store: ArchiveStore, run_id: str) -> list[dict]:
     return [e.payload for e in store.events(run_id, kind="phase") if e.payload.get("name") == "report"]
 
 
-def test_a_run_rewrites_its_report_at_each_outer_generation(tiny_model_dir: Path, tmp_path: Path,
+def test_a_run_rewrites_its_report_at_each_outer_generation(tiny_run_config: Callable[[], Config], tmp_path: Path,
                                                              capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = Config()
+    cfg = tiny_run_config()
     cfg.seed = 3
-    cfg.model.path = str(tiny_model_dir)
-    cfg.model.max_context = 1024
-    cfg.decoding.max_new_tokens = 8
-    cfg.task.validation_limit = 6
-    cfg.task.tasks_per_generation = 2
-    cfg.task.difficulty.length = 100
-    cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example"]
-    cfg.inner.population_size = 3
     cfg.inner.generations = 1
-    cfg.inner.elites = 1
-    cfg.inner.tournament_size = 2
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     cfg.outer.generations = 2
-    cfg.outer.popsize = 2
-    cfg.outer.screen_size = 2
     cfg.outer.patience = 10  # no plateau stop before the 2nd generation
     summary = run_evolve(cfg, run_dir=tmp_path)
     report = tmp_path / REPORT_NAME
