@@ -37,6 +37,7 @@ from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive
 from evotrainer.archive.values import now
 from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
 from evotrainer.errors import ArchiveError, ConfigError
+from evotrainer.flat_keys import flatten
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run_control import STOP_FILE, RunControl
 
@@ -85,13 +86,10 @@ def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in config.items() if k not in RESUME_KEYS}
 
 
-def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(obj, Mapping):
-        out: dict[str, Any] = {}
-        for k, v in obj.items():
-            out.update(_flatten(v, f"{prefix}{k}."))
-        return out if out or not prefix else {prefix[:-1]: {}}
-    return {prefix[:-1]: obj}
+def _flat_json(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` through JSON (a tuple becomes a list), as dotted keys (:func:`~evotrainer.flat_keys.flatten`)."""
+    data = json.loads(json.dumps(config, default=str))
+    return flatten(data) if isinstance(data, Mapping) else {"": data}
 
 
 def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
@@ -100,7 +98,7 @@ def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
 
     Values are compared as JSON (a tuple equals a list, 1 equals 1.0).
     """
-    a, b = _flatten(json.loads(json.dumps(stored, default=str))), _flatten(json.loads(json.dumps(new, default=str)))
+    a, b = _flat_json(stored), _flat_json(new)
     return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
                   and (k not in a or k not in b or a[k] != b[k]))
 

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evotrainer.errors import ConfigError
+from evotrainer.flat_keys import flatten
 
 __all__ = ["MLflowSink", "MetricSink", "TensorBoardSink", "Tracker", "flatten_config", "open_tracker"]
 
@@ -78,14 +79,11 @@ class MetricSink(Protocol):
 def flatten_config(config: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     """Dotted keys -> string values (``{"outer": {"race": {"level": 0.95}}}`` -> ``{"outer.race.level": "0.95"}``).
 
-    Lists and None become JSON; a value longer than MLflow's 6000-character limit is cut with ``...``.
+    The keys are :func:`evotrainer.flat_keys.flatten`'s; lists, None and an empty mapping become JSON; a
+    value longer than MLflow's 6000-character limit is cut with ``...``.
     """
     out: dict[str, str] = {}
-    for key, value in config.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping) and value:
-            out.update(flatten_config(value, name + "."))
-            continue
+    for name, value in flatten(config, prefix).items():
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         out[name] = text if len(text) <= _MLFLOW_PARAM_CHARS else text[: _MLFLOW_PARAM_CHARS - 3] + "..."
     return out
