@@ -27,8 +27,7 @@ from typing import Any
 
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.genome import Policy
-from evotrainer.tasks.base import MeetingTask
-from evotrainer.tasks.meeting_minutes.datasets.strata import word_count
+from evotrainer.tasks.base import Task
 
 __all__ = ["WARN_SHARE", "Gen0Estimate", "check_gen0_budget", "estimate_gen0"]
 
@@ -86,16 +85,16 @@ def estimate_gen0(*, elapsed: float, batch_seconds: float, batch_requests: int, 
     return Gen0Estimate(seconds, elapsed, per_request, factor, remaining_requests, budget, share, share > WARN_SHARE)
 
 
-def _requests(policies: Sequence[Policy], items: Sequence[MeetingTask]) -> tuple[int, int]:
+def _requests(policies: Sequence[Policy], items: Sequence[Task]) -> tuple[int, int]:
     """(requests, transcript words over them) of ``policies`` x ``items``; identical genomes run once."""
     n = len({p.genome_hash for p in policies})
-    return n * len(items), n * sum(word_count(t.transcript) for t in items)
+    return n * len(items), n * sum(t.size for t in items)
 
 
 def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed: float,
-                      batch_seconds: float, seeds: Sequence[Policy], tasks: Sequence[MeetingTask],
-                      screened: Sequence[Policy], screen_items: Sequence[MeetingTask],
-                      selection: Sequence[MeetingTask]) -> Gen0Estimate | None:
+                      batch_seconds: float, seeds: Sequence[Policy], tasks: Sequence[Task],
+                      screened: Sequence[Policy], screen_items: Sequence[Task],
+                      selection: Sequence[Task]) -> Gen0Estimate | None:
     """Estimate generation 0 after its first call; warn (one logged line, on the console and in the run's
     log) when it would use most of the budget.
 
@@ -123,7 +122,7 @@ def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed
     screen_requests, screen_words = _requests(screened, screen_items)
     screened_ids = {t.task_id for t in screen_items} if screened else set()
     rest = [t for t in selection if t.task_id not in screened_ids]
-    rest_words = sum(word_count(t.transcript) for t in rest)
+    rest_words = sum(t.size for t in rest)
     est = estimate_gen0(elapsed=elapsed, batch_seconds=batch_seconds, batch_requests=batch_requests,
                         batch_words=batch_words, remaining_requests=screen_requests + len(rest),
                         remaining_words=screen_words + rest_words, budget=float(budget_seconds))

@@ -481,7 +481,7 @@ class LLMObjective:
 
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
-        exemplars = exemplars_from_tasks(tasks, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
+        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
         fitness = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
 

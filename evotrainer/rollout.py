@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
-from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams, with_answer
+from evotrainer.backends.base import LLM, Generation, Message, SamplingParams, with_answer
 from evotrainer.errors import DataError
 from evotrainer.genome import Policy
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
 
 __all__ = [
     "FeedbackRecorder",
@@ -35,16 +35,10 @@ __all__ = [
 ]
 
 
-def _task_identity(task: MeetingTask) -> list:
-    """Everything of a task that changes a score: transcript content and ground truth."""
-    items = [[a.owner, a.task, a.due] for a in task.action_items]
-    return [task.content_hash, task.reference_minutes, list(task.topics), list(task.decisions), items]
-
-
-def batch_id_for(tasks: Sequence[MeetingTask]) -> str:
-    """Identity of a task batch: sha256 (16 hex chars) of its tasks' content hashes and ground truth,
-    in order. Task ids and ``meta`` are not part of it."""
-    blob = json.dumps([_task_identity(t) for t in tasks], ensure_ascii=False, separators=(",", ":"))
+def batch_id_for(tasks: Sequence[Task]) -> str:
+    """Identity of a task batch: sha256 (16 hex chars) of its tasks' identities (``Task.identity``: content
+    and ground truth), in order. Task ids and ``meta`` are not part of it."""
+    blob = json.dumps([t.identity() for t in tasks], ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
 
 
@@ -207,7 +201,7 @@ class RolloutEvaluator:
     def evaluate(
         self,
         policies: Sequence[Policy],
-        tasks: Sequence[MeetingTask],
+        tasks: Sequence[Task],
         weights: Mapping[str, float],
         batch_id: str | None = None,
     ) -> list[PolicyEvaluation]:
@@ -256,7 +250,7 @@ class RolloutEvaluator:
         return out
 
     def meta_evaluate(
-        self, policies: Sequence[Policy], tasks: Sequence[MeetingTask], batch_id: str | None = None
+        self, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str | None = None
     ) -> list[MetaEvaluation]:
         """Meta-validation score S_val of each policy on fixed validation ``tasks``.
 
@@ -296,7 +290,7 @@ class RolloutEvaluator:
 
     def fitness_function(
         self,
-        tasks: Sequence[MeetingTask],
+        tasks: Sequence[Task],
         weights: Mapping[str, float],
         *,
         on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
@@ -341,7 +335,7 @@ class RolloutEvaluator:
             parts.update(kind=kind, scorer_version=getattr(self.family, "scorer_version", ""), **extra)
         return settings_key(**parts)
 
-    def _roll_out(self, policies: Sequence[Policy], tasks: Sequence[MeetingTask], batch_id: str) -> dict[str, _Job]:
+    def _roll_out(self, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str) -> dict[str, _Job]:
         """Outputs of each distinct genome on ``tasks``: from the cache, else from one batched call."""
         jobs: dict[str, _Job] = {}
         for policy in policies:
@@ -351,7 +345,7 @@ class RolloutEvaluator:
                 job.error = "empty task batch"
             return jobs
         gkey = self._settings("rollout")
-        requests: list[GenerationRequest] = []
+        requests: list[RolloutRequest] = []
         owners: list[str] = []
         for gh, job in jobs.items():
             cached = self.cache.get(self.cache.make_key("rollout", gh, batch_id, gkey))
@@ -360,8 +354,9 @@ class RolloutEvaluator:
                 continue
             try:
                 params = sampling_for(job.policy, self.sampling)
-                batch = [GenerationRequest(tuple(self.family.build_messages(job.policy.sections, task)),
-                                           params, job.policy.adapter) for task in tasks]
+                sections = tuple(job.policy.sections)
+                batch = [RolloutRequest(tuple(self.family.build_messages(sections, task)), params,
+                                        job.policy.adapter, sections, task, job.policy.id) for task in tasks]
             except Exception as exc:  # a bad genome fails alone
                 job.error = f"building requests failed: {type(exc).__name__}: {exc}"
                 continue
@@ -373,7 +368,7 @@ class RolloutEvaluator:
         t0 = time.perf_counter()
         self.rollouts += len(requests)
         try:
-            generations = self.llm.generate(requests)
+            generations = self.family.roll_out(self.llm, requests)
             if len(generations) != len(requests):
                 raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} requests")
         except Exception as exc:  # the whole batch failed: every affected evaluation gets None
@@ -403,7 +398,7 @@ class RolloutEvaluator:
         batch_id: str,
         skey: str,
         rollout: _Rollout,
-        tasks: Sequence[MeetingTask],
+        tasks: Sequence[Task],
         weights: Mapping[str, float] | None,
     ) -> _Scores:
         """Per-task rewards (``kind="reward"``) or meta scores (``"meta"``) of ``rollout``, cached."""
@@ -441,7 +436,7 @@ class RolloutEvaluator:
 
 
 def worst_task_feedback(
-    evaluation: PolicyEvaluation, tasks: Sequence[MeetingTask], *, low_below: float = 0.5, max_components: int = 3
+    evaluation: PolicyEvaluation, tasks: Sequence[Task], *, low_below: float = 0.5, max_components: int = 3
 ) -> TaskFeedback | None:
     """The worst-scored task of ``evaluation`` as reflective-mutation feedback.
 
@@ -486,7 +481,7 @@ class FeedbackRecorder:
     """
 
     def __init__(
-        self, tasks: Sequence[MeetingTask], *, forbidden: frozenset[str] | set[str] = frozenset(),
+        self, tasks: Sequence[Task], *, forbidden: frozenset[str] | set[str] = frozenset(),
         low_below: float = 0.5,
     ) -> None:
         leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
@@ -534,7 +529,7 @@ class PassingSampleRecorder:
     """
 
     def __init__(
-        self, tasks: Sequence[MeetingTask], family: TaskFamily, *, threshold: float,
+        self, tasks: Sequence[Task], family: TaskFamily, *, threshold: float,
         forbidden: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         leaked = [t.task_id for t in tasks if t.content_hash in forbidden]

@@ -3,7 +3,7 @@
 * :func:`split_validation` holds out a share of the items for the final report only: no selection
   (screening, promotion, rollback, early stopping) ever sees them. The split is stratified by source
   (hand-written and real meetings each keep their share in both parts) and, within a source, by
-  transcript length: items are ranked by (word count, task id) and every ``1/share``-th rank, offset
+  item size (``Task.size``: transcript words for meetings): items are ranked by (size, task id) and every ``1/share``-th rank, offset
   by half a stride, is held out (with 44 items and share 0.25: ranks 2, 6, 10, ..., 42). It depends
   only on the items, never on a seed or the file order.
 * :func:`screening_subset` picks a fixed subset of the selection items, stratified the same way, on
@@ -23,18 +23,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.base import Task
 
 __all__ = ["race_order", "screening_subset", "split_validation"]
 
 
-def _ranked(items: Sequence[MeetingTask]) -> list[MeetingTask]:
-    return sorted(items, key=lambda t: (len(t.transcript.split()), t.task_id))
+def _ranked(items: Sequence[Task]) -> list[Task]:
+    return sorted(items, key=lambda t: (t.size, t.task_id))
 
 
-def _by_source(items: Sequence[MeetingTask]) -> list[list[MeetingTask]]:
+def _by_source(items: Sequence[Task]) -> list[list[Task]]:
     """Items grouped by ``source``, groups in order of first appearance."""
-    groups: dict[str, list[MeetingTask]] = {}
+    groups: dict[str, list[Task]] = {}
     for t in items:
         groups.setdefault(t.source, []).append(t)
     return list(groups.values())
@@ -55,8 +55,8 @@ def _allocate(sizes: Sequence[int], k: int) -> list[int]:
 
 
 def split_validation(
-    items: Sequence[MeetingTask], heldout_share: float
-) -> tuple[list[MeetingTask], list[MeetingTask]]:
+    items: Sequence[Task], heldout_share: float
+) -> tuple[list[Task], list[Task]]:
     """Split into (selection, held-out), both in the input order.
 
     Args:
@@ -87,7 +87,7 @@ def split_validation(
     return [t for t in items if id(t) not in held_ids], [t for t in items if id(t) in held_ids]
 
 
-def screening_subset(items: Sequence[MeetingTask], k: int) -> list[MeetingTask]:
+def screening_subset(items: Sequence[Task], k: int) -> list[Task]:
     """A fixed subset of ``k`` items stratified by source (shares in proportion) and, within a source,
     by transcript length (evenly spaced ranks).
 
@@ -117,7 +117,7 @@ def _radical_inverse(k: int) -> float:
     return x
 
 
-def _spread(items: Sequence[MeetingTask]) -> list[MeetingTask]:
+def _spread(items: Sequence[Task]) -> list[Task]:
     """``items`` ranked by (word count, task id), then taken at the ranks nearest to the van der Corput
     sequence (0.5, 0.25, 0.75, 0.125, ...): every prefix spans short, middle and long transcripts."""
     rest = _ranked(items)
@@ -132,7 +132,7 @@ def _spread(items: Sequence[MeetingTask]) -> list[MeetingTask]:
     return order + [t for i, t in enumerate(rest) if i not in taken]
 
 
-def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) -> list[MeetingTask]:
+def race_order(items: Sequence[Task], first: Sequence[Task] = ()) -> list[Task]:
     """``items`` in racing order: ``first`` (e.g. the screening subset) as given, then the rest.
 
     The rest are stratified by source and, within a source, by length (:func:`_spread`); sources are
@@ -144,7 +144,7 @@ def race_order(items: Sequence[MeetingTask], first: Sequence[MeetingTask] = ()) 
     head = [t for t in first if any(t is s for s in items)]
     queues = [_spread(g) for g in _by_source([t for t in items if id(t) not in chosen])]
     taken = [0] * len(queues)
-    order: list[MeetingTask] = []
+    order: list[Task] = []
     while any(taken[i] < len(q) for i, q in enumerate(queues)):
         i = min((i for i, q in enumerate(queues) if taken[i] < len(q)), key=lambda i: (taken[i] / len(queues[i]), i))
         order.append(queues[i][taken[i]])

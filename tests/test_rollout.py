@@ -15,7 +15,7 @@ from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.toolbox import InnerLoopConfig
-from evotrainer.tasks.base import ActionItem, MeetingTask, MetaScore, RewardBreakdown
+from evotrainer.tasks.base import ActionItem, MeetingTask, MetaScore, RewardBreakdown, single_turn_roll_out
 
 
 class EchoLLM:
@@ -57,6 +57,9 @@ class KeywordFamily:
     def build_messages(self, sections, task):
         return ({"role": "system", "content": render_system_prompt(sections)},
                 {"role": "user", "content": task.transcript})
+
+    def roll_out(self, llm, requests):
+        return single_turn_roll_out(llm, requests)
 
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         self.reward_calls += 1

@@ -1,60 +1,37 @@
 """Few-shot exemplars for prompts, built from *generated* training tasks, and the exemplar-swap mutation.
 
-An exemplar is a short worked example of the expected output (minutes of another meeting) placed in an
-``example`` section of the genome. Exemplars come only from generated task batches; a task whose
-transcript hash is in ``forbidden`` (the meta-validation set) is an error, so a validation meeting can
-never leak into a prompt. Few-shot exemplar choice as a search dimension follows PromptBreeder
+An exemplar is a short worked example of the expected output (e.g. minutes of another meeting) placed in an
+``example`` section of the genome; the task family writes it (``TaskFamily.exemplar``). Exemplars come only
+from generated task batches; a task whose content hash is in ``forbidden`` (the meta-validation set) is an
+error, so a validation item can never leak into a prompt. Few-shot exemplar choice as a search dimension follows PromptBreeder
 (Fernando et al. 2023, arXiv:2309.16797, "context shuffling") and DSPy's bootstrapped demonstrations.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from evotrainer.errors import DataError
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import word_count
-from evotrainer.tasks.base import MeetingTask
 
-__all__ = ["EXAMPLE_SECTION", "exemplar_text", "exemplars_from_tasks", "mut_exemplar_swap"]
+__all__ = ["EXAMPLE_SECTION", "exemplars_from_tasks", "mut_exemplar_swap"]
 
 EXAMPLE_SECTION = "example"
 """Name of the genome section that holds a few-shot exemplar (rendered after the required sections)."""
 
-_LEAD = "Example minutes of a different meeting (use the real names of your meeting, not these):"
-
-
-def exemplar_text(task: MeetingTask, *, max_items: int = 2) -> str:
-    """A compact exemplar from one task's ground truth: Topics, Decisions, Action items headings.
-
-    Args:
-        task: a generated task (its topics, decisions and action items are used; not its transcript).
-        max_items: at most this many bullets per heading, >= 1.
-
-    Returns:
-        Markdown text of a few lines (about 30-60 words).
-    """
-    lines = [_LEAD, "## Topics"]
-    lines += [f"- {t}" for t in task.topics[:max_items]] or ["- None."]
-    lines.append("## Decisions")
-    lines += [f"- {d}" for d in task.decisions[:max_items]] or ["- None."]
-    lines.append("## Action items")
-    items = []
-    for item in task.action_items[:max_items]:
-        due = f" (due: {item.due})" if getattr(item, "due", "") else ""
-        items.append(f"- {item.owner}: {item.task}{due}")
-    lines += items or ["- None."]
-    return "\n".join(lines)
-
-
 def exemplars_from_tasks(
-    tasks: Sequence[MeetingTask], *, forbidden: Collection[str] = (), max_words: int = 60
+    tasks: Sequence[Any], make_text: Callable[..., str | None], *, forbidden: Collection[str] = (),
+    max_words: int = 60,
 ) -> tuple[str, ...]:
     """Distinct exemplars of ``tasks`` that fit ``max_words``, in task order.
 
     Args:
         tasks: generated training tasks.
+        make_text: ``(task, max_items=2) -> text or None``, the family's exemplar writer
+            (``TaskFamily.exemplar``); None skips the task.
         forbidden: transcript content hashes that must never become exemplars (meta-validation items).
         max_words: word budget of one exemplar, >= 1; longer ones are built with one bullet per heading,
             and dropped when still too long.
@@ -68,10 +45,12 @@ def exemplars_from_tasks(
         if task.content_hash in banned:
             raise DataError(f"exemplars: task {task.task_id!r} is a meta-validation meeting; "
                             "exemplars may only come from generated training tasks")
-        text = exemplar_text(task)
+        text = make_text(task)
+        if text is None:
+            continue
         if word_count(text) > max_words:
-            text = exemplar_text(task, max_items=1)
-        if word_count(text) <= max_words and text not in out:
+            text = make_text(task, max_items=1) or ""
+        if text and word_count(text) <= max_words and text not in out:
             out.append(text)
     return tuple(out)
 

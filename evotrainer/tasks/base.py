@@ -1,23 +1,35 @@
-"""The task-family protocol and the records tasks and rewards travel in."""
+"""The domain-neutral core: the task-family protocol and the records tasks, rollouts and rewards travel in.
+
+The loops, the archive and the operators see a task only through :class:`Task` (an id, a source, an
+identity, a size) and a family only through :class:`TaskFamily`; everything a domain knows (how a task is
+generated, how a policy is rolled out on it: one turn or several with tools, how the output is rewarded
+and scored, how a file of items is read) lives in its family. Families are found by
+:func:`evotrainer.tasks.get_task_family` (a name or a ``module:Class`` target); the template a user copies
+to add one is ``docs/adding_a_task_family.md``.
+"""
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
-from evotrainer.backends.base import Message
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams
 
 __all__ = [
     "ActionItem",
     "MeetingTask",
     "MetaScore",
     "RewardBreakdown",
+    "RolloutRequest",
+    "Task",
     "TaskFamily",
     "content_hash",
+    "single_turn_roll_out",
 ]
 
 
@@ -25,6 +37,36 @@ def content_hash(text: str) -> str:
     """sha256 hex of whitespace-normalised, lower-cased text: the identity of a transcript."""
     norm = " ".join(text.split()).lower()
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()
+
+
+class Task(Protocol):
+    """What the domain-neutral layers read of a task (any family's task record satisfies it).
+
+    Attributes:
+        task_id: unique within its source.
+        source: "generated", a dataset name or a file name; held-out splits and race orders are
+            stratified by it.
+        meta: free-form extra fields; not part of identity.
+    """
+
+    task_id: str
+    source: str
+    meta: Mapping[str, Any]
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 hex of the task's content: two items with equal hashes are the same task (leak checks)."""
+        ...
+
+    @property
+    def size(self) -> int:
+        """How large the item is, >= 0, in the family's unit (meeting: transcript words; tool task: plan
+        steps). Validation splits are stratified by it and run-time estimates scale with it."""
+        ...
+
+    def identity(self) -> list[Any]:
+        """JSON-ready content that a batch id hashes (equal identities: interchangeable for caching)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -65,6 +107,16 @@ class MeetingTask:
         """Identity of the transcript (see :func:`content_hash`)."""
         return content_hash(self.transcript)
 
+    @property
+    def size(self) -> int:
+        """Transcript words (whitespace-separated, speaker labels included)."""
+        return len(self.transcript.split())
+
+    def identity(self) -> list[Any]:
+        """Transcript hash, reference minutes, topics, decisions and action items (what a batch id hashes)."""
+        items = [[a.owner, a.task, a.due] for a in self.action_items]
+        return [self.content_hash, self.reference_minutes, list(self.topics), list(self.decisions), items]
+
 
 @dataclass(frozen=True)
 class RewardBreakdown:
@@ -95,12 +147,47 @@ class MetaScore:
     parts: Mapping[str, float]
 
 
+@dataclass(frozen=True)
+class RolloutRequest:
+    """One policy on one task, as the evaluator hands it to :meth:`TaskFamily.roll_out`.
+
+    Attributes:
+        messages: the opening chat (``family.build_messages(sections, task)``).
+        params: the policy's decoding (its decoding genes applied to the run's default).
+        adapter: the policy's LoRA adapter folder, or None (base model).
+        sections: the policy's genome sections (a multi-step family renders later turns from them).
+        task: the task.
+        policy_id: the policy's id (recorded in trajectories).
+    """
+
+    messages: tuple[Message, ...]
+    params: SamplingParams
+    adapter: str | None
+    sections: tuple[tuple[str, str], ...]
+    task: Any
+    policy_id: str = ""
+
+
+def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
+    """The single-turn rollout: one batched ``llm.generate`` call over the opening chats, in order.
+
+    The answer is the model's one reply; its text is what ``reward`` and ``meta_score`` read.
+    """
+    return llm.generate([GenerationRequest(r.messages, r.params, r.adapter) for r in requests])
+
+
 class TaskFamily(Protocol):
-    """What the loops need from a task domain."""
+    """What the loops need from a task domain (module docstring; template in ``docs/adding_a_task_family.md``).
+
+    Attributes:
+        name: the family's registry name (``task.name``).
+        scorer_version: changes whenever reward or metric code changes scores (part of the fitness-cache key).
+        task_hint: what a policy of this family does, completing "an AI that ..." in mutator chats.
+    """
 
     name: str
     scorer_version: str
-    """Changes whenever reward or metric code changes scores (part of the fitness-cache key)."""
+    task_hint: str
 
     @property
     def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
@@ -108,24 +195,49 @@ class TaskFamily(Protocol):
         ...
 
     @property
+    def default_difficulty(self) -> Mapping[str, float]:
+        """Each difficulty knob's default, inside :attr:`difficulty_bounds`."""
+        ...
+
+    @property
     def reward_components(self) -> tuple[str, ...]:
         """Names of the reward components, in a fixed order."""
         ...
 
-    def generate(
-        self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int
-    ) -> list[MeetingTask]:
+    @property
+    def default_reward_weights(self) -> Mapping[str, float]:
+        """Default reward weights by component (on the simplex)."""
+        ...
+
+    def generate(self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int) -> list[Any]:
         """Generate ``n`` tasks at ``difficulty`` from ``rng`` (deterministic given the rng state)."""
         ...
 
-    def build_messages(self, sections: Sequence[tuple[str, str]], task: MeetingTask) -> tuple[Message, ...]:
-        """The chat a policy with these prompt sections sends for ``task``."""
+    def build_messages(self, sections: Sequence[tuple[str, str]], task: Any) -> tuple[Message, ...]:
+        """The opening chat a policy with these prompt sections sends for ``task``."""
         ...
 
-    def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
+    def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
+        """One :class:`~evotrainer.backends.base.Generation` per request, in order: the single-turn answer
+        (:func:`single_turn_roll_out`), or for a multi-step family the whole episode serialised in ``text``
+        (what ``reward``/``meta_score`` read back) with ``generated_tokens`` summed over its turns. May raise
+        when the backend fails (the evaluator then fails the batch's evaluations, never the run)."""
+        ...
+
+    def reward(self, output: str, task: Any, weights: Mapping[str, float]) -> RewardBreakdown:
         """Harness reward of ``output`` on ``task`` under reward ``weights`` (on the simplex)."""
         ...
 
-    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
+    def meta_score(self, output: str, task: Any) -> MetaScore:
         """Fixed meta-validation score of ``output`` on ``task``; no harness parameter touches it."""
+        ...
+
+    def load_validation(self, path: str | Path, limit: int | None = None,
+                        field_map: Mapping[str, str] | None = None) -> list[Any]:
+        """The first ``limit`` items (all when None) of a data file; DataError names ``file:line``."""
+        ...
+
+    def exemplar(self, task: Any, max_items: int = 2) -> str | None:
+        """A short worked example of a good output built from a *generated* task's ground truth (a few-shot
+        gene for prompts), or None when the family offers none."""
         ...

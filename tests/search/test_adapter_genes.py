@@ -23,7 +23,8 @@ from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
 from evotrainer.search.toolbox import InnerLoopConfig
-from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown
+from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 
 TASKS = [
     MeetingTask("t1", "Ann: I send the budget by Friday.\nBob: ok", topics=("budget",)),
@@ -40,6 +41,12 @@ class TopicFamily:
     def build_messages(self, sections, task):
         return ({"role": "system", "content": render_system_prompt(sections)},
                 {"role": "user", "content": f"Minutes please:\n{task.transcript}"})
+
+    def roll_out(self, llm, requests):
+        return single_turn_roll_out(llm, requests)
+
+    def exemplar(self, task, max_items=2):
+        return exemplar_text(task, max_items=max_items)
 
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         value = float(any(t in output.lower() for t in task.topics))

@@ -12,7 +12,6 @@ from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import Policy
 from evotrainer.search.exemplars import (
     EXAMPLE_SECTION,
-    exemplar_text,
     exemplars_from_tasks,
     mut_exemplar_swap,
 )
@@ -22,6 +21,7 @@ from evotrainer.search.operators import align_sections, cx_sections, is_valid
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation, style_rates
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
 from evotrainer.tasks.base import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 
 
 def _word_jaccard(a: str, b: str) -> float:
@@ -66,15 +66,15 @@ def _task(i: int) -> MeetingTask:
 
 def test_exemplars_come_only_from_generated_tasks() -> None:
     tasks = [_task(i) for i in range(3)]
-    ex = exemplars_from_tasks(tasks, max_words=60)
+    ex = exemplars_from_tasks(tasks, exemplar_text, max_words=60)
     assert len(ex) == 3 and "- Ana: send draft 0 (due: Friday)" in ex[0] and "## Decisions" in ex[0]
     with pytest.raises(DataError, match="meta-validation"):
-        exemplars_from_tasks(tasks, forbidden={tasks[1].content_hash})
+        exemplars_from_tasks(tasks, exemplar_text, forbidden={tasks[1].content_hash})
     assert exemplar_text(tasks[0], max_items=1).count("\n- ") == 3
 
 
 def test_exemplar_swap_adds_swaps_and_drops() -> None:
-    ex = exemplars_from_tasks([_task(i) for i in range(3)])
+    ex = exemplars_from_tasks([_task(i) for i in range(3)], exemplar_text)
     parent = seed_population()[0]
     kinds = set()
     for seed in range(30):

@@ -7,11 +7,18 @@ from pathlib import Path
 
 import numpy as np
 
-from evotrainer.backends.base import Message
+from evotrainer.backends.base import LLM, Generation, Message
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown
+from evotrainer.tasks.base import (
+    MeetingTask,
+    MetaScore,
+    RewardBreakdown,
+    RolloutRequest,
+    single_turn_roll_out,
+)
 from evotrainer.tasks.meeting_minutes import generator, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
+from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
 from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
 from evotrainer.tasks.meeting_minutes.prompts import PROMPT_LAYOUTS
@@ -37,6 +44,7 @@ class MeetingMinutes:
 
     name = "meeting_minutes"
     scorer_version = SCORER_VERSION
+    task_hint = "writes meeting minutes"
 
     def __init__(
         self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first"
@@ -73,6 +81,14 @@ class MeetingMinutes:
     def build_messages(self, sections: Sequence[tuple[str, str]], task: MeetingTask) -> tuple[Message, ...]:
         """See :func:`evotrainer.tasks.meeting_minutes.prompts.build_messages`."""
         return _build_messages(sections, task, self.prompt_layout)
+
+    def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
+        """Single turn: the minutes are the model's one reply (:func:`~evotrainer.tasks.base.single_turn_roll_out`)."""
+        return single_turn_roll_out(llm, requests)
+
+    def exemplar(self, task: MeetingTask, max_items: int = 2) -> str | None:
+        """See :func:`evotrainer.tasks.meeting_minutes.exemplars.exemplar_text`."""
+        return exemplar_text(task, max_items=max_items)
 
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
