@@ -136,6 +136,33 @@ def test_the_unique_resolver_differs_between_configs_and_is_stable_within_one() 
     assert len(resolvers.unique_suffix()) == 6
 
 
+def test_archive_sweep_json_of_a_sweep_with_no_finished_job_exits_0(tmp_path: Path, capsys) -> None:
+    sweep = tmp_path / "s"
+
+    def start(doc: dict) -> None:
+        doc["planned_jobs"] = 2
+        doc["jobs"] += [{"num": 0, "folder": "0_seed0", "overrides": ["seed=0"], "status": "running"},
+                        {"num": 1, "folder": "1_seed1", "overrides": ["seed=1"], "status": "failed",
+                         "error": "ConfigError: config key 'seed': boom"}]
+
+    update_index(sweep, lambda doc: None)  # the sweep has started; no job yet
+    code, out = _archive_cli(capsys, "sweep", str(sweep), "--json")
+    assert code == 0 and json.loads(out)["jobs"] == [] and json.loads(out)["runs"] == []
+    update_index(sweep, start)
+    (sweep / "0_seed0").mkdir()  # a running job before its archive exists
+    code, out = _archive_cli(capsys, "sweep", str(sweep), "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["runs"] == [] and doc["pooled"]["heldout"] is None
+    assert [(j["num"], j["status"], j["sweep_status"]) for j in doc["jobs"]] == [(0, "running", "running"),
+                                                                                   (1, "failed", "running")]
+    assert doc["jobs"][1]["error"] == "ConfigError: config key 'seed': boom"
+    code, _ = _archive_cli(capsys, "sweep", str(tmp_path), "--json")  # the folder above: its index found too
+    assert code == 0
+    empty = tmp_path / "not_a_sweep"
+    empty.mkdir()
+    assert _archive_cli(capsys, "sweep", str(empty), "--json")[0] == 2  # no index, no archive
+
+
 def test_planned_jobs_counts_as_the_basic_sweeper_splits() -> None:
     assert planned_jobs(["+experiment=smoke", "seed=0,1,2", "outer.popsize=2,3"]) == (6, 6)
     assert planned_jobs(["seed=range(4)"], {"inner.elites": "1,2"}, max_batch_size=3) == (8, 3)

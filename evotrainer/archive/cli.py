@@ -481,20 +481,29 @@ def sweep(
     or error, final and best-seed S_val, held-out difference). The pooled interval is a cluster bootstrap
     over held-out items (runs of one sweep share them); runs without a generalisation event are listed as
     skipped.
+
+    With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
+    (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to
+    summarise nor a sweep index.
     """
     jobs = index_jobs(paths)
+
+    def in_a_sweep(path: Path) -> bool:  # a sweep index in the folder, or jobs of indexes below it
+        return (sweep_status(path) is not None
+                or any(Path(j["sweep"]).resolve().is_relative_to(path.resolve()) for j in jobs))
+
     locations = []
     for path in paths:
         try:
             locations += find_archives(path)
         except ArchiveError:
-            if not any(Path(j["sweep"]).resolve().is_relative_to(path.resolve()) for j in jobs):
-                raise  # (a sweep whose jobs all failed has no archive, but its index lists them)
+            if not in_a_sweep(path):
+                raise  # (a sweep whose jobs all failed or still run has no archive, but its index lists them)
     summary = views.sweep_summary(locations, seed=seed, level=level)
     summary["jobs"] = jobs
     if as_json:
         _emit_json(summary)
-        if not summary["runs"]:
+        if not summary["runs"] and not any(in_a_sweep(p) for p in paths):
             raise typer.Exit(2)
         return
     console = _console()
