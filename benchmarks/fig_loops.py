@@ -17,7 +17,7 @@ import io
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -116,7 +116,13 @@ def candidate_run(bench: Bench) -> CandidateRun:
     from evotrainer.harness import space_from_specs
     from evotrainer.llm_objective import LLMObjective, TokenMeter
     from evotrainer.rollout import RolloutEvaluator
-    from evotrainer.runtime import build_family, load_seed_population, load_validation, sampling_from
+    from evotrainer.runtime import (
+        build_family,
+        load_seed_population,
+        load_validation,
+        sampling_from,
+        task_settings,
+    )
     from evotrainer.search.phrases import PhraseBank
     from evotrainer.seeding import Seeds
     from evotrainer.validation_split import screening_subset, split_validation
@@ -132,7 +138,8 @@ def candidate_run(bench: Bench) -> CandidateRun:
     screen = screening_subset(selection, cfg.outer.screen_size)
     population = load_seed_population(cfg)[: cfg.inner.population_size]
     o = cfg.outer
-    space = space_from_specs(o.space, family.difficulty_bounds, asdict(cfg.task.difficulty), cfg.task.reward_weights,
+    ts = task_settings(cfg, family)
+    space = space_from_specs(ts.space, family.difficulty_bounds, ts.difficulty, ts.reward_weights,
                              knobs=o.knobs, evolve_reward_weights=o.evolve_reward_weights,
                              reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras)
     bank = None

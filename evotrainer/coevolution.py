@@ -89,7 +89,14 @@ from evotrainer.resume import ResumePlan, RunFiles, run_config
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run_control import RunControl, StopRequested
 from evotrainer.run_report import fmt, fmt_harness, print_operator_stats, print_summary
-from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
+from evotrainer.runtime import (
+    build_family,
+    build_llm,
+    load_seed_population,
+    load_validation,
+    sampling_from,
+    task_settings,
+)
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.tracking import open_tracker
@@ -433,8 +440,9 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     population = load_seed_population(cfg)
 
     o = cfg.outer
+    settings = task_settings(cfg, family)
     space = space_from_specs(
-        o.space, family.difficulty_bounds, asdict(cfg.task.difficulty), cfg.task.reward_weights, knobs=o.knobs,
+        settings.space, family.difficulty_bounds, settings.difficulty, settings.reward_weights, knobs=o.knobs,
         evolve_reward_weights=o.evolve_reward_weights, reward_logit_bounds=tuple(o.reward_weight_bounds),
         extras=o.extras,
     )
@@ -456,7 +464,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     db_path = archive_path(cfg.archive.path, run_dir)
     store = files.archive(db_path, run_id)
     stack.callback(store.close)
-    rec = RunRecorder(store, run_id, tracker=tracker)
+    rec = RunRecorder(store, run_id, tracker=tracker,
+                      episodes=getattr(family, "rollout_style", "single_turn") == "multi_step")
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
     rec.event("setup", validation_items=len(val_items), selection_items=[t.task_id for t in selection],

@@ -22,7 +22,6 @@ __all__ = [
     "ArchiveConfig",
     "Config",
     "DecodingConfig",
-    "DifficultyConfig",
     "EvaluateConfig",
     "EvaluationConfig",
     "ExecutorConfig",
@@ -94,20 +93,15 @@ class DecodingConfig:
 
 
 @dataclass
-class DifficultyConfig:
-    """Task-generator difficulty knobs (natural units). The harness moves these in `evolve`."""
-
-    length: float = 220.0  # target transcript words
-    speakers: float = 3.0
-    topics: float = 2.0
-    noise: float = 0.1  # share of off-topic / small-talk turns
-    action_items: float = 3.0
-    implicit_owner: float = 0.2  # share of action items whose owner is only implied
-
-
-@dataclass
 class TaskConfig:
+    """The task family and its data (``task.*``). The family's own defaults (difficulty, reward weights,
+    harness space) come from the ``task`` config group (``conf/task/<name>.yaml``, picked by
+    ``task=<name>``); a key missing there takes the family's default (``TaskFamily.default_*``)."""
+
+    # a registered family (meeting_minutes, tool_agent) or a class path "my_pkg.my_family.MyFamily"
+    # (evotrainer.tasks.get_task_family; docs/adding_a_task_family.md)
     name: str = "meeting_minutes"
+    options: dict[str, Any] = field(default_factory=dict)  # family constructor options (tool_agent: max_steps, ...)
     validation_path: str = "validation_set/meeting_minutes.jsonl"  # meta-validation set (JSONL)
     # more meta-validation JSONL files, appended (e.g. validation_set/qmsum_meetings.jsonl: real meetings); the
     # held-out split, the screening subset and the race order are stratified by each item's `source`
@@ -115,10 +109,10 @@ class TaskConfig:
     validation_limit: int | None = None  # first N items only (of each file)
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
     action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
-    difficulty: DifficultyConfig = field(default_factory=DifficultyConfig)
-    reward_weights: dict[str, float] = field(
-        default_factory=lambda: {"completeness": 0.5, "format": 0.2, "action_count": 0.3, "action_f1": 0.0}
-    )
+    # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
+    difficulty: dict[str, float] = field(default_factory=dict)
+    # reward weights by component (on the simplex after normalising); unset: the family's default_reward_weights
+    reward_weights: dict[str, float] = field(default_factory=dict)
     tasks_per_generation: int = 4  # generated tasks per inner generation batch (common random numbers)
     # where the policy's text goes: transcript_first (after the transcript, so every policy reading one
     # transcript shares its KV cache) | system_first (as the system prompt, before the transcript)
@@ -158,18 +152,6 @@ class KnobSpec:
     log: bool = False  # CMA-ES steps in log space between low and high (needs low > 0)
     integer: bool = False  # applied value rounded half-up (the search itself stays continuous)
     init: float | None = None  # extra knobs only (required there); difficulty knobs start at task.difficulty
-
-
-def _default_space() -> dict[str, KnobSpec]:
-    """The meeting-minutes generator's knobs, inside its own bounds (generator.DIFFICULTY_BOUNDS)."""
-    return {
-        "length": KnobSpec(80.0, 900.0, log=True, integer=True),  # words; log: a ratio of 11
-        "speakers": KnobSpec(2.0, 8.0, integer=True),
-        "topics": KnobSpec(1.0, 6.0, integer=True),
-        "noise": KnobSpec(0.0, 0.6),
-        "action_items": KnobSpec(0.0, 8.0, integer=True),
-        "implicit_owner": KnobSpec(0.0, 1.0),
-    }
 
 
 @dataclass
@@ -237,7 +219,8 @@ class OuterConfig:
     screen_top_k: int = 3  # per candidate, screen its fittest policy and its k-1 fittest new genomes
     heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
     knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
-    space: dict[str, KnobSpec] = field(default_factory=_default_space)  # bounds/scaling per difficulty knob
+    # bounds/scaling per difficulty knob (conf/task/<name>.yaml); unset knobs: the family's default_space
+    space: dict[str, KnobSpec] = field(default_factory=dict)
     extras: dict[str, KnobSpec] = field(default_factory=dict)  # extra knobs (need init), e.g. pass_threshold
     evolve_reward_weights: bool = True  # false: reward weights fixed at task.reward_weights (normalised)
     reward_weight_bounds: list[float] = field(default_factory=lambda: [-2.0, 2.0])  # logit bounds
@@ -406,8 +389,8 @@ def validate(cfg: Config) -> None:
     _check(t.tasks_per_generation >= 1, "task.tasks_per_generation", ">= 1", t.tasks_per_generation)
     for k, w in t.reward_weights.items():
         _check(w >= 0, f"task.reward_weights.{k}", ">= 0", w)
-    _check(sum(t.reward_weights.values()) > 0, "task.reward_weights", "at least one weight > 0",
-           t.reward_weights)
+    _check(not t.reward_weights or sum(t.reward_weights.values()) > 0, "task.reward_weights",
+           "at least one weight > 0", t.reward_weights)
     cfg.inner.validate()  # every inner.* key (evotrainer/search/inner_config.py)
     o = cfg.outer
     _check(o.generations >= 1, "outer.generations", ">= 1", o.generations)
@@ -474,10 +457,7 @@ def _validate_outer_extra(o: OuterConfig) -> None:
             if group == "extras":
                 _check(k.init is not None and k.low <= k.init <= k.high, f"{key}.init",
                        f"a value in [{k.low}, {k.high}]", k.init)
-    unknown = [k for k in o.knobs if k not in o.space]
-    _check(not unknown, "outer.knobs", f"names from outer.space {sorted(o.space)}", o.knobs)
-    _check(o.evolve_reward_weights or bool(o.knobs or o.space) or bool(o.extras), "outer.evolve_reward_weights",
-           "true when the harness has no knob", o.evolve_reward_weights)
+    # outer.knobs against the space (with the family's defaults) is checked where the space is built
     r = o.rollback
     _check(r.top_k >= 1, "outer.rollback.top_k", ">= 1", r.top_k)
     _check(r.tolerance >= 0, "outer.rollback.tolerance", ">= 0", r.tolerance)

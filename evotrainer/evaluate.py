@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,10 +44,7 @@ from evotrainer.genome import load_population
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
-from evotrainer.tasks.base import MeetingTask, MetaScore, TaskFamily
-from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
-from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_source_counts, owner_sources_line
-from evotrainer.tasks.meeting_minutes.datasets.jsonl import resolve_field_map
+from evotrainer.tasks.base import MetaScore, Task, TaskFamily
 
 __all__ = ["EvaluateOutcome", "bootstrap_interval", "load_eval_items", "render_table", "run_evaluate",
            "select_policies"]
@@ -95,8 +92,9 @@ def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
     return table
 
 
-def load_eval_items(cfg: Config) -> tuple[list[MeetingTask], Path, str]:
-    """The dataset of ``evaluate.dataset`` (else ``task.validation_path``), first N items.
+def load_eval_items(cfg: Config, family: TaskFamily) -> tuple[list[Task], Path, str]:
+    """The dataset of ``evaluate.dataset`` (else ``task.validation_path``), first N items, read by the
+    family (``TaskFamily.load_dataset``: meeting minutes reads JSONL in our schema or QMSum's, or a folder).
 
     N is ``evaluate.limit``, else ``task.validation_limit``; the field map is ``evaluate.field_map``,
     else ``task.field_map``.
@@ -112,10 +110,9 @@ def load_eval_items(cfg: Config) -> tuple[list[MeetingTask], Path, str]:
     key = "evaluate.dataset" if e.dataset else "task.validation_path"
     path = resolve_path(e.dataset or cfg.task.validation_path, key)
     field_map = dict(e.field_map) or dict(cfg.task.field_map)
-    resolve_field_map(field_map, "evaluate.field_map" if e.field_map else "task.field_map")  # names the right key
     limit = e.limit if e.limit is not None else cfg.task.validation_limit
-    shape = detect_format(path, e.format)
-    items = load_dataset(path, fmt=shape, field_map=field_map if shape == "jsonl" else None, limit=limit)
+    items, shape = family.load_dataset(path, fmt=e.format, field_map=field_map, limit=limit,
+                                       field_map_key="evaluate.field_map" if e.field_map else "task.field_map")
     return items, path, shape
 
 
@@ -177,7 +174,7 @@ class _EmbedderFamily:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._family, name)
 
-    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
+    def meta_score(self, output: str, task: Task) -> MetaScore:
         return self._metric(output, task, embedder=self._embedder)
 
 
@@ -215,17 +212,18 @@ def run_evaluate(
     console = console or stdout_console()
     e = cfg.evaluate
     family = build_family(cfg)
-    items, path, shape = load_eval_items(cfg)
+    items, path, shape = load_eval_items(cfg, family)
+    strata = item_strata(items, family)
     refs, target = select_policies(cfg)
     console.print(f"[bold]evaluate[/]: {len(refs)} policies × {len(items)} items from {escape(str(path))} "
                   f"({shape}; max {cfg.decoding.max_new_tokens} new tokens)")
-    owners_line = owner_sources_line(items)  # how ground-truth owners were read (free-text items)
-    if owners_line:
-        console.print(escape(owners_line))
+    notes, data_facts = family.describe_items(items)  # e.g. how ground-truth owners were read
+    for line in notes:
+        console.print(escape(line))
 
     # The run's embedder (inner.use_embedder) goes to the metric when it takes one and an item has
     # action items to match (embedding cosine instead of word overlap); QMSum-like sets need none.
-    wants = cfg.inner.use_embedder and any(t.action_items for t in items)
+    wants = cfg.inner.use_embedder and any(getattr(t, "action_items", ()) for t in items)
     metric = _metric_with_embedder(family) if wants else None
     if metric is not None:
         if embedder is None:
@@ -247,13 +245,13 @@ def run_evaluate(
     wall = time.perf_counter() - t0
 
     stats = {"seed": cfg.seed, "n_resamples": e.bootstrap, "level": e.level}
-    results = summarise(refs, evaluations, items, **stats)
+    results = summarise(refs, evaluations, items, strata=strata, **stats)
     pct = f"{round(e.level * 100)}%"
     console.print(render_table(results, title=f"S_val on {len(items)} items (higher is better; {pct} bootstrap "
                                               "intervals over items)"))
-    for kind in shown_kinds(item_strata(items)):
+    for kind in shown_kinds(strata):
         console.print(render_groups(results, kind, title=f"S_val {_KIND_TITLES[kind]} (mean; best in bold)"))
-    comparison = _comparison(results, target, items, stats, console)
+    comparison = _comparison(results, target, items, strata, stats, console)
     n_gen = len(refs) * len(items)
     tokens = sum(r.generated_tokens for r in evaluations)
     console.print(
@@ -272,15 +270,15 @@ def run_evaluate(
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
-                  "action_item_owners": owner_source_counts(items)}
+                  **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
-                                    comparison=comparison))
+                                    comparison=comparison, strata=strata))
         console.print(f"results: {escape(str(files[0]))} (+ {files[1].name}, {files[2].name})")
     return EvaluateOutcome(tuple(results), comparison, files)
 
 
-def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items: Sequence[MeetingTask],
-                stats: dict[str, Any], console: Console) -> Comparison | None:
+def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items: Sequence[Task],
+                strata: Sequence[Mapping[str, str]], stats: dict[str, Any], console: Console) -> Comparison | None:
     """Best seed (by this dataset's score) vs ``target``; prints the table. None without a target."""
     if target is None:
         return None
@@ -291,7 +289,7 @@ def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items
     other = next((r for r in results if r.label == target.label), None)
     if other is None:  # cannot happen: select_policies adds the target
         raise DataError(f"evaluate.compare: {target.ref!r} was not evaluated")
-    comp = compare(base, other, items, **stats)
+    comp = compare(base, other, items, strata=strata, **stats)
     console.print(render_comparison(comp, level=stats["level"]))
     console.print("note: the best seed is picked on this same dataset, so its score is optimistic "
                   "(winner's curse); a difference whose interval holds 0 is noise.")

@@ -30,8 +30,7 @@ from evotrainer.evaluate_stats import (
     rng_for,
 )
 from evotrainer.rollout import MetaEvaluation
-from evotrainer.tasks.base import MeetingTask
-from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of, word_count
+from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of
 
 __all__ = [
     "Comparison",
@@ -100,9 +99,12 @@ class Comparison:
     rows: tuple[ComparisonRow, ...]
 
 
-def item_strata(items: Sequence[MeetingTask]) -> list[dict[str, str]]:
-    """Stratum labels per item (:func:`evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)."""
-    return [strata_of(t) for t in items]
+def item_strata(items: Sequence[Any], family: Any = None) -> list[dict[str, str]]:
+    """Stratum labels per item: ``family.strata(task)`` when the family has it (keys from ``STRATA``:
+    source, domain, length), else the meeting-minutes labels
+    (:func:`evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)."""
+    label = getattr(family, "strata", None) or strata_of
+    return [dict(label(t)) for t in items]
 
 
 def shown_kinds(strata: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
@@ -120,17 +122,18 @@ def _values(ev: MetaEvaluation, n: int) -> tuple[float, ...]:
 
 
 def summarise(
-    refs: Sequence[PolicyRef], evaluations: Sequence[MetaEvaluation], items: Sequence[MeetingTask], *,
-    seed: int = 0, n_resamples: int = 2000, level: float = 0.95,
+    refs: Sequence[PolicyRef], evaluations: Sequence[MetaEvaluation], items: Sequence[Any], *,
+    seed: int = 0, n_resamples: int = 2000, level: float = 0.95, strata: Sequence[Mapping[str, str]] | None = None,
 ) -> list[PolicyResult]:
-    """Per-policy overall interval and per-stratum means (order of ``refs``).
+    """Per-policy overall interval and per-stratum means (order of ``refs``); ``strata``: labels per item
+    (default :func:`item_strata`).
 
     Raises:
         ValueError: ``refs`` and ``evaluations`` differ in length.
     """
     if len(refs) != len(evaluations):
         raise ValueError(f"summarise: {len(refs)} policies, {len(evaluations)} evaluations")
-    strata = item_strata(items)
+    strata = list(strata) if strata is not None else item_strata(items)
     kinds = shown_kinds(strata)
     out = []
     for ref, ev in zip(refs, evaluations, strict=True):
@@ -142,13 +145,14 @@ def summarise(
     return out
 
 
-def compare(base: PolicyResult, other: PolicyResult, items: Sequence[MeetingTask], *, seed: int = 0,
-            n_resamples: int = 2000, level: float = 0.95) -> Comparison:
+def compare(base: PolicyResult, other: PolicyResult, items: Sequence[Any], *, seed: int = 0,
+            n_resamples: int = 2000, level: float = 0.95,
+            strata: Sequence[Mapping[str, str]] | None = None) -> Comparison:
     """``other`` vs ``base`` on the same items: both means with intervals and the paired difference.
 
     Rows: "all", then each group of each shown stratum kind (same order as :func:`summarise`).
     """
-    strata = item_strata(items)
+    strata = list(strata) if strata is not None else item_strata(items)
     groups: list[tuple[str, str, list[int]]] = [("all", "all", list(range(len(items))))]
     for g in group_scores([0.0] * len(items), strata, kinds=shown_kinds(strata), order=_ORDER, n_resamples=1):
         groups.append((g.kind, g.group, [i for i, s in enumerate(strata) if s.get(g.kind) == g.group]))
@@ -228,7 +232,7 @@ def _policy_doc(r: PolicyResult) -> dict[str, Any]:
 
 def write_results(
     folder: str | Path, stem: str, *, header: Mapping[str, Any], results: Sequence[PolicyResult],
-    items: Sequence[MeetingTask], comparison: Comparison | None,
+    items: Sequence[Any], comparison: Comparison | None, strata: Sequence[Mapping[str, str]] | None = None,
 ) -> list[Path]:
     """Write ``<stem>.json``, ``<stem>_items.csv`` and ``<stem>_groups.csv`` into ``folder``.
 
@@ -247,11 +251,11 @@ def write_results(
         DataError: the folder cannot be written.
     """
     out = Path(folder)
-    strata = item_strata(items)
+    strata = list(strata) if strata is not None else item_strata(items)
     item_rows = []
     for k, (task, lab) in enumerate(zip(items, strata, strict=True)):
         item_rows.append({
-            "id": task.task_id, **lab, "n_words": word_count(task.transcript),
+            "id": task.task_id, **lab, "size": task.size,
             "scores": {r.label: r.values[k] for r in results},
             "outputs": {r.label: (r.evaluation.outputs[k] if k < len(r.evaluation.outputs) else "") for r in results},
         })
@@ -267,11 +271,11 @@ def write_results(
         paths[0].write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         with paths[1].open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["policy", "policy_id", "item_id", "source", "domain", "length", "n_words", "score"])
+            w.writerow(["policy", "policy_id", "item_id", "source", "domain", "length", "size", "score"])
             for r in results:
                 for row, value in zip(item_rows, r.values, strict=True):
                     w.writerow([r.label, r.ref.policy.id, row["id"], row["source"], row["domain"], row["length"],
-                                row["n_words"], f"{value:.6f}"])
+                                row["size"], f"{value:.6f}"])
         with paths[2].open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
             w.writerow(["policy", "policy_id", "kind", "group", "n", "mean", "low", "high"])

@@ -7,16 +7,19 @@ backend, a task family, decoding settings and the validation data.
 from __future__ import annotations
 
 import logging
-from dataclasses import asdict
+from dataclasses import dataclass
 
 from evotrainer.backends.base import LLM, SamplingParams
-from evotrainer.config import Config, DecodingConfig, ExecutorConfig, ModelConfig, resolve_path
+from evotrainer.config import Config, DecodingConfig, ExecutorConfig, KnobSpec, ModelConfig, resolve_path
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import Policy, load_population
 from evotrainer.tasks import get_task_family
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.tasks.base import Task, TaskFamily
 
-__all__ = ["build_family", "build_llm", "load_seed_population", "load_validation", "sampling_from"]
+__all__ = [
+    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_validation", "sampling_from",
+    "task_settings",
+]
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +61,50 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model",
 
 
 def build_family(cfg: Config) -> TaskFamily:
-    """The task family of ``task.name``, its knobs validated (ConfigError names the key)."""
-    family = get_task_family(cfg.task.name, action_band=tuple(cfg.task.action_band),
-                             prompt_layout=cfg.task.prompt_layout)
-    if cfg.task.name == "meeting_minutes":
-        from evotrainer.tasks.meeting_minutes import resolve_difficulty
+    """The task family of ``task.name`` (a registered name or a class path), its knobs and reward weights
+    checked (ConfigError names the key)."""
+    family = get_task_family(cfg.task.name, cfg.task)
+    task_settings(cfg, family)
+    return family
 
-        resolve_difficulty(asdict(cfg.task.difficulty))
-    unknown = set(cfg.task.reward_weights) - set(family.reward_components)
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """The family's settings of a run: its defaults with the config's keys on top.
+
+    Attributes:
+        difficulty: every generator knob's start value (natural units), checked by the family.
+        reward_weights: weight per reward component, each >= 0 (not normalised).
+        space: the harness' bounds and scaling per knob (``config.KnobSpec``).
+    """
+
+    difficulty: dict[str, float]
+    reward_weights: dict[str, float]
+    space: dict[str, KnobSpec]
+
+
+def task_settings(cfg: Config, family: TaskFamily) -> TaskSettings:
+    """``task.difficulty``, ``task.reward_weights`` and ``outer.space`` over the family's defaults (its
+    ``default_difficulty``, ``default_reward_weights`` and ``default_space``): the ``task`` config group
+    (``conf/task/<name>.yaml``) sets them for Hydra runs; a config built in code gets the family's.
+
+    Raises:
+        ConfigError: an unknown reward component or difficulty knob, or a bad value (names the key).
+    """
+    difficulty = {**dict(family.default_difficulty), **dict(cfg.task.difficulty)}
+    resolve = getattr(family, "resolve_difficulty", None)
+    if resolve is not None:
+        resolve(difficulty)
+    weights = {**dict(family.default_reward_weights), **dict(cfg.task.reward_weights)}
+    unknown = set(weights) - set(family.reward_components)
     if unknown:
         raise ConfigError(
             f"task.reward_weights: unknown component(s) {sorted(unknown)}; "
             f"expected names from {list(family.reward_components)}"
         )
-    return family
+    defaults = {k: KnobSpec(**dict(v)) for k, v in dict(getattr(family, "default_space", {})).items()}
+    space = {**defaults, **dict(cfg.outer.space)}
+    return TaskSettings(difficulty, weights, space)
 
 
 def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
@@ -82,7 +115,7 @@ def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
     )
 
 
-def load_validation(cfg: Config, family: TaskFamily) -> list[MeetingTask]:
+def load_validation(cfg: Config, family: TaskFamily) -> list[Task]:
     """The meta-validation items of ``task.validation_path`` then of each ``task.validation_extra`` file
     (first ``task.validation_limit`` of each file).
 
@@ -91,7 +124,7 @@ def load_validation(cfg: Config, family: TaskFamily) -> list[MeetingTask]:
     """
     keys = [("task.validation_path", cfg.task.validation_path)] + [
         (f"task.validation_extra[{i}]", p) for i, p in enumerate(cfg.task.validation_extra)]
-    items: list[MeetingTask] = []
+    items: list[Task] = []
     seen: dict[str, str] = {}
     for key, value in keys:
         path = resolve_path(value, key)

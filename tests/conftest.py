@@ -68,7 +68,7 @@ def tiny_run_config(tiny_model_dir: Path) -> Callable[[], Config]:
         cfg.decoding.max_new_tokens = 8
         cfg.task.validation_limit = 6
         cfg.task.tasks_per_generation = 2
-        cfg.task.difficulty.length = 100
+        cfg.task.difficulty["length"] = 100
         cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example"]
         cfg.inner.population_size = 3
         cfg.inner.elites = 1

@@ -402,6 +402,41 @@ def export(
 
 @app.command()
 @_friendly
+def trajectories(
+    archive: ArchiveArg,
+    run: RunOpt = None,
+    policy: Annotated[str | None, typer.Option("--policy", "-p", help="only this policy id (or unique prefix)")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="JSONL file to write (default: standard output)")] = None,
+) -> None:
+    """Export the archived multi-step episodes (a tool_agent run) as JSONL: one line per episode with the
+    policy, the batch, the evaluation kind (fitness / meta_screen / meta_val / race ...), the messages, tool
+    calls, observations, per-step rewards and the first wrong step."""
+    from evotrainer.atomic import write_text_atomic
+
+    with _open(archive) as store:
+        rid = views.pick_run(store, run).run_id
+        pid = views.resolve_policy(store, rid, policy).id if policy else None
+        lines = []
+        for ev in store.events(rid, "trajectories"):
+            p = ev.payload
+            if pid is not None and p.get("policy_id") != pid:
+                continue
+            for traj in p.get("trajectories", []):
+                row = {"policy_id": p.get("policy_id"), "batch_id": p.get("batch_id"), "kind": p.get("kind"),
+                       "harness_id": p.get("harness_id"), **(traj if isinstance(traj, dict) else {"text": traj})}
+                lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+    if not lines:
+        raise typer.BadParameter("no archived trajectories in this run (only multi-step families such as "
+                                 "task=tool_agent archive them)", param_hint="ARCHIVE")
+    if out is None:
+        sys.stdout.write("".join(lines))
+        return
+    write_text_atomic(out, "".join(lines))
+    _console().print(Text(f"{len(lines)} trajectories -> {terminal_safe(str(out))}"))
+
+
+@app.command()
+@_friendly
 def report(
     archive: ArchiveArg,
     out: Annotated[Path | None, typer.Option(

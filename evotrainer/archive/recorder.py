@@ -6,6 +6,7 @@ events of kind ``"phase"`` so the deterministic dump of a run leaves them out.
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -61,10 +62,28 @@ class RunRecorder:
             each harness-candidate row after the archive stored it; None = none.
     """
 
-    def __init__(self, store: ArchiveStore, run_id: str, tracker: Tracker | None = None) -> None:
+    def __init__(self, store: ArchiveStore, run_id: str, tracker: Tracker | None = None, *,
+                 episodes: bool = False) -> None:
         self.store = store
         self.run_id = run_id
         self.tracker = tracker
+        self.episodes = episodes
+
+    def _trajectories(self, e: Any, kind: str, harness_id: str | None) -> None:
+        """With ``episodes`` (a multi-step family: each output is an episode serialised as JSON), archive the
+        freshly generated episodes of one evaluation as a ``trajectories`` event (cached ones were archived
+        when first made). An output that is not JSON is kept as text."""
+        if not self.episodes or e.cached or not any(e.outputs):
+            return
+        items = []
+        for out in e.outputs:
+            try:
+                items.append(json.loads(out))
+            except (TypeError, ValueError):
+                items.append({"text": str(out)})
+        self.store.add_event(self.run_id, "trajectories", {
+            "policy_id": e.policy_id, "batch_id": e.batch_id, "kind": kind, "harness_id": harness_id,
+            "trajectories": items})
 
     def start(self, seed: int, config: Mapping[str, Any]) -> None:
         self.store.create_run(self.run_id, seed, dict(config), code_version())
@@ -90,6 +109,8 @@ class RunRecorder:
             for e in evaluations
         ]
         self.store.add_evaluations(self.run_id, rows)
+        for e in evaluations:
+            self._trajectories(e, "fitness", harness_id)
 
     def meta(
         self, evaluation: Any, *, kind: str, harness_id: str | None = None, outer_generation: int | None = None,
@@ -103,6 +124,7 @@ class RunRecorder:
             outer_generation=outer_generation, cached=e.cached,
             error=e.error if e.s_val is not None else (e.error or "evaluation failed"),
         )])
+        self._trajectories(e, kind, harness_id)
 
     def candidate(self, row: HarnessCandidateRow) -> None:
         self.store.add_harness_candidate(self.run_id, row)

@@ -27,7 +27,14 @@ from evotrainer.genome import Policy
 from evotrainer.llm_objective import TokenMeter
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
+from evotrainer.runtime import (
+    build_family,
+    build_llm,
+    load_seed_population,
+    load_validation,
+    sampling_from,
+    task_settings,
+)
 from evotrainer.seeding import Seeds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
 from evotrainer.selfevolve.examples import reference_items
@@ -134,7 +141,8 @@ def run_selfevolve(
     family = build_family(cfg)
     val_all = load_validation(cfg, family)
     val = screening_subset(val_all, s.val_limit) if s.val_limit else list(val_all)
-    difficulty0 = asdict(cfg.task.difficulty)
+    settings = task_settings(cfg, family)
+    difficulty0 = dict(settings.difficulty)
     dev = family.generate(Seeds(cfg.seed + s.dev_seed_offset).numpy("selfevolve/dev"), difficulty0, s.dev_size)
     forbidden = _forbidden(dev, val_all)
     seed_tasks = family.generate(seeds.numpy("selfevolve/seed_tasks"), difficulty0, s.seed_tasks)
@@ -155,7 +163,7 @@ def run_selfevolve(
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
-        dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(cfg.task.reward_weights),
+        dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
         decoding=sampling_from(cfg.decoding), bounds=dict(family.difficulty_bounds), run_dir=run_dir,
         adapter_root=run_dir / "adapters",
     )

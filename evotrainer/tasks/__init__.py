@@ -1,4 +1,11 @@
-"""Task families: the records and protocol (``base``) and a name -> family registry."""
+"""Task families: the records and protocol (``base``) and a registry that finds a family by name or class path.
+
+A family is a class implementing :class:`~evotrainer.tasks.base.TaskFamily`. ``task.name`` is either a
+registered name (:data:`TASK_FAMILIES`) or the dotted path of such a class (``my_pkg.my_family.MyFamily``,
+found with Hydra's ``get_class`` as ``_target_`` is); a user adds a family with one module and a config
+(``docs/adding_a_task_family.md``). The class is built by its ``from_config(task_cfg)`` classmethod when it
+has one, else as ``cls(**task.options)``.
+"""
 
 from __future__ import annotations
 
@@ -7,22 +14,51 @@ from typing import Any
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import TaskFamily
 
-__all__ = ["TASK_FAMILIES", "get_task_family"]
+__all__ = ["TASK_FAMILIES", "family_class", "get_task_family"]
 
-TASK_FAMILIES: tuple[str, ...] = ("meeting_minutes",)
+TASK_FAMILIES: dict[str, str] = {
+    "meeting_minutes": "evotrainer.tasks.meeting_minutes.MeetingMinutes",
+    "tool_agent": "evotrainer.tasks.tool_agent.ToolAgent",
+}
+"""Registered family name -> class path."""
 
 
-def get_task_family(name: str, **kwargs: Any) -> TaskFamily:
-    """Build the task family called ``name`` with its constructor ``kwargs``.
+def family_class(name: str) -> type:
+    """The family class of ``name``: a key of :data:`TASK_FAMILIES` or a dotted class path.
 
     Raises:
-        ConfigError: unknown name (names ``task.name`` and the known families) or bad kwargs.
+        ConfigError: an unknown name or a path that does not name a class (names ``task.name``).
     """
-    if name == "meeting_minutes":
-        from evotrainer.tasks.meeting_minutes import MeetingMinutes
+    path = TASK_FAMILIES.get(name, name)
+    if "." not in path:
+        raise ConfigError(f"task.name: unknown task family {name!r}; expected one of {sorted(TASK_FAMILIES)} "
+                          "or a class path such as my_pkg.my_family.MyFamily")
+    from hydra.utils import get_class
 
-        try:
-            return MeetingMinutes(**kwargs)
-        except TypeError as exc:
-            raise ConfigError(f"task: bad arguments for {name!r} ({exc})") from None
-    raise ConfigError(f"task.name: unknown task family {name!r}; expected one of {list(TASK_FAMILIES)}")
+    try:
+        return get_class(path)
+    except Exception as exc:  # ImportError, AttributeError, ValueError from Hydra's locate
+        raise ConfigError(f"task.name: cannot import the task family class {path!r} "
+                          f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+
+
+def get_task_family(name: str, task_cfg: Any = None, **kwargs: Any) -> TaskFamily:
+    """Build the task family ``name``.
+
+    Args:
+        name: registered name or class path (see :func:`family_class`).
+        task_cfg: the ``task.*`` config; with it the class's ``from_config(task_cfg)`` builds the family
+            (or ``cls(**task_cfg.options)`` when it has none).
+        kwargs: constructor arguments, used when ``task_cfg`` is None.
+
+    Raises:
+        ConfigError: unknown name, or bad options (names the key).
+    """
+    cls = family_class(name)
+    try:
+        if task_cfg is not None:
+            from_config = getattr(cls, "from_config", None)
+            return from_config(task_cfg) if from_config is not None else cls(**dict(task_cfg.options))
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise ConfigError(f"task.options: bad arguments for task family {name!r} ({exc})") from None

@@ -4,7 +4,7 @@ The loops, the archive and the operators see a task only through :class:`Task` (
 identity, a size) and a family only through :class:`TaskFamily`; everything a domain knows (how a task is
 generated, how a policy is rolled out on it: one turn or several with tools, how the output is rewarded
 and scored, how a file of items is read) lives in its family. Families are found by
-:func:`evotrainer.tasks.get_task_family` (a name or a ``module:Class`` target); the template a user copies
+:func:`evotrainer.tasks.get_task_family` (a registered name or a dotted class path); the template a user copies
 to add one is ``docs/adding_a_task_family.md``.
 """
 
@@ -179,15 +179,19 @@ def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[G
 class TaskFamily(Protocol):
     """What the loops need from a task domain (module docstring; template in ``docs/adding_a_task_family.md``).
 
+    The texts the operators need beyond these (the task hint of mutator chats, prefill fallbacks) are
+    config keys the family's task config group sets (``inner.task_hint`` in ``conf/task/tool_agent.yaml``).
+
     Attributes:
         name: the family's registry name (``task.name``).
         scorer_version: changes whenever reward or metric code changes scores (part of the fitness-cache key).
-        task_hint: what a policy of this family does, completing "an AI that ..." in mutator chats.
+        rollout_style: ``"single_turn"`` (the output is the model's reply) or ``"multi_step"`` (the output
+            is an episode serialised by the family; the run archives each one as a ``trajectories`` event).
     """
 
     name: str
     scorer_version: str
-    task_hint: str
+    rollout_style: str
 
     @property
     def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
@@ -235,6 +239,20 @@ class TaskFamily(Protocol):
     def load_validation(self, path: str | Path, limit: int | None = None,
                         field_map: Mapping[str, str] | None = None) -> list[Any]:
         """The first ``limit`` items (all when None) of a data file; DataError names ``file:line``."""
+        ...
+
+    def load_dataset(self, path: str | Path, *, fmt: str = "auto", field_map: Mapping[str, str] | None = None,
+                     limit: int | None = None, field_map_key: str = "task.field_map") -> tuple[list[Any], str]:
+        """Items of any data shape the family reads (``mode=evaluate``) and the shape read; ConfigError names
+        ``evaluate.format`` or ``field_map_key``, DataError ``file:line``."""
+        ...
+
+    def strata(self, task: Any) -> Mapping[str, str]:
+        """Labels an evaluation groups items by: ``source``, ``domain``, ``length`` (any text; "" = none)."""
+        ...
+
+    def describe_items(self, items: Sequence[Any]) -> tuple[list[str], dict[str, Any]]:
+        """Lines to print about how a dataset was read, and JSON-ready facts for the results file."""
         ...
 
     def exemplar(self, task: Any, max_items: int = 2) -> str | None:

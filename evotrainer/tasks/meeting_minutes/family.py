@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,6 +19,10 @@ from evotrainer.tasks.base import (
 )
 from evotrainer.tasks.meeting_minutes import generator, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
+from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
+from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_source_counts, owner_sources_line
+from evotrainer.tasks.meeting_minutes.datasets.jsonl import resolve_field_map
+from evotrainer.tasks.meeting_minutes.datasets.strata import strata_of
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
 from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
@@ -44,7 +49,7 @@ class MeetingMinutes:
 
     name = "meeting_minutes"
     scorer_version = SCORER_VERSION
-    task_hint = "writes meeting minutes"
+    rollout_style = "single_turn"
 
     def __init__(
         self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first"
@@ -67,6 +72,28 @@ class MeetingMinutes:
         return dict(generator.DEFAULT_DIFFICULTY)
 
     @property
+    def default_space(self) -> Mapping[str, Mapping[str, float | bool]]:
+        """Harness bounds and scaling per knob (:data:`generator.DEFAULT_SPACE`)."""
+        return {k: dict(v) for k, v in generator.DEFAULT_SPACE.items()}
+
+    def resolve_difficulty(self, values: Mapping[str, float]) -> dict[str, float]:
+        """See :func:`evotrainer.tasks.meeting_minutes.generator.resolve_difficulty` (ConfigError names
+        ``task.difficulty.<knob>``)."""
+        return generator.resolve_difficulty(values)
+
+    @classmethod
+    def from_config(cls, task: Any) -> MeetingMinutes:
+        """The family from ``task.*`` (``action_band``, ``prompt_layout``; ``task.options`` must be empty).
+
+        Raises:
+            ConfigError: bad values, or any ``task.options`` key (names the key).
+        """
+        if task.options:
+            raise ConfigError(f"task.options: meeting_minutes takes no options (its keys are task.action_band "
+                              f"and task.prompt_layout), got {sorted(task.options)}")
+        return cls(action_band=tuple(task.action_band), prompt_layout=task.prompt_layout)
+
+    @property
     def reward_components(self) -> tuple[str, ...]:
         return rewards.REWARD_COMPONENTS
 
@@ -85,6 +112,32 @@ class MeetingMinutes:
     def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
         """Single turn: the minutes are the model's one reply (:func:`~evotrainer.tasks.base.single_turn_roll_out`)."""
         return single_turn_roll_out(llm, requests)
+
+    def load_dataset(
+        self, path: str | Path, *, fmt: str = "auto", field_map: Mapping[str, str] | None = None,
+        limit: int | None = None, field_map_key: str = "task.field_map",
+    ) -> tuple[list[MeetingTask], str]:
+        """Items of a JSONL file (our schema or QMSum's; ``field_map`` renames fields) or a folder of
+        ``<name>.txt`` + ``<name>.md``, and the shape read (``"jsonl"`` | ``"folder"``).
+
+        Raises:
+            ConfigError: bad ``fmt`` or field map (names ``evaluate.format`` / ``field_map_key``).
+            DataError: a missing path or a malformed item (``file:line``).
+        """
+        fields = dict(field_map or {})
+        resolve_field_map(fields, field_map_key)
+        shape = detect_format(path, fmt)
+        return load_dataset(path, fmt=shape, field_map=fields if shape == "jsonl" else None, limit=limit), shape
+
+    def strata(self, task: MeetingTask) -> dict[str, str]:
+        """Source, domain and transcript-length labels (:func:`~evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)."""
+        return strata_of(task)
+
+    def describe_items(self, items: Sequence[MeetingTask]) -> tuple[list[str], dict[str, Any]]:
+        """How ground-truth owners were read off free-text action items: lines to print and the counts
+        (``action_item_owners``) for the results file."""
+        line = owner_sources_line(items)
+        return ([line] if line else []), {"action_item_owners": owner_source_counts(items)}
 
     def exemplar(self, task: MeetingTask, max_items: int = 2) -> str | None:
         """See :func:`evotrainer.tasks.meeting_minutes.exemplars.exemplar_text`."""

@@ -30,7 +30,7 @@ from evotrainer.tasks.meeting_minutes import phrases as P
 from evotrainer.tasks.meeting_minutes.minutes_format import format_minutes
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS, Domain, Topic
 
-__all__ = ["DEFAULT_DIFFICULTY", "DIFFICULTY_BOUNDS", "generate", "resolve_difficulty"]
+__all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "generate", "resolve_difficulty"]
 
 DIFFICULTY_BOUNDS: dict[str, tuple[float, float]] = {
     "length": (80.0, 900.0),
@@ -52,6 +52,16 @@ DEFAULT_DIFFICULTY: dict[str, float] = {
     "action_items": 3.0,
     "implicit_owner": 0.2,
 }
+
+DEFAULT_SPACE: dict[str, dict[str, float | bool]] = {
+    "length": {"low": 80.0, "high": 900.0, "log": True, "integer": True},  # words; log: a ratio of 11
+    "speakers": {"low": 2.0, "high": 8.0, "integer": True},
+    "topics": {"low": 1.0, "high": 6.0, "integer": True},
+    "noise": {"low": 0.0, "high": 0.6},
+    "action_items": {"low": 0.0, "high": 8.0, "integer": True},
+    "implicit_owner": {"low": 0.0, "high": 1.0},
+}
+"""The harness' bounds and scaling per knob (``outer.space``), inside :data:`DIFFICULTY_BOUNDS`."""
 
 _INTEGER_KNOBS = frozenset({"length", "speakers", "topics", "action_items"})
 _P_DECISION = 0.85  # chance that a topic ends in a decision

@@ -1,25 +1,30 @@
 """The tool-agent task family in one object: generation, multi-step rollout, rewards, meta metric, loader.
 
-Not yet registered in :func:`evotrainer.tasks.get_task_family`: the loops still expect the single-turn
-:class:`~evotrainer.tasks.base.TaskFamily` (``build_messages`` + ``reward(output, task)``). This object
-holds what a domain-neutral protocol needs from the family (see the package docstring for the wiring).
+Implements :class:`~evotrainer.tasks.base.TaskFamily` (``task=tool_agent``): ``roll_out`` runs each
+(policy, task) pair as a multi-step episode and returns the whole trajectory as JSON in the generation's
+text, which the evaluator caches and archives like any output and ``reward`` / ``meta_score`` read back
+(``json.loads`` of text this module wrote; a text that is not a trajectory scores 0 as degenerate).
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from evotrainer.backends.base import LLM, SamplingParams
-from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MetaScore
+from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
+from evotrainer.errors import ConfigError, DataError
+from evotrainer.genome import render_system_prompt
+from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest
 from evotrainer.tasks.tool_agent import generator as _generator
 from evotrainer.tasks.tool_agent import reward as _reward
 from evotrainer.tasks.tool_agent import tasks as _tasks
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, run_episodes
+from evotrainer.tasks.tool_agent.rollout import build_messages as _build_messages
 from evotrainer.tasks.tool_agent.tasks import ToolTask
 from evotrainer.tasks.tool_agent.trajectory import Trajectory
 
@@ -45,6 +50,7 @@ class ToolAgent:
 
     name = "tool_agent"
     scorer_version = SCORER_VERSION
+    rollout_style = "multi_step"
 
     def __init__(self, rollout: ToolRolloutConfig | None = None, explore_share: float = 0.25) -> None:
         if isinstance(explore_share, bool) or not isinstance(explore_share, (int, float)) or not 0 <= explore_share <= 1:
@@ -81,22 +87,163 @@ class ToolAgent:
         return [*_generator.generate_tasks(local, difficulty, n - n_walk),
                 *_generator.explore_tasks(local, difficulty, n_walk)]
 
-    def rollout(self, llm: LLM, system_prompts: Sequence[tuple[str, str]], tasks: Sequence[ToolTask], *,
-                sampling: SamplingParams = _GREEDY) -> list[Trajectory]:
+    @property
+    def default_space(self) -> Mapping[str, Mapping[str, float | bool]]:
+        """Harness bounds and scaling per knob (``outer.space``): the generator's whole range."""
+        return {"steps": {"low": 1.0, "high": 4.0, "integer": True},
+                "distractors": {"low": 0.0, "high": 12.0, "integer": True},
+                "magnitude": {"low": 1.0, "high": 5.0}}
+
+    def resolve_difficulty(self, values: Mapping[str, float]) -> dict[str, float]:
+        """Every knob (defaults filled), checked against :attr:`difficulty_bounds`.
+
+        Raises:
+            ConfigError: an unknown knob, a non-number or a value out of bounds (names ``task.difficulty.<knob>``).
+        """
+        out = dict(self.default_difficulty)
+        for key, value in values.items():
+            if key not in _generator.DIFFICULTY_BOUNDS:
+                raise ConfigError(f"task.difficulty.{key}: unknown difficulty knob; expected one of "
+                                  f"{sorted(_generator.DIFFICULTY_BOUNDS)}")
+            lo, hi = _generator.DIFFICULTY_BOUNDS[key]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+                raise ConfigError(f"task.difficulty.{key}: must be a number in [{lo:g}, {hi:g}], got {value!r}")
+            out[key] = float(value)
+        return out
+
+    @classmethod
+    def from_config(cls, task: Any) -> ToolAgent:
+        """The family from ``task.options``: ``max_steps``, ``max_new_tokens``, ``observation_chars``,
+        ``prefill`` (:class:`~evotrainer.tasks.tool_agent.rollout.ToolRolloutConfig`) and ``explore_share``.
+
+        Raises:
+            ConfigError: an unknown option or a bad value (names ``task.options.<key>``).
+        """
+        options = dict(task.options)
+        rollout_keys = {"max_steps", "max_new_tokens", "observation_chars", "prefill"}
+        unknown = sorted(set(options) - rollout_keys - {"explore_share"})
+        if unknown:
+            raise ConfigError(f"task.options.{unknown[0]}: unknown tool_agent option; expected one of "
+                              f"{sorted(rollout_keys | {'explore_share'})}")
+        try:
+            rollout = ToolRolloutConfig(**{k: v for k, v in options.items() if k in rollout_keys})
+        except ConfigError as exc:
+            raise ConfigError(f"task.options: {exc}") from None
+        return cls(rollout, explore_share=options.get("explore_share", 0.25))
+
+    def build_messages(self, sections: Sequence[tuple[str, str]], task: ToolTask) -> tuple[Message, ...]:
+        """The opening chat of an episode: the policy's system prompt, then the tools, the reply format and
+        the question (:func:`~evotrainer.tasks.tool_agent.rollout.build_messages`)."""
+        return _build_messages(render_system_prompt(sections), task)
+
+    def episodes(self, llm: LLM, system_prompts: Sequence[tuple[str, str]], tasks: Sequence[ToolTask], *,
+                 sampling: SamplingParams = _GREEDY) -> list[Trajectory]:
         """Every (policy id, system prompt) on every task, policy-major: ``len(system_prompts) * len(tasks)``
         scored trajectories (see :func:`~evotrainer.tasks.tool_agent.rollout.run_episodes`)."""
         episodes = [Episode(pid, prompt, task) for pid, prompt in system_prompts for task in tasks]
         return run_episodes(llm, episodes, self.rollout_cfg, sampling=sampling)
 
-    def meta_score(self, trajectory: Trajectory, task: ToolTask) -> MetaScore:
+    def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
+        """Each request as one multi-step episode (all episodes advance together: one batched ``generate``
+        per step). A generation's ``text`` is the trajectory as JSON (:meth:`Trajectory.to_dict`); its
+        ``generated_tokens`` are summed over the episode's replies. Adapters are not supported.
+
+        Raises:
+            ConfigError: a request carries an adapter.
+        """
+        if any(r.adapter for r in requests):
+            raise ConfigError("tool_agent: adapter genes are not supported by the multi-step rollout")
+        episodes = [Episode(r.policy_id, render_system_prompt(r.sections), r.task, r.params) for r in requests]
+        trajectories = run_episodes(llm, episodes, self.rollout_cfg)
+        out = []
+        for traj in trajectories:
+            if traj.stop_reason == "error":
+                raise RuntimeError(traj.error or "the backend failed")
+            text = json.dumps(traj.to_dict(), ensure_ascii=False, separators=(",", ":"))
+            tokens = sum(int(s.generated_tokens) for s in traj.steps)
+            out.append(Generation(text, 0, tokens, traj.stop_reason))
+        return out
+
+    def reward(self, output: str, task: ToolTask, weights: Mapping[str, float]) -> RewardBreakdown:
+        """Rule reward of the episode in ``output`` (JSON of a trajectory) under ``weights`` (normalised onto
+        the simplex): correct final answer, efficiency (gold steps over steps used), format (no malformed
+        call); :func:`~evotrainer.tasks.tool_agent.reward.score_episode`. Not a trajectory: 0, degenerate
+        ``"not_a_trajectory"``."""
+        traj = _trajectory(output, task)
+        if traj is None:
+            return RewardBreakdown(0.0, dict.fromkeys(self.reward_components, 0.0), "not_a_trajectory")
+        total = sum(float(w) for w in weights.values())
+        norm = {k: float(w) / total for k, w in weights.items()} if total > 0 else dict(_reward.DEFAULT_WEIGHTS)
+        norm = {k: norm.get(k, 0.0) for k in self.reward_components}
+        return _reward.score_episode(traj.steps, task, weights=norm).breakdown
+
+    def meta_score(self, output: str, task: ToolTask) -> MetaScore:
         """Fixed meta-validation score: 1.0 for a correct final answer, else 0.0; no reward weight touches
         it. Parts: ``correct``, ``efficiency``, ``format`` (unweighted, see
-        :func:`~evotrainer.tasks.tool_agent.reward.score_episode`)."""
-        score = _reward.score_episode(trajectory.steps, task)
+        :func:`~evotrainer.tasks.tool_agent.reward.score_episode`); 0 for a text that is not a trajectory."""
+        traj = _trajectory(output, task)
+        if traj is None:
+            return MetaScore(0.0, dict.fromkeys(self.reward_components, 0.0))
+        score = _reward.score_episode(traj.steps, task)
         return MetaScore(score.breakdown.components["correct"], dict(score.breakdown.components))
 
-    def load_validation(self, path: str | Path, limit: int | None = None) -> list[ToolTask]:
+    def load_validation(self, path: str | Path, limit: int | None = None,
+                        field_map: Mapping[str, str] | None = None) -> list[ToolTask]:
         """The first ``limit`` tasks (all when None) of a JSONL file
-        (:func:`~evotrainer.tasks.tool_agent.tasks.load_tasks`)."""
+        (:func:`~evotrainer.tasks.tool_agent.tasks.load_tasks`).
+
+        Raises:
+            ConfigError: a non-empty ``field_map`` (the tool-task schema has no renamed fields).
+            DataError: a bad line (names ``file:line``).
+        """
+        if field_map:
+            raise ConfigError(f"task.field_map: tool_agent files use their own schema, got {dict(field_map)}")
         tasks = _tasks.load_tasks(path)
         return tasks if limit is None else tasks[:limit]
+
+    def load_dataset(
+        self, path: str | Path, *, fmt: str = "auto", field_map: Mapping[str, str] | None = None,
+        limit: int | None = None, field_map_key: str = "task.field_map",
+    ) -> tuple[list[ToolTask], str]:
+        """Tasks of a JSONL file (:meth:`load_validation`) and the shape ``"jsonl"``.
+
+        Raises:
+            ConfigError: ``fmt`` other than auto/jsonl, or a non-empty field map (names the key).
+            DataError: a missing file or a bad line (``file:line``).
+        """
+        if fmt not in ("auto", "jsonl"):
+            raise ConfigError(f"evaluate.format: tool_agent reads JSONL only, got {fmt!r}")
+        if field_map:
+            raise ConfigError(f"{field_map_key}: tool_agent files use their own schema, got {dict(field_map)}")
+        if not Path(path).is_file():
+            raise DataError(f"{path}: dataset not found; expected a tool-task .jsonl file")
+        return self.load_validation(path, limit), "jsonl"
+
+    def strata(self, task: ToolTask) -> dict[str, str]:
+        """Source (generated / explored / file), template (as ``domain``) and the gold plan's steps (as ``length``)."""
+        return {"source": task.source, "domain": str(task.meta.get("template", "")) if task.meta else "",
+                "length": f"{len(task.plan)} step{'s' if len(task.plan) != 1 else ''}"}
+
+    def describe_items(self, items: Sequence[ToolTask]) -> tuple[list[str], dict[str, Any]]:
+        """Nothing to add (no lines, no facts)."""
+        return [], {}
+
+    def exemplar(self, task: ToolTask, max_items: int = 2) -> str | None:
+        """A worked episode of a generated task from its gold plan (Thought / Action / Observation lines,
+        then the final answer), or None when the plan has more than ``max_items + 1`` steps."""
+        if len(task.plan) > max_items + 1:
+            return None
+        lines = ["Example of a solved question (a different one):", f"Question: {task.question}"]
+        for step in task.plan:
+            lines += [f"Action: {step.tool}[{step.tool_input}]", f"Observation: {step.output}"]
+        lines.append(f"Final Answer: {task.answer}")
+        return "\n".join(lines)
+
+
+def _trajectory(output: str, task: ToolTask) -> Trajectory | None:
+    """The trajectory in ``output`` when it is one of ``task`` (JSON this family wrote), else None."""
+    try:
+        traj = Trajectory.from_dict(json.loads(output), where=f"output of {task.task_id}")
+    except (ValueError, TypeError, DataError):
+        return None
+    return traj if traj.task_id == task.task_id else None

@@ -88,6 +88,15 @@ class ToolTask:
                            self.answer], ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
+    @property
+    def size(self) -> int:
+        """Tool steps the gold plan needs (validation splits are stratified by it)."""
+        return len(self.plan)
+
+    def identity(self) -> list[Any]:
+        """Content hash, gold plan and wrong options: what a batch id hashes."""
+        return [self.content_hash, [[p.tool, p.tool_input, p.output] for p in self.plan], list(self.wrong_options)]
+
 
 # --- answer checking ------------------------------------------------------------------------------
 

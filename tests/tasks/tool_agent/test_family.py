@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -34,9 +36,9 @@ class _Answers:
 def test_rollout_is_policy_major_and_meta_score_is_correctness() -> None:
     fam = ToolAgent(ToolRolloutConfig(max_steps=2))
     tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=3)
-    trajs = fam.rollout(_Answers(), [("a", "x"), ("b", "y")], tasks)
+    trajs = fam.episodes(_Answers(), [("a", "x"), ("b", "y")], tasks)
     assert [(t.policy_id, t.task_id) for t in trajs] == [(p, t.task_id) for p in "ab" for t in tasks]
     for traj, task in zip(trajs, tasks * 2, strict=True):
-        meta = fam.meta_score(traj, task)
+        meta = fam.meta_score(json.dumps(traj.to_dict()), task)
         assert meta.value == (1.0 if task.answer_value == 42 else 0.0)
         assert set(meta.parts) == {"correct", "efficiency", "format"}

@@ -1,0 +1,62 @@
+"""The tool_agent family through the generic loops on the tiny model: the main job (evolve), mode=evaluate
+and the archive CLI's trajectory export, with nothing domain-specific outside the family."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from evotrainer.archive.cli import app
+from evotrainer.archive.store import ArchiveStore
+from evotrainer.coevolution import run_evolve
+from evotrainer.config import Config
+from evotrainer.evaluate import run_evaluate
+
+
+def _tool_config(make: Callable[[], Config]) -> Config:
+    cfg = make()
+    cfg.task.name = "tool_agent"
+    cfg.task.validation_path = "validation_set/tool_agent.jsonl"
+    cfg.task.difficulty = {}
+    cfg.task.options = {"max_steps": 2, "max_new_tokens": 8}
+    cfg.evaluation.population_path = "populations/tool_agent.yaml"
+    cfg.evaluation.policies = ["terse", "careful_analyst", "calculator_clerk"]
+    cfg.inner.task_hint = "answers questions by calling tools"
+    cfg.inner.prefill_mutation_share = 0.0
+    cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
+    cfg.inner.generations = 1
+    cfg.outer.generations = 1
+    return cfg
+
+
+def test_tool_agent_main_job_archives_trajectories(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
+    cfg = _tool_config(tiny_run_config)
+    summary = run_evolve(cfg, run_dir=tmp_path)
+    assert summary.candidates >= 1
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        events = store.events(summary.run_id, kind="trajectories")
+        (setup,) = store.events(summary.run_id, kind="setup")
+    assert set(setup.payload["harness_names"]) >= {"steps", "distractors", "magnitude"}
+    kinds = {e.payload["kind"] for e in events}
+    assert "fitness" in kinds and kinds & {"meta_val", "meta_screen", "race", "heldout"}
+    traj = events[0].payload["trajectories"][0]
+    assert {"messages", "steps", "stop_reason", "first_wrong_step", "components"} <= set(traj)
+    assert 1 <= len(traj["steps"]) <= 2  # the step limit
+    out = tmp_path / "trajectories.jsonl"
+    res = CliRunner().invoke(app, ["trajectories", str(summary.archive), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) == sum(len(e.payload["trajectories"]) for e in events)
+    assert all(r["policy_id"] and r["messages"][0]["role"] == "system" for r in rows)
+
+
+def test_tool_agent_evaluate_mode(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
+    cfg = _tool_config(tiny_run_config)
+    cfg.evaluate.compare = "best_seed_vs:careful_analyst"
+    outcome = run_evaluate(cfg, run_dir=tmp_path)
+    assert len(outcome.results) == 3 and outcome.comparison is not None
+    doc = json.loads((tmp_path / "evaluate.json").read_text(encoding="utf-8"))
+    assert doc["n_items"] == 6
