@@ -48,7 +48,7 @@ from evotrainer.rollout import (
 from evotrainer.runtime import sampling_from
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
-from evotrainer.search.exemplars import exemplars_from_tasks
+from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
 from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
@@ -207,6 +207,7 @@ class LLMObjective:
         self.inner_cfg = inner_config(cfg)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
+        self.experience = ExperiencePool()  # solved training episodes (families with ``experience``)
         self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
         self.candidates_run = 0
         self._items: dict[str, dict[int, float]] = {}  # genome hash -> race position -> S_val item value
@@ -443,6 +444,7 @@ class LLMObjective:
         inner_gen = (g - 1) * self.cfg.inner.generations
         calls = iter(range(inner_gen, inner_gen + 10**6))
         rec, timings, console = self.rec, self.timings, self.console
+        experience_of = getattr(self.family, "experience", None)
         passing = None if self.adapter_backend is None else PassingSampleRecorder(
             tasks, self.family, threshold=self.cfg.inner.adapter_pass_threshold, forbidden=self.forbidden)
 
@@ -450,6 +452,10 @@ class LLMObjective:
             rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
             if passing is not None:  # the Lamarckian adapter mutation learns from these
                 passing.record(evaluations)
+            if experience_of is not None:  # solved training episodes become exemplars of later batches
+                for e in evaluations:
+                    for t, out in zip(tasks, e.outputs, strict=False):
+                        self.experience.add(t.size, experience_of(t, out))
 
         def on_generation(report: GenerationReport) -> None:
             rec.policies([*report.intermediates, *report.children])
@@ -481,7 +487,9 @@ class LLMObjective:
 
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
-        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden, max_words=self.inner_cfg.max_prompt_words // 3)
+        max_words = self.inner_cfg.max_prompt_words // 3
+        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden, max_words=max_words)
+        exemplars = tuple(dict.fromkeys(self.experience.retrieve(tasks, max_words=max_words) + exemplars))
         fitness = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
 

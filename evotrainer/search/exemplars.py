@@ -17,7 +17,7 @@ from evotrainer.errors import DataError
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import word_count
 
-__all__ = ["EXAMPLE_SECTION", "exemplars_from_tasks", "mut_exemplar_swap"]
+__all__ = ["EXAMPLE_SECTION", "ExperiencePool", "exemplars_from_tasks", "mut_exemplar_swap"]
 
 EXAMPLE_SECTION = "example"
 """Name of the genome section that holds a few-shot exemplar (rendered after the required sections)."""
@@ -53,6 +53,43 @@ def exemplars_from_tasks(
         if text and word_count(text) <= max_words and text not in out:
             out.append(text)
     return tuple(out)
+
+
+class ExperiencePool:
+    """Successful past episodes of a run, offered to prompts as exemplars of similar tasks (experience
+    retrieval: an agent reuses its own solved trajectories in context, as in ExpeL, Zhao et al. 2023,
+    arXiv:2308.10144, and Reflexion-style memories; here the retrieved text becomes the ``example`` gene that
+    :func:`mut_exemplar_swap` adds or swaps).
+
+    Only *training* episodes enter (the caller adds fitness evaluations on generated tasks, never
+    meta-validation items); the family decides what a success is and writes its text
+    (``TaskFamily.experience(task, output) -> str | None``). Append-only and in arrival order, so a run and
+    its resume retrieve the same texts.
+    """
+
+    def __init__(self) -> None:
+        self._items: list[tuple[int, str]] = []  # (task size, text), oldest first
+        self._seen: set[str] = set()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def add(self, size: int, text: str | None) -> bool:
+        """Keep ``text`` (a solved episode of a task of ``size``) unless it is None, blank or already kept."""
+        if not text or not text.strip() or text in self._seen:
+            return False
+        self._seen.add(text)
+        self._items.append((int(size), text))
+        return True
+
+    def retrieve(self, tasks: Sequence[Any], k: int = 3, *, max_words: int = 60) -> tuple[str, ...]:
+        """Up to ``k`` kept texts most similar to ``tasks``: nearest task size to any of them first, then the
+        newest; texts over ``max_words`` are skipped."""
+        sizes = [int(t.size) for t in tasks] or [0]
+        ranked = sorted(range(len(self._items)),
+                        key=lambda i: (min(abs(self._items[i][0] - s) for s in sizes), -i))
+        out = [self._items[i][1] for i in ranked if word_count(self._items[i][1]) <= max_words]
+        return tuple(out[:k])
 
 
 def mut_exemplar_swap(

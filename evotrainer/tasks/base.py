@@ -255,6 +255,11 @@ class TaskFamily(Protocol):
         """Lines to print about how a dataset was read, and JSON-ready facts for the results file."""
         ...
 
+    def experience(self, task: Any, output: str) -> str | None:
+        """Optional: an exemplar text of ``output`` when it solved the *generated* ``task`` (experience
+        retrieval offers it to prompts of similar later tasks), else None. A family without it offers none."""
+        ...
+
     def exemplar(self, task: Any, max_items: int = 2) -> str | None:
         """A short worked example of a good output built from a *generated* task's ground truth (a few-shot
         gene for prompts), or None when the family offers none."""

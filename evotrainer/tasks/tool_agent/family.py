@@ -228,6 +228,18 @@ class ToolAgent:
         """Nothing to add (no lines, no facts)."""
         return [], {}
 
+    def experience(self, task: ToolTask, output: str) -> str | None:
+        """The episode in ``output`` as an exemplar text when it solved ``task`` (correct final answer, no
+        malformed reply): its question, tool calls, observations and answer; else None (experience
+        retrieval, :class:`~evotrainer.search.exemplars.ExperiencePool`)."""
+        traj = _trajectory(output, task)
+        if traj is None or traj.malformed:
+            return None
+        final = next((s for s in traj.steps if s.kind == "final"), None)
+        if final is None or not _tasks.check_answer(final.answer, task):
+            return None
+        return _solved_text(traj, task)
+
     def exemplar(self, task: ToolTask, max_items: int = 2) -> str | None:
         """A worked episode of a generated task from its gold plan (Thought / Action / Observation lines,
         then the final answer), or None when the plan has more than ``max_items + 1`` steps."""
@@ -238,6 +250,16 @@ class ToolAgent:
             lines += [f"Action: {step.tool}[{step.tool_input}]", f"Observation: {step.output}"]
         lines.append(f"Final Answer: {task.answer}")
         return "\n".join(lines)
+
+
+def _solved_text(traj: Trajectory, task: ToolTask) -> str:
+    lines = ["A solved question like yours (an earlier attempt):", f"Question: {task.question}"]
+    for step in traj.steps:
+        if step.kind == "action":
+            lines += [f"Action: {step.tool}[{step.tool_input}]", f"Observation: {step.observation}"]
+        elif step.kind == "final":
+            lines.append(f"Final Answer: {step.answer}")
+    return "\n".join(lines)
 
 
 def _trajectory(output: str, task: ToolTask) -> Trajectory | None:

@@ -42,3 +42,40 @@ def test_rollout_is_policy_major_and_meta_score_is_correctness() -> None:
         meta = fam.meta_score(json.dumps(traj.to_dict()), task)
         assert meta.value == (1.0 if task.answer_value == 42 else 0.0)
         assert set(meta.parts) == {"correct", "efficiency", "format"}
+
+
+class _Solver:
+    """Looks the fact up, then answers with the observation (solves one-step lookup tasks)."""
+
+    name = "solver"
+
+    def generate(self, requests: list[GenerationRequest]) -> list[Generation]:
+        out = []
+        for r in requests:
+            last = r.messages[-1]["content"] if r.messages[-1]["role"] != "assistant" else r.messages[-2]["content"]
+            if last.startswith("Observation:"):
+                out.append(Generation(f" I know it.\nFinal Answer: {last.removeprefix('Observation:').strip()}", 1, 5, "stop"))
+            else:
+                question = last.rsplit("Question: What is the ", 1)[-1].rstrip("?")
+                out.append(Generation(f" I look it up.\nAction: lookup[{question}]", 1, 5, "stop"))
+        return out
+
+
+def test_solved_episodes_become_experience_of_similar_tasks() -> None:
+    from evotrainer.genome import Policy
+    from evotrainer.rollout import RolloutEvaluator
+    from evotrainer.search.exemplars import ExperiencePool
+
+    fam = ToolAgent(ToolRolloutConfig(max_steps=3))
+    tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=1)
+    policy = Policy.seed("p", {"role": "", "format": "Use the tools.", "rules": "Be exact."})
+    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.default_reward_weights))
+    assert ev.per_task == (1.0,) or ev.per_task[0] > 0.7
+    text = fam.experience(tasks[0], ev.outputs[0])
+    assert text is not None and "Action: lookup[" in text and "Final Answer:" in text
+    assert fam.experience(tasks[0], "not a trajectory") is None
+    pool = ExperiencePool()
+    assert pool.add(tasks[0].size, text) and not pool.add(tasks[0].size, text)  # kept once
+    pool.add(4, "A four-step solution.")
+    assert pool.retrieve(tasks, k=1) == (text,)  # the nearest task size first
+    assert pool.retrieve(tasks, k=5, max_words=5) == ("A four-step solution.",)
