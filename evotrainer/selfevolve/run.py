@@ -139,6 +139,10 @@ def run_selfevolve(
 
     # ---- 1. data: dev set (own seed), meta-validation items, seed tasks ---------------------------
     family = build_family(cfg)
+    if getattr(family, "rollout_style", "single_turn") != "single_turn":
+        raise ConfigError(f"config key 'mode': mode=selfevolve samples and judges single replies; the "
+                          f"{family.name!r} family rolls out multi-step episodes, which it does not train on yet "
+                          "(use mode=evolve or mode=evaluate)")
     val_all = load_validation(cfg, family)
     val = screening_subset(val_all, s.val_limit) if s.val_limit else list(val_all)
     settings = task_settings(cfg, family)

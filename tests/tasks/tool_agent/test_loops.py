@@ -60,3 +60,20 @@ def test_tool_agent_evaluate_mode(tiny_run_config: Callable[[], Config], tmp_pat
     assert len(outcome.results) == 3 and outcome.comparison is not None
     doc = json.loads((tmp_path / "evaluate.json").read_text(encoding="utf-8"))
     assert doc["n_items"] == 6
+
+
+def test_tool_agent_refuses_what_it_cannot_do_yet(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
+    """Self-evolution and adapter genes train on single replies; a multi-step family is refused up front."""
+    import pytest
+
+    from evotrainer.errors import ConfigError
+    from evotrainer.selfevolve.run import run_selfevolve
+
+    cfg = _tool_config(tiny_run_config)
+    cfg.mode = "selfevolve"
+    with pytest.raises(ConfigError, match="mode=selfevolve"):
+        run_selfevolve(cfg, run_dir=tmp_path / "se")
+    cfg = _tool_config(tiny_run_config)
+    cfg.inner.adapter_mutation_share = 0.2
+    with pytest.raises(ConfigError, match="inner.adapter_mutation_share"):
+        run_evolve(cfg, run_dir=tmp_path / "ev")
