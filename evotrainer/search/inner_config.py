@@ -103,6 +103,12 @@ class InnerConfig:
         max_prompt_words: word budget of a whole policy prompt (all sections), >= 1.
         required_sections: section names every genome must carry (non-empty).
         prefill_fallbacks: prefills offered to prompts that name no heading (non-empty texts).
+        rule_phrases: rule sentences the structural edit may add and the phrase bank starts from (non-empty
+            texts); None = the meeting-minutes ones (:data:`~evotrainer.search.mutation_prompts.DEFAULT_RULE_PHRASES`).
+            A family's task config group sets its own (``conf/task/tool_agent.yaml``).
+        domain_words: words a rewrite may use beyond its parent's and count as on topic (and that the leak
+            guard allows), space-separated; None = the meeting-minutes vocabulary
+            (:data:`~evotrainer.search.mutation_prompts.DOMAIN_VOCABULARY`).
         decoding_genes: decoding genes and bounds the decoding mutation may change; null = the defaults of
             :mod:`evotrainer.search.decoding` re-centred on the run's ``decoding`` with a ``max_new_tokens``
             gene capped at the run default (``decoding_genes_for``, applied by the objective), or the plain
@@ -165,6 +171,8 @@ class InnerConfig:
     max_prompt_words: int = 160
     required_sections: list[str] = field(default_factory=lambda: list(REQUIRED_SECTIONS))
     prefill_fallbacks: list[str] = field(default_factory=lambda: list(DEFAULT_PREFILLS))
+    rule_phrases: list[str] | None = None
+    domain_words: str | None = None
     decoding_genes: list[DecodingGene] | None = None
     use_embedder: bool = True
     phrase_band: list[float] = field(default_factory=lambda: [0.55, 0.92])
@@ -177,6 +185,19 @@ class InnerConfig:
     adapter_noise_scale: float = 0.05
     adapter_pass_threshold: float = 0.5
     adapter_lora: LoraSettings = field(default_factory=_adapter_lora)
+
+    def rules(self) -> tuple[str, ...]:
+        """``rule_phrases``, or the built-in meeting-minutes phrases when None."""
+        from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES
+
+        return tuple(self.rule_phrases) if self.rule_phrases is not None else DEFAULT_RULE_PHRASES
+
+    def vocabulary(self) -> frozenset[str]:
+        """Content words of ``domain_words``, or the built-in meeting-minutes vocabulary when None."""
+        from evotrainer.search.cleaning import content_words
+        from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
+
+        return frozenset(content_words(self.domain_words)) if self.domain_words is not None else DOMAIN_VOCABULARY
 
     def validate(self, generations: int | None = None) -> None:
         """Check every field (and a run's ``generations`` when given, e.g. the loop's own argument).
@@ -241,6 +262,11 @@ class InnerConfig:
         _need(self.max_prompt_words >= 1, "max_prompt_words", "an integer >= 1", self.max_prompt_words)
 
     def _validate_texts(self) -> None:
+        _need(self.rule_phrases is None or (bool(self.rule_phrases) and all(
+            isinstance(p, str) and p.strip() for p in self.rule_phrases)), "rule_phrases",
+            "null or a non-empty list of non-empty texts", self.rule_phrases)
+        _need(self.domain_words is None or (isinstance(self.domain_words, str) and bool(self.domain_words.strip())),
+              "domain_words", "null or a non-empty text", self.domain_words)
         _need(bool(self.prefill_fallbacks) and all(isinstance(p, str) and p.strip() for p in self.prefill_fallbacks),
               "prefill_fallbacks", "a non-empty list of non-empty texts", self.prefill_fallbacks)
         _need(bool(self.required_sections) and all(isinstance(s, str) and s for s in self.required_sections),

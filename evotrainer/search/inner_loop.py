@@ -25,7 +25,7 @@ from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, MUTATION_STYLES, MutationStyle
+from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import MutationPlan, validity_problem
 from evotrainer.search.operators_registry import REGISTRY, mutation_probabilities
@@ -219,10 +219,10 @@ def run_inner_loop(
     bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
     if bank is not None:
         if len(bank) == 0:
-            bank.add(("rules", phrase) for phrase in DEFAULT_RULE_PHRASES)
+            bank.add(("rules", phrase) for phrase in cfg.rules())
         bank.add_policies(population)
     if training_texts is None:
-        transcripts = (getattr(task, "transcript", None) for task in getattr(feedback, "tasks", ()))
+        transcripts = (getattr(task, "text", None) for task in getattr(feedback, "tasks", ()))
         training_texts = [t for t in transcripts if isinstance(t, str)]
     toolbox = toolbox if toolbox is not None else build_toolbox(
         cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters,

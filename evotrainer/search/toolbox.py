@@ -12,8 +12,6 @@ from evotrainer.search.diversity import is_near_duplicate
 from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (
-    DEFAULT_RULE_PHRASES,
-    DOMAIN_VOCABULARY,
     MUTATION_STYLES,
     MutationStyle,
 )
@@ -29,7 +27,7 @@ def build_toolbox(
     cfg: InnerConfig,
     *,
     styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
-    phrase_bank: Sequence[str] = DEFAULT_RULE_PHRASES,
+    phrase_bank: Sequence[str] | None = None,
     similarity: Callable[[str, str], float] | None = None,
     phrases: PhraseBank | None = None,
     feedback: Feedback | None = None,
@@ -79,7 +77,7 @@ def build_toolbox(
     Args:
         cfg: a validated config.
         styles: mutation style library for LLM rewrites.
-        phrase_bank: rule sentences structural mutation may add.
+        phrase_bank: rule sentences structural mutation may add (default ``cfg.rules()``).
         similarity: optional ``(old, new) -> float`` check for LLM children (band from ``cfg``).
         phrases: the run's phrase bank (enables phrase substitution and near-duplicate rejection).
         feedback: worst-training-task feedback per policy (enables reflective mutation).
@@ -92,6 +90,7 @@ def build_toolbox(
         ConfigError: ``inner.operator_shares`` names an unknown operator, or a pool's shares sum above 1.
     """
     REGISTRY.check_shares(cfg)
+    phrase_bank = cfg.rules() if phrase_bank is None else tuple(phrase_bank)
     sections = tuple(cfg.required_sections)
     res = Resources(styles=tuple(styles), phrase_bank=tuple(phrase_bank), phrases=phrases, feedback=feedback,
                     exemplars=tuple(exemplars), adapters=adapters)
@@ -103,8 +102,9 @@ def build_toolbox(
             tb.register(op.alias, op.function, **wrapped, **op.bind(cfg, res))
     allowed = [t for p in seed_prompts for _, t in p.sections] + [cfg.task_hint, *phrase_bank]
     allowed += [s.instruction for s in styles] + list(DEFAULT_COMPONENT_HINTS.values())
-    guard = LeakGuard(training_texts, allowed, vocabulary=DOMAIN_VOCABULARY)
+    guard = LeakGuard(training_texts, allowed, vocabulary=cfg.vocabulary())
     tb.register("apply_plan", judge_rewrite, required_sections=sections, max_words=cfg.max_prompt_words,
+                vocabulary=cfg.vocabulary(),
                 similarity=similarity, similarity_band=(cfg.similarity_low, cfg.similarity_high),
                 min_on_topic=cfg.min_on_topic, max_growth=cfg.max_section_growth, leak_guard=guard)
     tb.register("is_valid", is_valid, required_sections=sections, max_words=cfg.max_prompt_words)

@@ -59,6 +59,12 @@ class Task(Protocol):
         ...
 
     @property
+    def text(self) -> str:
+        """The task's input as the policy reads it (a transcript, a question with its facts); leak guards
+        check that prompts do not copy what only training inputs say."""
+        ...
+
+    @property
     def size(self) -> int:
         """How large the item is, >= 0, in the family's unit (meeting: transcript words; tool task: plan
         steps). Validation splits are stratified by it and run-time estimates scale with it."""
@@ -106,6 +112,11 @@ class MeetingTask:
     def content_hash(self) -> str:
         """Identity of the transcript (see :func:`content_hash`)."""
         return content_hash(self.transcript)
+
+    @property
+    def text(self) -> str:
+        """The transcript."""
+        return self.transcript
 
     @property
     def size(self) -> int:

@@ -44,6 +44,8 @@ OVERRIDES: dict[str, tuple[str, object]] = {
     "max_prompt_words": ("120", 120),
     "required_sections": ("[role,rules]", ["role", "rules"]),
     "prefill_fallbacks": ("['Answer:']", ["Answer:"]),
+    "rule_phrases": ("['Call one tool per reply.']", ["Call one tool per reply."]),
+    "domain_words": ("'tool lookup answer'", "tool lookup answer"),
     "decoding_genes": ("[{name: top_p, low: 0.8, high: 1.0, default: 1.0, step: 0.05}]",
                        [DecodingGene("top_p", 0.8, 1.0, 1.0, 0.05)]),
     "use_embedder": ("false", False),

@@ -89,6 +89,12 @@ class ToolTask:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     @property
+    def text(self) -> str:
+        """The question and the lookup table's facts (what an episode shows the policy)."""
+        facts = "\n".join(f"{f.key}: {f.text}" for f in self.facts)
+        return f"{self.question}\n{facts}"
+
+    @property
     def size(self) -> int:
         """Tool steps the gold plan needs (validation splits are stratified by it)."""
         return len(self.plan)
