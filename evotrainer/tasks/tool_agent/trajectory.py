@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evotrainer.atomic import write_text_atomic
 from evotrainer.backends.base import Message
 from evotrainer.errors import DataError
 
@@ -150,18 +149,8 @@ def save_jsonl(trajectories: Iterable[Trajectory], path: str | Path) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for t in trajectories:
-                fh.write(json.dumps(t.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n")
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    lines = (json.dumps(t.to_dict(), ensure_ascii=False, separators=(",", ":")) + "\n" for t in trajectories)
+    return write_text_atomic(path, "".join(lines), mode=0o644)
 
 
 def load_jsonl(path: str | Path) -> list[Trajectory]:
