@@ -11,10 +11,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from evotrainer.adapters.train import SFTExample
-from evotrainer.backends.base import with_answer
 from evotrainer.genome import Policy
 from evotrainer.selfevolve.pool import check_disjoint
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.tasks.base import Task, TaskFamily
 
 __all__ = ["TrainItem", "check_items", "extend_replay", "reference_items", "to_sft"]
 
@@ -31,16 +30,22 @@ class TrainItem:
         score: its judge score in [0, 1] (1.0 for references).
     """
 
-    task: MeetingTask
+    task: Task
     answer: str
     origin: str
     round: int
     score: float = 1.0
 
 
-def reference_items(tasks: Iterable[MeetingTask]) -> tuple[TrainItem, ...]:
-    """The reference minutes of (seed) tasks as items, the replay source of round 1 (tasks without one are skipped)."""
-    return tuple(TrainItem(t, t.reference_minutes, "reference", 0) for t in tasks if t.reference_minutes.strip())
+def reference_items(tasks: Iterable[Task], family: TaskFamily) -> tuple[TrainItem, ...]:
+    """The reference outputs of (seed) tasks as items (``family.reference_answer``: reference minutes), the
+    replay source of round 1; tasks without one are skipped."""
+    out = []
+    for t in tasks:
+        answer = family.reference_answer(t)
+        if answer is not None and answer.strip():
+            out.append(TrainItem(t, answer, "reference", 0))
+    return tuple(out)
 
 
 def check_items(items: Iterable[TrainItem], forbidden: Mapping[str, str] | frozenset[str], what: str) -> None:
@@ -49,12 +54,11 @@ def check_items(items: Iterable[TrainItem], forbidden: Mapping[str, str] | froze
 
 
 def to_sft(family: TaskFamily, policy: Policy, items: Sequence[TrainItem], source: str) -> list[SFTExample]:
-    """Chat examples: the family's (system, user) messages under ``policy``'s prompt + the answer."""
-    return [
-        SFTExample(messages=with_answer(family.build_messages(policy.sections, item.task), item.answer),
-                   source=source)
-        for item in items
-    ]
+    """Chat examples under ``policy``'s prompt (``family.training_chats``): the opening messages and the
+    answer for a single reply; one example per model reply of a multi-step episode, so the loss covers
+    exactly the model's own tokens."""
+    return [SFTExample(messages=chat, source=source)
+            for item in items for chat in family.training_chats(policy.sections, item.task, item.answer)]
 
 
 def extend_replay(replay: Sequence[TrainItem], new: Sequence[TrainItem], cap: int) -> tuple[TrainItem, ...]:

@@ -113,7 +113,7 @@ def add_to_pool(
     check_disjoint([p.task for p in pool], forbidden, "pool")
     if not candidates:
         return PoolUpdate(tuple(pool), (), (), ())
-    texts = [p.task.transcript for p in pool] + [c.task.transcript for c in candidates]
+    texts = [p.task.text for p in pool] + [c.task.text for c in candidates]
     vectors = np.asarray(embed(texts), dtype=np.float64)  # (n_pool + n_cand, dim)
     if vectors.ndim != 2 or vectors.shape[0] != len(texts):
         raise ValueError(f"embed returned shape {vectors.shape} for {len(texts)} texts")

@@ -27,7 +27,7 @@ import numpy as np
 
 from evotrainer.adapters.train import LoraTrainConfig, TrainResult
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
-from evotrainer.backends.base import LLM, Embedder, GenerationRequest, SamplingParams
+from evotrainer.backends.base import LLM, Embedder, SamplingParams
 from evotrainer.config import SelfEvolveConfig
 from evotrainer.errors import DataError, ModelError
 from evotrainer.genome import Policy
@@ -37,7 +37,7 @@ from evotrainer.selfevolve.display import PhaseTimer
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, to_sft
 from evotrainer.selfevolve.judge import JudgeSettings, Verdict, judge_samples
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
 
 __all__ = [
     "RoundModels",
@@ -90,8 +90,8 @@ class RoundSetup:
         adapter_root: where round adapters are written (inside ``run_dir``).
     """
 
-    dev: tuple[MeetingTask, ...]
-    val: tuple[MeetingTask, ...]
+    dev: tuple[Task, ...]
+    val: tuple[Task, ...]
     forbidden: Mapping[str, str]
     reward_weights: Mapping[str, float]
     decoding: SamplingParams
@@ -129,7 +129,7 @@ class SelfEvolveState:
 class Sample:
     """One judged rollout: the task, the sample number, the text and the verdict."""
 
-    task: MeetingTask
+    task: Task
     index: int
     text: str
     verdict: Verdict
@@ -161,7 +161,7 @@ def lora_train_config(cfg: SelfEvolveConfig) -> LoraTrainConfig:
     return LoraTrainConfig(**d)
 
 
-def score_policy(evaluator: RolloutEvaluator, policy: Policy, tasks: Sequence[MeetingTask]) -> MetaEvaluation:
+def score_policy(evaluator: RolloutEvaluator, policy: Policy, tasks: Sequence[Task]) -> MetaEvaluation:
     """The family's fixed metric (greedy decoding) of ``policy`` on ``tasks``: dev score or S_val."""
     return evaluator.meta_evaluate([policy], list(tasks))[0]
 
@@ -302,8 +302,8 @@ def run_round(
 # --- steps ---------------------------------------------------------------------------------------------
 
 
-def _sample(llm: LLM, family: TaskFamily, policy: Policy, tasks: Sequence[MeetingTask], n: int,
-            params: SamplingParams, rng: np.random.Generator) -> list[tuple[MeetingTask, int, str]]:
+def _sample(llm: LLM, family: TaskFamily, policy: Policy, tasks: Sequence[Task], n: int,
+            params: SamplingParams, rng: np.random.Generator) -> list[tuple[Task, int, str]]:
     """``n`` sampled answers per task from ``policy`` (its adapter and decoding genes), one batched call.
 
     Each request has its own seed, so a sample does not depend on what shares the batch.
@@ -311,12 +311,13 @@ def _sample(llm: LLM, family: TaskFamily, policy: Policy, tasks: Sequence[Meetin
     base = replace(sampling_for(policy, params), temperature=params.temperature)
     seeds = rng.integers(0, 2**31 - 1, size=(len(tasks), n))  # (n_tasks, n)
     keys = [(task, i) for task in tasks for i in range(n)]
+    sections = tuple(policy.sections)
     requests = [
-        GenerationRequest(tuple(family.build_messages(policy.sections, task)),
-                          replace(base, seed=int(seeds[j // n, i])), policy.adapter)
+        RolloutRequest(tuple(family.build_messages(sections, task)), replace(base, seed=int(seeds[j // n, i])),
+                       policy.adapter, sections, task, policy.id)
         for j, (task, i) in enumerate(keys)
     ]
-    generations = llm.generate(requests)
+    generations = family.roll_out(llm, requests)  # single turn: one batched generate; else whole episodes
     if len(generations) != len(requests):
         raise ModelError(f"backend returned {len(generations)} generations for {len(requests)} requests")
     return [(task, i, str(g.text)) for (task, i), g in zip(keys, generations, strict=True)]
@@ -357,10 +358,13 @@ def _plain(cfg: SelfEvolveConfig) -> dict[str, Any]:
 def pool_row(p: PoolTask) -> PoolTaskRow:
     """The archive row of a pool task (transcript, reference, ground truth, difficulty)."""
     t = p.task
-    truth = {"topics": list(t.topics), "decisions": list(t.decisions),
-             "action_items": [[a.owner, a.task, a.due] for a in t.action_items]}
-    return PoolTaskRow(p.round, t.task_id, t.content_hash, p.source, dict(p.difficulty), t.transcript,
-                       t.reference_minutes, truth)
+    if hasattr(t, "action_items"):  # a meeting: its topics, decisions and action items
+        truth = {"topics": list(t.topics), "decisions": list(t.decisions),
+                 "action_items": [[a.owner, a.task, a.due] for a in t.action_items]}
+    else:  # any other family: what identifies the task and its answer
+        truth = {"identity": t.identity()}
+    return PoolTaskRow(p.round, t.task_id, t.content_hash, p.source, dict(p.difficulty), t.text,
+                       getattr(t, "reference_minutes", ""), truth)
 
 
 def _sample_row(k: int, s: Sample, threshold: float) -> SampleRow:

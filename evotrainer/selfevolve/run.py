@@ -139,10 +139,9 @@ def run_selfevolve(
 
     # ---- 1. data: dev set (own seed), meta-validation items, seed tasks ---------------------------
     family = build_family(cfg)
-    if getattr(family, "rollout_style", "single_turn") != "single_turn":
-        raise ConfigError(f"config key 'mode': mode=selfevolve samples and judges single replies; the "
-                          f"{family.name!r} family rolls out multi-step episodes, which it does not train on yet "
-                          "(use mode=evolve or mode=evaluate)")
+    if getattr(family, "rollout_style", "single_turn") != "single_turn" and s.model_judge_weight > 0:
+        raise ConfigError(f"config key 'selfevolve.model_judge_weight': the model judge grades meeting minutes; "
+                          f"the {family.name!r} family's episodes are judged by its rule rewards (set it to 0)")
     val_all = load_validation(cfg, family)
     val = screening_subset(val_all, s.val_limit) if s.val_limit else list(val_all)
     settings = task_settings(cfg, family)
@@ -201,7 +200,7 @@ def run_selfevolve(
 
     # ---- 4. rounds --------------------------------------------------------------------------------
     state = SelfEvolveState(round=0, policy=policy, pool=seed_pool.pool,
-                            replay=reference_items(p.task for p in seed_pool.pool), difficulty=difficulty0,
+                            replay=reference_items((p.task for p in seed_pool.pool), family), difficulty=difficulty0,
                             dev_score=baseline_dev, val_score=baseline_val)
     rows: list[RoundRow] = []
     for k in range(1, s.rounds + 1):

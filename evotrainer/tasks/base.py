@@ -266,6 +266,17 @@ class TaskFamily(Protocol):
         """Lines to print about how a dataset was read, and JSON-ready facts for the results file."""
         ...
 
+    def training_chats(self, sections: Sequence[tuple[str, str]], task: Any,
+                       output: str) -> list[tuple[Message, ...]]:
+        """The chats a supervised fine-tune learns ``output`` from under the prompt ``sections``: in each,
+        the last (assistant) message is learnt and everything before it is masked context (one chat for a
+        single reply; one per model reply of an episode)."""
+        ...
+
+    def reference_answer(self, task: Any) -> str | None:
+        """A written reference output of ``task`` to replay in self-evolution (e.g. reference minutes), or None."""
+        ...
+
     def experience(self, task: Any, output: str) -> str | None:
         """Optional: an exemplar text of ``output`` when it solved the *generated* ``task`` (experience
         retrieval offers it to prompts of similar later tasks), else None. A family without it offers none."""

@@ -97,12 +97,12 @@ def test_dev_and_val_items_never_enter_pool_or_training():
         check_items([TrainItem(other[1], "x", "sample", 1), TrainItem(val[0], "x", "sample", 1)], forbidden,
                     "training data")
     check_disjoint(other, forbidden, "pool")  # clean tasks pass
-    check_items(reference_items(other), forbidden, "replay data")
+    check_items(reference_items(other, MeetingMinutes()), forbidden, "replay data")
 
 
 def test_replay_buffer_keeps_references_and_newest_samples():
     t = _tasks(3, 2)
-    refs = reference_items(t[:2])
+    refs = reference_items(t[:2], MeetingMinutes())
     new = [TrainItem(t[2], f"s{i}", "sample", 1) for i in range(5)]
     buf = extend_replay(refs, new, cap=4)
     assert [i.answer for i in buf] == [t[0].reference_minutes, t[1].reference_minutes, "s3", "s4"]

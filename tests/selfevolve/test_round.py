@@ -54,7 +54,7 @@ def _world(tmp_path: Path, answer, grade: str = "8"):
                        decoding=SamplingParams(max_new_tokens=64), bounds=family.difficulty_bounds,
                        run_dir=tmp_path, adapter_root=tmp_path / "adapters")
     pool = tuple(PoolTask(t, 0, "seed") for t in seeds)
-    state = SelfEvolveState(round=0, policy=POLICY, pool=pool, replay=reference_items(seeds),
+    state = SelfEvolveState(round=0, policy=POLICY, pool=pool, replay=reference_items(seeds, MeetingMinutes()),
                             difficulty=dict(DEFAULT_DIFFICULTY),
                             dev_score=float(score_policy(evaluator, POLICY, dev).s_val))
     store = ArchiveStore(tmp_path / "archive.db")
@@ -150,7 +150,7 @@ def test_leaked_dev_task_in_pool_raises(tmp_path):
     leaky = replace(state, pool=(*state.pool, PoolTask(setup.dev[0], 0, "seed")))
     with pytest.raises(DataError, match="dev set"):
         run_round(leaky, models, family, CFG, setup, np.random.default_rng(0), rec, train=FakeTrainer())
-    leaky_replay = replace(state, replay=(*state.replay, *reference_items(setup.val[:1])))
+    leaky_replay = replace(state, replay=(*state.replay, *reference_items(setup.val[:1], MeetingMinutes())))
     with pytest.raises(DataError, match="meta-validation set"):
         run_round(leaky_replay, models, family, CFG, setup, np.random.default_rng(0), rec, train=FakeTrainer())
     store.close()

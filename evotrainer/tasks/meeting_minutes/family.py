@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.backends.base import LLM, Generation, Message
+from evotrainer.backends.base import LLM, Generation, Message, with_answer
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import (
     MeetingTask,
@@ -138,6 +138,16 @@ class MeetingMinutes:
         (``action_item_owners``) for the results file."""
         line = owner_sources_line(items)
         return ([line] if line else []), {"action_item_owners": owner_source_counts(items)}
+
+    def training_chats(self, sections: Sequence[tuple[str, str]], task: MeetingTask,
+                       output: str) -> list[tuple[Message, ...]]:
+        """One chat: the opening messages under ``sections`` and ``output`` as the assistant answer (the
+        part a supervised step learns; a prefill counts as part of it)."""
+        return [with_answer(self.build_messages(sections, task), output)]
+
+    def reference_answer(self, task: MeetingTask) -> str | None:
+        """The task's reference minutes, or None when it has none."""
+        return task.reference_minutes if task.reference_minutes.strip() else None
 
     def exemplar(self, task: MeetingTask, max_items: int = 2) -> str | None:
         """See :func:`evotrainer.tasks.meeting_minutes.exemplars.exemplar_text`."""

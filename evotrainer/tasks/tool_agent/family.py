@@ -146,14 +146,10 @@ class ToolAgent:
     def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
         """Each request as one multi-step episode (all episodes advance together: one batched ``generate``
         per step). A generation's ``text`` is the trajectory as JSON (:meth:`Trajectory.to_dict`); its
-        ``generated_tokens`` are summed over the episode's replies. Adapters are not supported.
-
-        Raises:
-            ConfigError: a request carries an adapter.
+        ``generated_tokens`` are summed over the episode's replies. Each request's adapter runs its episode.
         """
-        if any(r.adapter for r in requests):
-            raise ConfigError("tool_agent: adapter genes are not supported by the multi-step rollout")
-        episodes = [Episode(r.policy_id, render_system_prompt(r.sections), r.task, r.params) for r in requests]
+        episodes = [Episode(r.policy_id, render_system_prompt(r.sections), r.task, r.params, r.adapter)
+                    for r in requests]
         trajectories = run_episodes(llm, episodes, self.rollout_cfg)
         out = []
         for traj in trajectories:
@@ -227,6 +223,24 @@ class ToolAgent:
     def describe_items(self, items: Sequence[ToolTask]) -> tuple[list[str], dict[str, Any]]:
         """Nothing to add (no lines, no facts)."""
         return [], {}
+
+    def training_chats(self, sections: Sequence[tuple[str, str]], task: ToolTask,
+                       output: str) -> list[tuple[Message, ...]]:
+        """Supervised chats of the episode in ``output``: one per model reply, the reply last (what the loss
+        covers) and everything before it as context: the opening chat under ``sections`` (the *current*
+        policy's prompt), then the episode's earlier replies and observations. Every reply of the model is
+        supervised once; tool observations and prompts never are (the same tokens
+        :func:`~evotrainer.tasks.tool_agent.trajectory.loss_mask` marks). Not a trajectory: none."""
+        traj = _trajectory(output, task)
+        if traj is None:
+            return []
+        opening = self.build_messages(sections, task)
+        turns = list(traj.messages[2:])
+        return [(*opening, *turns[:k], turn) for k, turn in enumerate(turns) if turn["role"] == "assistant"]
+
+    def reference_answer(self, task: ToolTask) -> str | None:
+        """None: a tool task has no written reference episode (its gold plan is not a model reply)."""
+        return None
 
     def experience(self, task: ToolTask, output: str) -> str | None:
         """The episode in ``output`` as an exemplar text when it solved ``task`` (correct final answer, no

@@ -73,12 +73,14 @@ class Episode:
         task: the task.
         sampling: this episode's decoding (e.g. the policy's decoding genes applied); None uses the
             rollout's ``sampling``.
+        adapter: the policy's LoRA adapter folder, or None (base model).
     """
 
     policy_id: str
     system_prompt: str
     task: ToolTask
     sampling: SamplingParams | None = None
+    adapter: str | None = None
 
 
 def build_messages(system_prompt: str, task: ToolTask, env: ToolEnv | None = None) -> tuple[Message, ...]:
@@ -141,7 +143,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
         if not todo:
             break
         tail: tuple[Message, ...] = ({"role": "assistant", "content": cfg.prefill},) if cfg.prefill else ()
-        requests = [GenerationRequest((*ep.messages, *tail), _params(ep.episode.sampling or sampling, cfg, ep.episode, step))
+        requests = [GenerationRequest((*ep.messages, *tail), _params(ep.episode.sampling or sampling, cfg, ep.episode, step),
+                                      ep.episode.adapter)
                     for k, ep in todo]
         try:
             generations = llm.generate(requests)

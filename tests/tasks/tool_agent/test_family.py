@@ -79,3 +79,23 @@ def test_solved_episodes_become_experience_of_similar_tasks() -> None:
     pool.add(4, "A four-step solution.")
     assert pool.retrieve(tasks, k=1) == (text,)  # the nearest task size first
     assert pool.retrieve(tasks, k=5, max_words=5) == ("A four-step solution.",)
+
+
+def test_training_chats_supervise_exactly_the_model_replies() -> None:
+    from evotrainer.genome import Policy
+    from evotrainer.rollout import RolloutEvaluator
+
+    fam = ToolAgent(ToolRolloutConfig(max_steps=3))
+    tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=1)
+    policy = Policy.seed("p", {"role": "", "format": "Use the tools.", "rules": "Be exact."})
+    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.default_reward_weights))
+    traj = json.loads(ev.outputs[0])
+    replies = [m["content"] for m in traj["messages"] if m["role"] == "assistant"]
+    new_prompt = (("role", ""), ("format", "A newer prompt."), ("rules", "Short."))
+    chats = fam.training_chats(new_prompt, tasks[0], ev.outputs[0])
+    assert [c[-1]["content"] for c in chats] == replies and all(c[-1]["role"] == "assistant" for c in chats)
+    assert all(c[0]["content"].startswith("A newer prompt.") for c in chats)  # the current policy's prompt
+    assert all(m["role"] != "assistant" or m["content"] in replies for c in chats for m in c)
+    observations = [m["content"] for m in traj["messages"][2:] if m["role"] == "user"]
+    assert observations and all(c[-1]["content"] not in observations for c in chats)  # never learnt
+    assert fam.training_chats(new_prompt, tasks[0], "junk") == []

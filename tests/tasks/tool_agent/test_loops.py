@@ -63,7 +63,7 @@ def test_tool_agent_evaluate_mode(tiny_run_config: Callable[[], Config], tmp_pat
 
 
 def test_tool_agent_refuses_what_it_cannot_do_yet(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
-    """Self-evolution and adapter genes train on single replies; a multi-step family is refused up front."""
+    """The model judge grades minutes, and adapter genes learn single replies: both are refused up front."""
     import pytest
 
     from evotrainer.errors import ConfigError
@@ -71,7 +71,8 @@ def test_tool_agent_refuses_what_it_cannot_do_yet(tiny_run_config: Callable[[], 
 
     cfg = _tool_config(tiny_run_config)
     cfg.mode = "selfevolve"
-    with pytest.raises(ConfigError, match="mode=selfevolve"):
+    cfg.selfevolve.model_judge_weight = 0.3
+    with pytest.raises(ConfigError, match="selfevolve.model_judge_weight"):
         run_selfevolve(cfg, run_dir=tmp_path / "se")
     cfg = _tool_config(tiny_run_config)
     cfg.inner.adapter_mutation_share = 0.2
