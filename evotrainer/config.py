@@ -409,7 +409,7 @@ def validate(cfg: Config) -> None:
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)
-    _validate_outer_extra(o)
+    _validate_outer_extra(o, cfg.task)
     _validate_run_services(cfg)
     _validate_selfevolve(cfg.selfevolve)
     _validate_evaluate(cfg.evaluate)
@@ -441,7 +441,7 @@ def _validate_evaluate(e: EvaluateConfig) -> None:
            "a file name stem (no folder)", e.results)
 
 
-def _validate_outer_extra(o: OuterConfig) -> None:
+def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
     """Outer-loop settings of issue 5 (space, damping, rollback, budget, reward-hacking check)."""
     _check(o.sigma_floor is None or 0 < o.sigma_floor <= 1, "outer.sigma_floor", "in (0, 1] or null",
            o.sigma_floor)
@@ -457,7 +457,12 @@ def _validate_outer_extra(o: OuterConfig) -> None:
             if group == "extras":
                 _check(k.init is not None and k.low <= k.init <= k.high, f"{key}.init",
                        f"a value in [{k.low}, {k.high}]", k.init)
-    # outer.knobs against the space (with the family's defaults) is checked where the space is built
+    if o.knobs:  # against the harness space: outer.space over the task family's default_space
+        from evotrainer.tasks import get_task_family
+
+        names = set(o.space) | set(getattr(get_task_family(task.name, task), "default_space", {}))
+        unknown = [k for k in o.knobs if k not in names]
+        _check(not unknown, "outer.knobs", f"names from outer.space {sorted(names)}", o.knobs)
     r = o.rollback
     _check(r.top_k >= 1, "outer.rollback.top_k", ">= 1", r.top_k)
     _check(r.tolerance >= 0, "outer.rollback.tolerance", ">= 0", r.tolerance)
