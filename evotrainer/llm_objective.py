@@ -453,7 +453,7 @@ class LLMObjective:
             if passing is not None:  # the Lamarckian adapter mutation learns from these
                 passing.record(evaluations)
             if experience_of is not None:  # solved training episodes become exemplars of later batches
-                for e in evaluations:
+                for e in (e for e in evaluations if not e.cached):  # a cached one was seen when made
                     for t, out in zip(tasks, e.outputs, strict=False):
                         self.experience.add(t.size, experience_of(t, out))
 
@@ -488,7 +488,8 @@ class LLMObjective:
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
         max_words = self.inner_cfg.max_prompt_words // 3
-        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden, max_words=max_words)
+        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden,
+                                         max_words=max_words)
         exemplars = tuple(dict.fromkeys(self.experience.retrieve(tasks, max_words=max_words) + exemplars))
         fitness = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
