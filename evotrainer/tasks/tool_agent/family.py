@@ -30,7 +30,7 @@ from evotrainer.tasks.tool_agent.trajectory import Trajectory
 
 __all__ = ["SCORER_VERSION", "ToolAgent"]
 
-SCORER_VERSION = "tool_agent-1"
+SCORER_VERSION = "tool_agent-2"
 """Changes whenever reward, answer checking or meta-metric code changes scores."""
 
 _GREEDY = SamplingParams()
@@ -114,13 +114,14 @@ class ToolAgent:
     @classmethod
     def from_config(cls, task: Any) -> ToolAgent:
         """The family from ``task.options``: ``max_steps``, ``max_new_tokens``, ``observation_chars``,
-        ``prefill`` (:class:`~evotrainer.tasks.tool_agent.rollout.ToolRolloutConfig`) and ``explore_share``.
+        ``prefill``, ``stop_on_repeat`` (:class:`~evotrainer.tasks.tool_agent.rollout.ToolRolloutConfig`) and
+        ``explore_share``.
 
         Raises:
             ConfigError: an unknown option or a bad value (names ``task.options.<key>``).
         """
         options = dict(task.options)
-        rollout_keys = {"max_steps", "max_new_tokens", "observation_chars", "prefill"}
+        rollout_keys = {"max_steps", "max_new_tokens", "observation_chars", "prefill", "stop_on_repeat"}
         unknown = sorted(set(options) - rollout_keys - {"explore_share"})
         if unknown:
             raise ConfigError(f"task.options.{unknown[0]}: unknown tool_agent option; expected one of "

@@ -7,7 +7,8 @@ Acting in Language Models", arXiv:2210.03629)::
     Action: calculator[(12.5 + 3) * 4]
 
 or ``Final Answer: <answer>``. Also accepted, because small models write them: ``Action: tool(input)``,
-``Action: tool`` followed by an ``Action Input: ...`` line, and a JSON object either after ``Action:`` or
+``Action: tool`` followed by an ``Action Input: ...`` line, a bracket left open by a reply that ends
+inside it (cut by the token limit; the closing bracket is added to the kept text), and a JSON object either after ``Action:`` or
 on its own line (``{"tool": ..., "input": ...}``, with the key spellings ``name``/``action`` and
 ``arguments``/``action_input``/``tool_input``/``args``/``query``/``expression``).
 
@@ -86,6 +87,16 @@ def _balanced(text: str, start: int) -> int | None:
     return None
 
 
+def _unclosed_tail(text: str, start: int) -> int | None:
+    """End of a bracket left open at the very end of a reply (a reply cut by the token limit, e.g.
+    ``lookup[speed of Tova``): the index where its input stops, when the input is the rest of the reply,
+    holds no bracket and no line break and is not blank; else None."""
+    rest = text[start + 1:].rstrip()
+    if not rest.strip() or any(ch in rest for ch in "[]()\n"):
+        return None
+    return start + 1 + len(rest)
+
+
 def _json_call(text: str, start: int) -> ParsedReply | None:
     """A JSON tool call starting at ``text[start] == "{"``; None when it is not JSON at all."""
     try:
@@ -118,6 +129,10 @@ def _action(text: str, at: int) -> ParsedReply:
     if pos < len(text) and text[pos] in _CLOSERS:
         end = _balanced(text, pos)
         if end is None:
+            cut = _unclosed_tail(text, pos)
+            if cut is not None:
+                return ParsedReply("action", text[:cut] + _CLOSERS[text[pos]], tool=tool,
+                                   tool_input=text[pos + 1:cut].strip())
             return _bad(text, f"the input of {tool} has no closing '{_CLOSERS[text[pos]]}'.")
         return ParsedReply("action", text[:end], tool=tool, tool_input=text[pos + 1:end - 1].strip())
     follow = _ACTION_INPUT.search(text, pos)

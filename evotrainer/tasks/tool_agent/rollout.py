@@ -3,7 +3,10 @@
 Each turn sends every unfinished episode's chat so far to the backend in one ``llm.generate`` call (the
 backends batch), parses each reply (:func:`~evotrainer.tasks.tool_agent.parse.parse_reply`), runs the
 tool in the episode's :class:`~evotrainer.tasks.tool_agent.env.ToolEnv`, and appends the reply and an
-``Observation: ...`` user turn. An episode stops at a final answer or after ``max_steps`` model calls.
+``Observation: ...`` user turn. An episode stops at a final answer, after ``max_steps`` model calls, or
+(``stop_on_repeat``, greedy decoding only) when a reply repeats the previous reply word for word: the
+model then sees the same chat tail again and, decoding greedily, almost always loops until the step limit,
+so the remaining calls would only cost time.
 Malformed replies get the parser's error as their observation and the episode goes on. A backend
 failure ends the unfinished episodes with stop reason "error" (never raises).
 """
@@ -47,6 +50,8 @@ class ToolRolloutConfig:
             scored and trained on. "" for none.
         weights: reward weights by component (on the simplex; see
             :func:`~evotrainer.tasks.tool_agent.reward.check_weights`).
+        stop_on_repeat: end a greedy episode (stop reason "repeated") after a reply equal to the previous
+            one (after parsing; the repeated step is kept and scored). Sampled episodes never stop for it.
     """
 
     max_steps: int = 8
@@ -54,12 +59,15 @@ class ToolRolloutConfig:
     observation_chars: int = 400
     prefill: str = "Thought:"
     weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_WEIGHTS))
+    stop_on_repeat: bool = True
 
     def __post_init__(self) -> None:
         for key, low in (("max_steps", 1), ("max_new_tokens", 1), ("observation_chars", 20)):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise ConfigError(f"rollout.{key}: must be an integer >= {low}, got {value!r}")
+        if not isinstance(self.stop_on_repeat, bool):
+            raise ConfigError(f"rollout.stop_on_repeat: must be true or false, got {self.stop_on_repeat!r}")
         check_weights(self.weights, "rollout.weights")
 
 
@@ -154,9 +162,11 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
             for _, ep in todo:
                 ep.stop, ep.error = "error", f"{type(exc).__name__}: {exc}"
             break
-        for (_, ep), gen in zip(todo, generations, strict=True):
+        for (_, ep), gen, req in zip(todo, generations, requests, strict=True):
             parsed = parse_reply(gen.text, tool_names)
             text = parsed.text
+            repeated = (cfg.stop_on_repeat and req.params.temperature <= 0 and bool(ep.steps)
+                        and ep.steps[-1].text == text)
             ep.messages.append({"role": "assistant", "content": text})
             if parsed.kind == "final":
                 ep.steps.append(Step(step, gen.text, text, "final", answer=parsed.answer,
@@ -172,6 +182,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
             ep.steps.append(Step(step, gen.text, text, parsed.kind, parsed.tool, parsed.tool_input, shown, value,
                                  generated_tokens=gen.generated_tokens))
             ep.messages.append({"role": "user", "content": f"Observation: {shown}"})
+            if repeated:
+                ep.stop = "repeated"
     out = []
     for ep in live:
         score = score_episode(ep.steps, ep.episode.task, weights=cfg.weights)

@@ -283,12 +283,17 @@ def _words(text: str) -> list[str]:
     return [w for w in normalise_key(text).split() if w not in _FILLER]
 
 
+_FILLER = frozenset({"the", "a", "an", "of", "what", "is", "its"})
+"""Words a lookup by attribute alone may hold besides the attribute's."""
+
+
 def lookup(query: str, facts: Sequence[Fact]) -> Observation:
     """Find the fact ``query`` asks for.
 
     Matches, in order: the exact key ``"<attribute> of <entity>"`` (normalised, see
     :func:`normalise_key`); else the one fact whose entity words and attribute words all occur in the
-    query (``"Velmora population"`` works too).
+    query (``"Velmora population"`` works too); else, when the query is the attribute alone (give or take
+    "the", "of", ...), the one fact with that attribute if only one has it.
 
     Args:
         query: untrusted text, at most :data:`MAX_INPUT_CHARS` characters.
@@ -306,6 +311,9 @@ def lookup(query: str, facts: Sequence[Fact]) -> Observation:
             return Observation(fact.text, True, fact.value)
     qwords = set(_words(query))
     hits = [f for f in facts if qwords and set(_words(f.entity)) <= qwords and set(_words(f.attribute)) <= qwords]
+    if not hits:  # the attribute alone ("the weight"), when only one fact has it
+        by_attribute = [f for f in facts if qwords and not qwords - set(_words(f.attribute)) - _FILLER]
+        hits = by_attribute if len(by_attribute) == 1 else []
     if len(hits) == 1:
         return Observation(hits[0].text, True, hits[0].value)
     if len(hits) > 1:

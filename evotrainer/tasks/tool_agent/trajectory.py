@@ -22,8 +22,9 @@ from evotrainer.errors import DataError
 
 __all__ = ["STOP_REASONS", "Step", "TokenMask", "Trajectory", "load_jsonl", "loss_mask", "save_jsonl"]
 
-STOP_REASONS = ("final_answer", "max_steps", "error")
-"""Why an episode ended: the model gave a final answer; the step limit was reached; the backend failed."""
+STOP_REASONS = ("final_answer", "max_steps", "repeated", "error")
+"""Why an episode ended: the model gave a final answer; the step limit was reached; a greedy reply repeated
+the previous one (see :class:`~evotrainer.tasks.tool_agent.rollout.ToolRolloutConfig`); the backend failed."""
 
 
 @dataclass(frozen=True)

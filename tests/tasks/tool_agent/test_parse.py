@@ -53,6 +53,14 @@ def test_malformed_replies_become_observations(reply: str, why: str) -> None:
     assert "Action: tool[input]" in parsed.error
 
 
+def test_a_reply_cut_inside_its_action_input_still_calls_the_tool() -> None:
+    parsed = parse_reply("Thought: I need it.\nAction: lookup[speed of Tova", TOOLS)
+    assert parsed.kind == "action" and parsed.tool_input == "speed of Tova"
+    assert parsed.text == "Thought: I need it.\nAction: lookup[speed of Tova]"
+    assert parse_reply("Action: lookup[speed of\nTova", TOOLS).malformed  # not the reply's end
+    assert parse_reply("Action: lookup[  ", TOOLS).malformed
+
+
 def test_unicode_inside_input_is_kept() -> None:
     parsed = parse_reply("Thought: ünïcode 🚀\nAction: lookup[population of Zürich-Ōsaka]", TOOLS)
     assert parsed.kind == "action" and parsed.tool_input == "population of Zürich-Ōsaka"

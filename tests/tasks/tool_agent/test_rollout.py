@@ -79,13 +79,24 @@ def test_following_the_gold_plan_earns_full_reward(steps: int) -> None:
 def test_step_limit_stops_an_episode_that_never_answers() -> None:
     tasks = _tasks(1, 2)
     llm = ScriptedLLM(lambda r: " add\nAction: calculator[1 + 1]")
-    trajs = run_episodes(llm, [Episode("p", "", t) for t in tasks], ToolRolloutConfig(max_steps=3))
+    trajs = run_episodes(llm, [Episode("p", "", t) for t in tasks], ToolRolloutConfig(max_steps=3, stop_on_repeat=False))
     assert len(llm.calls) == 3
     for t in trajs:
         assert t.stop_reason == "max_steps" and len(t.steps) == 3 and t.final_answer is None
         assert t.components["correct"] == 0.0 and t.components["efficiency"] == 0.0
         assert t.components["format"] == 1.0 and t.reward == pytest.approx(0.15)
         assert t.messages[-1]["content"] == "Observation: 2"
+
+
+def test_a_greedy_reply_that_repeats_the_previous_one_ends_the_episode() -> None:
+    task = _tasks(1, 2)[0]
+    llm = ScriptedLLM(lambda r: " add\nAction: calculator[1 + 1]\nObservation: made up")
+    t = run_episodes(llm, [Episode("p", "", task)], ToolRolloutConfig(max_steps=6))[0]
+    assert len(llm.calls) == 2 and t.stop_reason == "repeated" and len(t.steps) == 2
+    assert t.components["format"] == 1.0 and t.components["correct"] == 0.0
+    sampled = SamplingParams(temperature=0.7, seed=1)
+    t = run_episodes(llm, [Episode("p", "", task, sampled)], ToolRolloutConfig(max_steps=3))[0]
+    assert t.stop_reason == "max_steps" and len(t.steps) == 3  # sampling may leave a loop: no early stop
 
 
 def test_malformed_replies_become_observations_and_are_counted() -> None:
@@ -106,7 +117,7 @@ def test_finished_episodes_leave_the_batch() -> None:
     def script(r: GenerationRequest) -> str:
         return "Final Answer: 0" if fast in r.messages[1]["content"] else "Action: calculator[2*3]"
     llm = ScriptedLLM(script)
-    trajs = run_episodes(llm, [Episode("a", "", t) for t in tasks], ToolRolloutConfig(max_steps=4))
+    trajs = run_episodes(llm, [Episode("a", "", t) for t in tasks], ToolRolloutConfig(max_steps=4, stop_on_repeat=False))
     assert [len(c) for c in llm.calls] == [2, 1, 1, 1]
     assert trajs[0].stop_reason == "final_answer" and trajs[1].stop_reason == "max_steps"
 
@@ -128,7 +139,7 @@ def test_an_episode_can_bring_its_own_decoding() -> None:
 
 
 def test_default_step_limit_is_8() -> None:
-    llm = ScriptedLLM(lambda r: " x\nAction: calculator[1]")
+    llm = ScriptedLLM(lambda r: f" x\nAction: calculator[{len(r.messages)}]")  # never the same reply twice
     assert len(run_episodes(llm, [Episode("p", "", _tasks(1, 1)[0])])[0].steps) == 8 == len(llm.calls)
 
 

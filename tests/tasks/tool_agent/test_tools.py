@@ -67,7 +67,10 @@ def test_lookup_forms(query: str) -> None:
 def test_lookup_errors() -> None:
     missing = lookup("height of Velmora", FACTS)
     assert not missing.ok and "Keys look like" in missing.text and "population of Velmora" in missing.text
-    assert not lookup("population", FACTS).ok
+    assert lookup("the weight", FACTS).value == 1.25  # no entity named, one fact has the attribute
+    assert not lookup("population", FACTS).ok  # two facts have it
+    assert not lookup("weight of Velmora", FACTS).ok  # an entity is named: no guess
+    assert not lookup("weight of Tova", FACTS).ok
     twins = (*FACTS, Fact("Velmora North", "population", 5, "people"))
     several = lookup("North Velmora population", twins)
     assert not several.ok and "several" in several.text
