@@ -46,6 +46,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evotrainer.errors import ConfigError
+from evotrainer.events import (
+    Event,
+    GeneralisationEvent,
+    IncumbentEvent,
+    InnerGenerationEvent,
+    OuterGenerationEvent,
+    RaceEvent,
+    SelfEvolveSummaryEvent,
+    SummaryEvent,
+)
 from evotrainer.flat_keys import flatten
 
 __all__ = ["MLflowSink", "MetricSink", "TensorBoardSink", "Tracker", "flatten_config", "open_tracker"]
@@ -168,8 +178,8 @@ class MLflowSink:
 class Tracker:
     """Turns archived events and candidate rows into metrics for ``sinks`` (module docstring table).
 
-    The :class:`~evotrainer.archive.recorder.RunRecorder` calls :meth:`start`, :meth:`event` and
-    :meth:`candidate`; the ``summary`` event closes the sinks (a run that never gets there is closed as
+    The :class:`~evotrainer.archive.recorder.RunRecorder` calls :meth:`start`, :meth:`event` (it subscribes
+    to the typed events) and :meth:`candidate`; the co-evolution ``summary`` event closes the sinks (a run that never gets there is closed as
     failed at interpreter exit).
 
     Args:
@@ -191,39 +201,38 @@ class Tracker:
         self._each("start", run_id + self.suffix, params, dict(config))
         atexit.register(self._abandon)
 
-    def event(self, kind: str, payload: Mapping[str, Any]) -> None:
-        """One archived event (kinds without metrics are ignored)."""
-        p = payload
-        if kind == "inner_generation":
-            record = p.get("record") or {}
-            self._log({"inner/best_fitness": record.get("max"), "inner/mean_fitness": record.get("mean")},
+    def event(self, event: Event) -> None:
+        """One archived event (:mod:`evotrainer.events`; kinds without metrics are ignored)."""
+        e = event
+        if isinstance(e, InnerGenerationEvent):
+            self._log({"inner/best_fitness": e.record.get("max"), "inner/mean_fitness": e.record.get("mean")},
                       self._inner_step)
             self._inner_step += 1
-        elif kind == "race" and p.get("harness_id") is not None:
-            hid = str(p["harness_id"])
-            self._race_evaluations[hid] = self._race_evaluations.get(hid, 0) + int(p.get("evaluations") or 0)
-        elif kind == "incumbent" and p.get("outer_generation") == 0:
-            self._log({"outer/incumbent_s_val": p.get("s_val")}, 0)
-        elif kind == "outer_generation":
-            self._log({"outer/incumbent_s_val": p.get("incumbent_s_val"),
-                       "outer/current_s_val": p.get("current_s_val"), "outer/cma_sigma": p.get("sigma")},
-                      int(p.get("outer_generation") or 0))
-        elif kind == "generalisation":
+        elif isinstance(e, RaceEvent) and e.harness_id is not None:
+            hid = e.harness_id
+            self._race_evaluations[hid] = self._race_evaluations.get(hid, 0) + (e.evaluations or 0)
+        elif isinstance(e, IncumbentEvent) and e.outer_generation == 0:
+            self._log({"outer/incumbent_s_val": e.s_val}, 0)
+        elif isinstance(e, OuterGenerationEvent):
+            self._log({"outer/incumbent_s_val": e.incumbent_s_val, "outer/current_s_val": e.current_s_val,
+                       "outer/cma_sigma": e.sigma}, e.outer_generation or 0)
+        elif isinstance(e, GeneralisationEvent):
             metrics: dict[str, Any] = {}
-            for split in ("selection", "heldout"):
-                s = p.get(split) or {}
+            for split, s in (("selection", e.selection or {}), ("heldout", e.heldout or {})):
                 d = s.get("diff") or {}
                 metrics |= {f"final/{split}_diff": d.get("mean"), f"final/{split}_diff_low": d.get("low"),
                             f"final/{split}_diff_high": d.get("high"), f"final/{split}_best_mean": s.get("best_mean"),
                             f"final/{split}_baseline_mean": s.get("baseline_mean")}
             self._log(metrics, 0)
-            if p.get("verdict"):
-                self._each("note", "verdict", str(p["verdict"]))
-        elif kind == "summary":
-            self._log({"final/initial_s_val": p.get("initial_s_val"), "final/best_s_val": p.get("best_s_val"),
-                       "final/heldout_s_val": p.get("heldout_s_val"), "final/candidates": p.get("candidates"),
-                       "final/rollouts": p.get("rollouts")}, 0)
-            self._each("note", "stop_reason", str(p.get("stop_reason", "")))
+            if e.verdict:
+                self._each("note", "verdict", e.verdict)
+        elif isinstance(e, SummaryEvent):
+            self._log({"final/initial_s_val": e.initial_s_val, "final/best_s_val": e.best_s_val,
+                       "final/heldout_s_val": e.heldout_s_val, "final/candidates": e.candidates,
+                       "final/rollouts": e.rollouts}, 0)
+            self._each("note", "stop_reason", e.stop_reason or "")
+            self.close(ok=True)
+        elif isinstance(e, SelfEvolveSummaryEvent):
             self.close(ok=True)
 
     def candidate(self, row: Any) -> None:

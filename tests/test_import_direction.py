@@ -83,3 +83,10 @@ def test_no_cycle_between_the_layers() -> None:
 def test_rollout_does_not_import_deap_or_cma() -> None:
     bad = {m for m in _imports(PKG / "rollout.py") if m.split(".")[0] in ("deap", "cma")}
     assert not bad
+
+
+def test_events_module_is_neutral() -> None:
+    """``evotrainer/events.py`` (the typed archive events) is read and written by every layer: it imports
+    none of them (search, archive, tasks, backends, ...), only the error classes."""
+    bad = {m for m in _imports(PKG / "events.py") if m.startswith("evotrainer.") and m != "evotrainer.errors"}
+    assert not bad, f"events.py imports {sorted(bad)}"

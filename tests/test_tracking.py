@@ -12,6 +12,7 @@ from evotrainer.archive import ArchiveStore
 from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config, TrackingConfig
 from evotrainer.errors import ConfigError
+from evotrainer.events import InnerGenerationEvent, SummaryEvent
 from evotrainer.tracking import Tracker, flatten_config, open_tracker
 
 _MISSING = [m for m in ("tensorboard", "mlflow", "sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]
@@ -109,8 +110,8 @@ def test_a_failing_sink_is_dropped_and_the_others_go_on() -> None:
     good = Memory()
     tracker = Tracker([Broken(), good])
     tracker.start("run", 0, {"seed": 0})
-    tracker.event("inner_generation", {"record": {"max": 0.5, "mean": float("nan")}})
-    tracker.event("summary", {"best_s_val": 0.25, "stop_reason": "outer.generations"})
+    tracker.event(InnerGenerationEvent(record={"max": 0.5, "mean": float("nan")}))
+    tracker.event(SummaryEvent(best_s_val=0.25, stop_reason="outer.generations"))
     assert tracker.sinks == [good]
     assert good.logged[0] == ({"inner/best_fitness": 0.5}, 0)  # non-finite values are left out
     assert good.logged[-1] == ({"final/best_s_val": 0.25}, 0) and good.closed is True

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.events import Event, Subscriber, TrajectoriesEvent, from_payload
 from evotrainer.genome import Policy
 
 if TYPE_CHECKING:
@@ -60,14 +61,21 @@ class RunRecorder:
         run_id: the run's id (created by :meth:`start`).
         tracker: experiment tracking (:mod:`evotrainer.tracking`) that sees the run start, each event and
             each harness-candidate row after the archive stored it; None = none.
+        episodes: archive the episodes of multi-step evaluations (``trajectories`` events).
+        subscribers: more callables that see each typed event after the archive stored it (after the tracker).
+
+    Attributes:
+        subscribers: who sees each event, in call order (the tracker's :meth:`~evotrainer.tracking.Tracker.event`
+            first); append to subscribe, e.g. a printer.
     """
 
     def __init__(self, store: ArchiveStore, run_id: str, tracker: Tracker | None = None, *,
-                 episodes: bool = False) -> None:
+                 episodes: bool = False, subscribers: Sequence[Subscriber] = ()) -> None:
         self.store = store
         self.run_id = run_id
         self.tracker = tracker
         self.episodes = episodes
+        self.subscribers: list[Subscriber] = [*([tracker.event] if tracker is not None else []), *subscribers]
 
     def _trajectories(self, e: Any, kind: str, harness_id: str | None) -> None:
         """With ``episodes`` (a multi-step family: each output is an episode serialised as JSON), archive the
@@ -81,9 +89,8 @@ class RunRecorder:
                 items.append(json.loads(out))
             except (TypeError, ValueError):
                 items.append({"text": str(out)})
-        self.store.add_event(self.run_id, "trajectories", {
-            "policy_id": e.policy_id, "batch_id": e.batch_id, "kind": kind, "harness_id": harness_id,
-            "trajectories": items})
+        self.emit(TrajectoriesEvent(policy_id=e.policy_id, batch_id=e.batch_id, evaluation_kind=kind,
+                                    harness_id=harness_id, trajectories=tuple(items)))
 
     def start(self, seed: int, config: Mapping[str, Any]) -> None:
         self.store.create_run(self.run_id, seed, dict(config), code_version())
@@ -131,10 +138,21 @@ class RunRecorder:
         if self.tracker is not None:
             self.tracker.candidate(row)
 
+    def emit(self, event: Event) -> None:
+        """Archive ``event`` (its ``kind`` and :meth:`~evotrainer.events.Event.to_payload`), then hand it to
+        each subscriber in turn."""
+        self.store.add_event(self.run_id, event.kind, event.to_payload())
+        for subscriber in self.subscribers:
+            subscriber(event)
+
     def event(self, kind: str, **payload: Any) -> None:
-        self.store.add_event(self.run_id, kind, payload)
-        if self.tracker is not None:
-            self.tracker.event(kind, payload)
+        """The untyped form of :meth:`emit`: ``payload`` becomes the typed event of ``kind``
+        (:func:`~evotrainer.events.from_payload`), whose payload is ``payload`` when every key is given.
+
+        Raises:
+            DataError: ``kind`` is unknown, or a key is unknown to it or holds a value of the wrong type.
+        """
+        self.emit(from_payload(kind, payload))
 
     # --- self-evolution (issue 6) -----------------------------------------------------------------
 

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from evotrainer.events import Event, from_payload
 from evotrainer.genome import Policy
 
 __all__ = [
@@ -301,6 +302,15 @@ class EventRow:
     kind: str
     payload: dict[str, Any]
     created_at: str = ""
+
+    @property
+    def event(self) -> Event:
+        """The typed event (:func:`evotrainer.events.from_payload`; rebuilt on each access).
+
+        Raises:
+            DataError: an unknown kind, or a payload key unknown to the kind or of the wrong type.
+        """
+        return from_payload(self.kind, self.payload)
 
 
 @dataclass(frozen=True)

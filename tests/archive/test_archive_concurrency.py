@@ -8,6 +8,7 @@ from pathlib import Path
 from evotrainer.archive import ArchiveStore, EvaluationRow
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.archive.store import _BUSY_TIMEOUT_S
+from evotrainer.events import PhaseEvent
 from evotrainer.genome import Policy
 
 RUN = "run-concurrent"
@@ -21,7 +22,7 @@ def _writer(path: str, worker: int, ready, go) -> None:
         ready.wait()
         go.wait()  # all writers start together, so their transactions contend
         for i in range(ROWS):
-            rec.event("concurrency_probe", worker=worker, row=i)
+            rec.emit(PhaseEvent(name="concurrency_probe", fields={"worker": worker, "row": i}))
             store.add_evaluations(RUN, [EvaluationRow(f"w{worker}", "fitness", f"b{worker}-{i}", i / ROWS)])
 
 
@@ -42,7 +43,7 @@ def test_four_processes_writing_fifty_rows_each_store_all_of_them(tmp_path: Path
         p.join(timeout=600)
     assert [p.exitcode for p in procs] == [0] * WRITERS
     with ArchiveStore(db, read_only=True) as store:
-        events = store.events(RUN, kind="concurrency_probe")
+        events = [e for e in store.events(RUN, kind="phase") if e.payload["name"] == "concurrency_probe"]
         evals = store.evaluations(RUN, kind="fitness")
     assert len(events) == WRITERS * ROWS
     assert sorted((e.payload["worker"], e.payload["row"]) for e in events) == [

@@ -1,0 +1,680 @@
+"""Typed, frozen archive events: one record class per event kind (issue 17, build item 4).
+
+A run records what happened as events (``RunRecorder.emit``); the archive stores each as its ``kind`` and
+a JSON payload (:meth:`to_payload`), and readers rebuild the typed event (:func:`from_payload`,
+``EventRow.event``). This module is neutral: it imports nothing from the search, archive, tasks or backends
+packages, so every layer may build and read events.
+
+Payload contract: ``to_payload()`` returns the dict the run stored before these classes existed, same keys
+in the same order (a resumed run compares stored payloads, and two runs of one seed and config must give
+byte-identical archives). The key order is the field order; a class whose payload keys vary has one mapping
+field (``fields`` or ``where``) merged after its typed keys. Tuples become JSON lists.
+
+Reading: every field has a default (None, an empty tuple or mapping) so that an archive written before a key
+existed still reads; the typed event of such a payload then writes the default where the key was missing. A
+key the kind does not know, a value of the wrong type, or an unknown kind raises a one-line
+:class:`~evotrainer.errors.DataError` naming the kind and the key. S_val, fitness and their differences are
+in S_val units ([0, 1] for scores, [-1, 1] for differences), higher is better; generations count from 0 (0 =
+the seeds); harness ids are ``h0`` (generation 0) or ``g<outer>c<index>``.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import MISSING, Field, dataclass, field, fields
+from typing import Any, ClassVar, Protocol, Union
+
+from evotrainer.errors import DataError
+
+__all__ = [
+    "EVENT_TYPES",
+    "MODE_TYPES",
+    "CandidateFailedEvent",
+    "Event",
+    "GeneralisationEvent",
+    "IncumbentEvent",
+    "IncumbentReferenceEvent",
+    "InnerGenerationEvent",
+    "LeadEvent",
+    "OperatorStatsEvent",
+    "OuterGenerationEvent",
+    "OuterSkippedEvent",
+    "PhaseEvent",
+    "PromotionEvent",
+    "RaceEvent",
+    "RewardHackingEvent",
+    "RollbackEvent",
+    "SelfEvolveSetupEvent",
+    "SelfEvolveSummaryEvent",
+    "SetupEvent",
+    "StopEvent",
+    "StyleLibraryEvent",
+    "Subscriber",
+    "SummaryEvent",
+    "TaskBatchEvent",
+    "TrajectoriesEvent",
+    "from_payload",
+]
+
+
+def _key(name: str) -> dict[str, Any]:
+    """Field metadata: the payload key is ``name`` (a field cannot be called ``kind``)."""
+    return {"key": name}
+
+
+_OMIT_NONE = {"omit_none": True}
+"""Field metadata: the key is left out of the payload when the value is None (a variant of one kind)."""
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as the JSON-shaped Python the payload holds: tuples -> lists, mappings -> dicts (recursive)."""
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """Base of the event records: ``kind`` names the archive event kind, :meth:`to_payload` is its payload."""
+
+    kind: ClassVar[str] = ""
+    merged: ClassVar[str | None] = None
+    """Name of the mapping field merged into the payload after the typed keys (None: the keys are fixed)."""
+
+    def to_payload(self) -> dict[str, Any]:
+        """The JSON-ready payload the archive stores: keys in field order, the merged mapping last."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == self.merged:
+                out.update(_plain(value))
+            elif not (value is None and f.metadata.get("omit_none")):
+                out[f.metadata.get("key", f.name)] = _plain(value)
+        return out
+
+
+class Subscriber(Protocol):
+    """Something that sees each event after the archive stored it (the tracker, a printer)."""
+
+    def __call__(self, event: Event) -> None:
+        """Called once per event, in emission order; must not raise."""
+        ...
+
+
+# --- the co-evolution loop (evotrainer/coevolution.py, llm_objective.py) -------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SetupEvent(Event):
+    """A co-evolution run's items and seeds, written once after the run row."""
+
+    kind: ClassVar[str] = "setup"
+    validation_items: int | None = None
+    """Meta-validation items in all (selection + held out), >= 0."""
+    selection_items: tuple[str, ...] = ()
+    """Task ids of the selection items, in race order."""
+    heldout_items: tuple[str, ...] = ()
+    """Task ids of the held-out items (never used to select)."""
+    screen_items: tuple[str, ...] = ()
+    """Task ids of the screening items (the first selection items raced)."""
+    harness_names: tuple[str, ...] = ()
+    """Names of the harness parameters, in vector order."""
+    population: tuple[str, ...] = ()
+    """Policy ids of the seed population."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskBatchEvent(Event):
+    """A generated task batch drawn for one harness candidate (or generation 0)."""
+
+    kind: ClassVar[str] = "task_batch"
+    outer_generation: int | None = None
+    """Outer generation, >= 0."""
+    harness_id: str | None = None
+    """The candidate the batch was drawn for."""
+    batch_id: str | None = None
+    """Content id of the batch (None in archives written before batch ids)."""
+    task_ids: tuple[str, ...] = ()
+    """Task ids, in batch order."""
+    content_hashes: tuple[str, ...] = ()
+    """Content hash of each task, same order."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncumbentReferenceEvent(Event):
+    """The policy later races compare against (set at the start and on every promotion)."""
+
+    kind: ClassVar[str] = "incumbent_reference"
+    outer_generation: int | None = None
+    """Outer generation it became the reference in, >= 0."""
+    harness_id: str | None = None
+    """The candidate that produced it."""
+    policy_id: str | None = None
+    """The reference policy."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeadEvent(Event):
+    """The parent drawn from the per-item Pareto front for a candidate's lead mutants."""
+
+    kind: ClassVar[str] = "lead"
+    outer_generation: int | None = None
+    """Outer generation, >= 0."""
+    harness_id: str | None = None
+    """The candidate whose inner loop mutates the lead."""
+    policy_id: str | None = None
+    """The lead policy."""
+    front: Mapping[str, int] = field(default_factory=dict)
+    """Policy id -> screening items it wins on the front (policies winning none left out)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PhaseEvent(Event):
+    """Wall-clock timings of a named phase; the deterministic dump and resume compare only ``name``.
+
+    The other keys vary by phase (``seconds``, per-step seconds, ``outer_generation``, the ``gen0_estimate``
+    figures, the ``resume`` marker's counts), so they sit in ``fields``.
+    """
+
+    kind: ClassVar[str] = "phase"
+    merged: ClassVar[str | None] = "fields"
+    name: str
+    """Which phase: ``inner_generation``, ``outer_generation``, ``totals``, ``report``, ``resume``, ..."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """The phase's other keys (seconds are wall-clock, >= 0), merged after ``name`` in this order."""
+
+    @property
+    def seconds(self) -> float | None:
+        """``fields["seconds"]`` when it is a number, else None."""
+        s = self.fields.get("seconds")
+        return float(s) if isinstance(s, int | float) and not isinstance(s, bool) else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InnerGenerationEvent(Event):
+    """One inner (DEAP) generation of a harness candidate, its initial evaluation included."""
+
+    kind: ClassVar[str] = "inner_generation"
+    harness_id: str | None = None
+    """The candidate."""
+    outer_generation: int | None = None
+    """Outer generation, >= 0."""
+    generation: int | None = None
+    """Inner generation number, counted over the whole run."""
+    record: Mapping[str, Any] = field(default_factory=dict)
+    """The logbook record (``max``, ``mean``, ``min`` fitness in [0, 1], ``nevals``, ...), timings left out."""
+    children: tuple[str, ...] = ()
+    """Ids of the children made and evaluated."""
+    rejected: int | None = None
+    """Answers rejected and invalid or duplicate children replaced, >= 0."""
+    skipped: bool | None = None
+    """True when every evaluation failed and the population was kept."""
+    mutator_error: str | None = None
+    """The error of the batched mutator call, None when it answered."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OperatorStatsEvent(Event):
+    """Operator statistics: of one candidate, or of the whole run (``harness_id`` None)."""
+
+    kind: ClassVar[str] = "operator_stats"
+    harness_id: str | None = None
+    """The candidate, None for the run's totals."""
+    outer_generation: int | None = None
+    """Outer generation, None for the run's totals."""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+    """``OperatorStats.to_dict()``: per operator, children tried and children that beat their parents."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StyleLibraryEvent(Event):
+    """A hyper-mutation of the style library. Two shapes: the mutator failed (``error`` set, the rest None and
+    left out of the payload) or it answered (``error`` None and left out)."""
+
+    kind: ClassVar[str] = "style_library"
+    harness_id: str | None = None
+    """The candidate after which the library evolved."""
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    accepted: bool | None = None
+    """True when the rewritten style replaced the retired one."""
+    error: str | None = field(default=None, metadata=_OMIT_NONE)
+    """``repr`` of the mutator's exception."""
+    retired: str | None = field(default=None, metadata=_OMIT_NONE)
+    """Name of the style retired."""
+    rewritten: str | None = field(default=None, metadata=_OMIT_NONE)
+    """Name of the style whose instruction was rewritten."""
+    new_name: str | None = field(default=None, metadata=_OMIT_NONE)
+    """Name of the new style."""
+    answer: str | None = field(default=None, metadata=_OMIT_NONE)
+    """The mutator's answer (untrusted model text)."""
+    library: tuple[tuple[str, str], ...] | None = field(default=None, metadata=_OMIT_NONE)
+    """The library afterwards: ``(name, instruction)`` pairs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RaceEvent(Event):
+    """A candidate's fittest policies raced against the incumbent on the selection items."""
+
+    kind: ClassVar[str] = "race"
+    outer_generation: int | None = None
+    """Outer generation, >= 0."""
+    harness_id: str | None = None
+    """The candidate."""
+    reference: str | None = None
+    """Policy id of the incumbent raced against."""
+    stages: tuple[int, ...] = ()
+    """Item counts after which the race tested, increasing."""
+    evaluations: int | None = None
+    """Policy-item evaluations spent, >= 0."""
+    leader: str | None = None
+    """Policy id of the race's leader, None when none."""
+    level: float | None = None
+    """Confidence of the promotion bound, in (0, 1)."""
+    drop_level: float | None = None
+    """Confidence of the drop bound, in (0, 1)."""
+    entries: tuple[Mapping[str, Any], ...] = ()
+    """One per policy raced: ``policy_id``, ``items``, ``status`` (worse / futile / cut / better / undecided),
+    and the paired bound ``mean``, ``low``, ``high`` (None when infinite), ``n``, ``wins``, ``losses``,
+    ``ties`` (policy - incumbent)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IncumbentEvent(Event):
+    """The incumbent: the best seed (generation 0) or a promoted candidate's best policy."""
+
+    kind: ClassVar[str] = "incumbent"
+    outer_generation: int | None = None
+    """Outer generation it became the incumbent in, >= 0."""
+    policy_id: str | None = None
+    """The incumbent policy."""
+    s_val: float | None = None
+    """Its whole-selection-set S_val, in [0, 1]."""
+    harness_id: str | None = None
+    """The candidate that produced it (``h0`` for the seeds)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RewardHackingEvent(Event):
+    """A candidate whose inner fitness rose while its screen S_val fell (it is penalised)."""
+
+    kind: ClassVar[str] = "reward_hacking"
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    harness_id: str | None = None
+    """The candidate."""
+    inner_gain: float | None = None
+    """Best fitness minus the initial best, fitness units."""
+    s_val_delta: float | None = None
+    """Screen S_val minus the current S_val."""
+    penalty: float | None = None
+    """Subtracted from the score told to CMA-ES, >= 0."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OuterSkippedEvent(Event):
+    """An outer generation in which no candidate was scored."""
+
+    kind: ClassVar[str] = "outer_skipped"
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    reason: str | None = None
+    """Why (free text)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PromotionEvent(Event):
+    """A whole-selection-set decision: does the generation's best candidate replace the incumbent."""
+
+    kind: ClassVar[str] = "promotion"
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    harness_id: str | None = None
+    """The candidate."""
+    policy_id: str | None = None
+    """Its best policy."""
+    incumbent_policy_id: str | None = None
+    """The incumbent it was compared with."""
+    promoted: bool | None = None
+    """True when it replaced the incumbent."""
+    s_val: float | None = None
+    """Its whole-set S_val, in [0, 1]."""
+    incumbent_s_val: float | None = None
+    """The incumbent's, in [0, 1]."""
+    level: float | None = None
+    """Confidence of the paired bound, in (0, 1)."""
+    paired: Mapping[str, Any] | None = None
+    """Paired bound of policy - incumbent (``mean``, ``low``, ``high``, ``n``, ``wins``, ``losses``,
+    ``ties``); None when no paired vectors were known."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RollbackEvent(Event):
+    """The run returned to the best archived (harness, population) pair."""
+
+    kind: ClassVar[str] = "rollback"
+    merged: ClassVar[str | None] = "fields"
+    outer_generation: int | None = None
+    """Outer generation it happened in, >= 1."""
+    cause: str | None = None
+    """``regression`` or ``oscillation``."""
+    detail: str | None = None
+    """The rule's reason (free text)."""
+    restored_harness_id: str | None = None
+    """The pair restored."""
+    restored_policy_id: str | None = None
+    """Its best policy."""
+    s_val: float | None = None
+    """Its whole-set S_val, in [0, 1]."""
+    sigma: float | None = None
+    """CMA-ES step size after the shrink, > 0."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """Other keys (archives written by older code), merged last."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OuterGenerationEvent(Event):
+    """The end of an outer generation."""
+
+    kind: ClassVar[str] = "outer_generation"
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    current_s_val: float | None = None
+    """Screen S_val estimate of the population the run continues from."""
+    current_full_s_val: float | None = None
+    """Its whole-set S_val when it was scored, else None."""
+    incumbent_s_val: float | None = None
+    """The incumbent's whole-set S_val."""
+    incumbent_screen_s_val: float | None = None
+    """The incumbent's screen S_val."""
+    incumbent_policy_id: str | None = None
+    """The incumbent policy."""
+    best_harness_id: str | None = None
+    """The generation's best candidate."""
+    rolled_back: bool | None = None
+    """True when a rollback happened in this generation."""
+    sigma: float | None = None
+    """CMA-ES step size, > 0."""
+    told: tuple[float | None, ...] = ()
+    """Score told to CMA-ES per candidate (None: not finite)."""
+    archive: tuple[tuple[str, float], ...] = ()
+    """The archived pairs, best first: ``(harness_id, s_val)``."""
+    cma_termination: Mapping[str, str] = field(default_factory=dict)
+    """pycma's termination conditions met (name -> value as text)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CandidateFailedEvent(Event):
+    """A harness candidate that crashed or returned a non-finite screen score."""
+
+    kind: ClassVar[str] = "candidate_failed"
+    outer_generation: int | None = None
+    """Outer generation, >= 1."""
+    harness_id: str | None = None
+    """The candidate."""
+    error: str | None = None
+    """``<ExceptionType>: <message>`` or the non-finite score."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StopEvent(Event):
+    """The run stopped at a boundary (budget, STOP file, or the stored decision of a resumed run)."""
+
+    kind: ClassVar[str] = "stop"
+    merged: ClassVar[str | None] = "where"
+    key: str | None = None
+    """Stop reason key (``outer.budget.seconds``, ``stop_file``, ...)."""
+    detail: str | None = None
+    """Human-readable detail."""
+    where: Mapping[str, Any] = field(default_factory=dict)
+    """The boundary: ``outer_generation``, ``harness_id`` and, inside a candidate, ``inner_generation``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SummaryEvent(Event):
+    """A co-evolution run's result, written at its end."""
+
+    kind: ClassVar[str] = "summary"
+    initial_best: str | None = None
+    """The best seed (the first incumbent)."""
+    initial_s_val: float | None = None
+    """Its whole-set S_val, in [0, 1]."""
+    best: str | None = None
+    """The final incumbent."""
+    best_s_val: float | None = None
+    """Its whole-set S_val, in [0, 1]."""
+    best_harness_id: str | None = None
+    """The candidate that produced it."""
+    heldout_s_val: float | None = None
+    """Its S_val on the held-out items, None when none."""
+    selection_items: int | None = None
+    """Selection items, >= 0."""
+    heldout_items: int | None = None
+    """Held-out items, >= 0."""
+    rollouts: int | None = None
+    """Model calls for policies."""
+    s_val_curve: tuple[float, ...] = ()
+    """Incumbent S_val per outer generation (index 0 = the seeds)."""
+    current_curve: tuple[float, ...] = ()
+    """Current screen S_val per outer generation."""
+    rollbacks: int | None = None
+    """Rollbacks, >= 0."""
+    stop_reason: str | None = None
+    """Stop reason key."""
+    stop_detail: str | None = None
+    """Its detail."""
+    candidates: int | None = None
+    """Harness candidates run."""
+    generated_tokens: int | None = None
+    """Tokens generated in all."""
+    archive: tuple[tuple[str, float], ...] = ()
+    """The archived pairs, best first: ``(harness_id, s_val)``."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GeneralisationEvent(Event):
+    """The final best vs the best seed on the selection and held-out items
+    (``evotrainer.generalisation.to_payload`` / ``from_payload`` convert to and from ``Generalisation``)."""
+
+    kind: ClassVar[str] = "generalisation"
+    version: int | None = None
+    """Payload version (``generalisation.PAYLOAD_VERSION``)."""
+    baseline_id: str | None = None
+    """The best seed."""
+    best_id: str | None = None
+    """The final best."""
+    level: float | None = None
+    """Interval coverage, in (0, 1)."""
+    held: bool | None = None
+    """True: the gain held on the held-out items; False: it did not; None: undecided or no held-out items."""
+    verdict: str | None = None
+    """The verdict sentence."""
+    selection: Mapping[str, Any] | None = None
+    """Selection split: ``split``, ``n``, ``baseline_mean``, ``best_mean``, ``diff`` (``mean``, ``low``,
+    ``high``, ``share_b_better``, ``n``), ``wins``, ``losses``, ``ties``, per-item ``baseline`` / ``best``
+    scores in [0, 1], ``item_ids``; None when not measured."""
+    heldout: Mapping[str, Any] | None = None
+    """Held-out split, same keys; None without held-out items."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrajectoriesEvent(Event):
+    """The freshly generated episodes of one evaluation (multi-step families only)."""
+
+    kind: ClassVar[str] = "trajectories"
+    policy_id: str | None = None
+    """The policy evaluated."""
+    batch_id: str | None = None
+    """The task batch."""
+    evaluation_kind: str | None = field(default=None, metadata=_key("kind"))
+    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
+    harness_id: str | None = None
+    """The candidate, None outside one."""
+    trajectories: tuple[Any, ...] = ()
+    """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
+
+
+# --- self-evolution (evotrainer/selfevolve/) ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelfEvolveSetupEvent(Event):
+    """A self-evolution run's policy and items (kind ``setup`` with ``mode`` ``selfevolve``)."""
+
+    kind: ClassVar[str] = "setup"
+    mode: str = "selfevolve"
+    """Always ``selfevolve`` (what tells it from :class:`SetupEvent`)."""
+    policy: str | None = None
+    """The policy trained."""
+    dev_tasks: tuple[str, ...] = ()
+    """Task ids of the development tasks."""
+    val_items: tuple[str, ...] = ()
+    """Task ids of the meta-validation items scored."""
+    seed_tasks: tuple[str, ...] = ()
+    """Task ids of the pool's seed tasks."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelfEvolveSummaryEvent(Event):
+    """A self-evolution run's result (kind ``summary`` with ``mode`` ``selfevolve``)."""
+
+    kind: ClassVar[str] = "summary"
+    mode: str = "selfevolve"
+    """Always ``selfevolve``."""
+    baseline_dev: float | None = None
+    """Development score before training, in [0, 1]."""
+    baseline_val: float | None = None
+    """Meta-validation S_val before training, None without items."""
+    final_policy: str | None = None
+    """The policy kept at the end."""
+    final_adapter: str | None = None
+    """Its adapter folder relative to the run folder, None without one."""
+    rounds: tuple[tuple[int, str, float | None, float | None], ...] = ()
+    """Per round: ``(round, status, dev_score, val_score)``."""
+    generated_tokens: int | None = None
+    """Tokens generated in all."""
+
+
+# --- registry -----------------------------------------------------------------------------------------
+
+EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls for cls in (
+    SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
+    OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
+    PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
+    GeneralisationEvent, TrajectoriesEvent)})
+"""Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
+
+MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({
+    ("setup", "selfevolve"): SelfEvolveSetupEvent, ("summary", "selfevolve"): SelfEvolveSummaryEvent})
+"""``(kind, payload["mode"])`` -> the class of that mode's variant of the kind."""
+
+_SPECS: dict[type, tuple[dict[str, tuple[Field, Any]], str | None]] = {}
+
+
+def _spec(cls: type[Event]) -> tuple[dict[str, tuple[Field, Any]], str | None]:
+    """Payload key -> (field, resolved type hint) of ``cls``, and its merged field's name (cached)."""
+    if cls not in _SPECS:
+        hints = typing.get_type_hints(cls)
+        by_key = {f.metadata.get("key", f.name): (f, hints[f.name]) for f in fields(cls) if f.name != cls.merged}
+        _SPECS[cls] = (by_key, cls.merged)
+    return _SPECS[cls]
+
+
+def _is(value: Any, hint: Any) -> tuple[bool, Any]:
+    """``(matches, value converted)``: JSON lists become tuples where ``hint`` is a tuple; numbers keep their
+    type (an int where a float is declared stays an int, so the payload is written back unchanged)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True, value
+    if origin in (Union, types.UnionType):
+        for arg in args:
+            ok, out = _is(value, arg)
+            if ok:
+                return True, out
+        return False, value
+    if hint is type(None):
+        return value is None, value
+    if hint is bool:
+        return isinstance(value, bool), value
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool), value
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool), value
+    if hint is str:
+        return isinstance(value, str), value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            return False, value
+        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
+        if len(items) != len(value):
+            return False, value
+        out = []
+        for item, arg in zip(value, items, strict=True):
+            ok, converted = _is(item, arg)
+            if not ok:
+                return False, value
+            out.append(converted)
+        return True, tuple(out)
+    if origin is Mapping:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            return False, value
+        return all(_is(v, args[1])[0] for v in value.values()), dict(value)
+    raise TypeError(f"events: unsupported field type {hint!r}")  # a class declared here uses a new type
+
+
+def _class_for(kind: str, payload: Mapping[str, Any]) -> type[Event]:
+    mode = payload.get("mode")
+    if isinstance(mode, str) and (kind, mode) in MODE_TYPES:
+        return MODE_TYPES[(kind, mode)]
+    try:
+        return EVENT_TYPES[kind]
+    except KeyError:
+        raise DataError(f"unknown event kind {kind!r} (known: {', '.join(sorted(EVENT_TYPES))})") from None
+
+
+def from_payload(kind: str, payload: Mapping[str, Any]) -> Event:
+    """The typed event of an archived ``(kind, payload)``; ``to_payload()`` of the result gives the payload
+    back, key order included, when every key was present.
+
+    Args:
+        kind: the event kind (a key of :data:`EVENT_TYPES`).
+        payload: the JSON payload (a mapping of str keys). A missing key reads as the field's default; keys a
+            kind with a merged mapping does not declare go into that mapping, in their order.
+
+    Raises:
+        DataError: an unknown kind, a payload that is not a mapping, an unknown key, a value of the wrong type,
+            or a missing required key (each message names the kind and the key).
+    """
+    if not isinstance(payload, Mapping):
+        raise DataError(f"event {kind!r}: payload is a {type(payload).__name__}, expected an object")
+    cls = _class_for(kind, payload)
+    by_key, merged = _spec(cls)
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    for key, value in payload.items():
+        if key not in by_key:
+            if merged is None:
+                raise DataError(f"event {kind!r}: unknown key {key!r} (known: {', '.join(by_key)})")
+            extra[key] = value
+            continue
+        f, hint = by_key[key]
+        ok, converted = _is(value, hint)
+        if not ok:
+            raise DataError(f"event {kind!r}: key {key!r} holds {value!r:.80}, expected {_hint_text(hint)}")
+        values[f.name] = converted
+    for key, (f, _) in by_key.items():
+        if f.name not in values and f.default is MISSING and f.default_factory is MISSING:
+            raise DataError(f"event {kind!r}: missing key {key!r}")
+    if merged is not None:
+        values[merged] = extra
+    return cls(**values)
+
+
+def _hint_text(hint: Any) -> str:
+    if typing.get_origin(hint) is None and hasattr(hint, "__name__"):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("collections.abc.", "")
