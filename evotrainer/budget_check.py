@@ -23,9 +23,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
 
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.events import PhaseEvent
 from evotrainer.genome import Policy
 from evotrainer.tasks.base import Task
 
@@ -126,8 +126,7 @@ def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed
     est = estimate_gen0(elapsed=elapsed, batch_seconds=batch_seconds, batch_requests=batch_requests,
                         batch_words=batch_words, remaining_requests=screen_requests + len(rest),
                         remaining_words=screen_words + rest_words, budget=float(budget_seconds))
-    payload: dict[str, Any] = asdict(est)
-    rec.event("phase", name="gen0_estimate", **payload)
+    rec.emit(PhaseEvent(name="gen0_estimate", fields=asdict(est)))
     if est.warn:
         line = (f"budget: generation 0 alone is expected to take about {est.seconds:,.0f} s of the "
                 f"{est.budget:,.0f} s budget ({est.share:.0%}, outer.budget.seconds): {batch_requests} requests "

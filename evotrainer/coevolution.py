@@ -75,6 +75,20 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
 from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.events import (
+    CandidateFailedEvent,
+    GeneralisationEvent,
+    IncumbentEvent,
+    OperatorStatsEvent,
+    OuterGenerationEvent,
+    OuterSkippedEvent,
+    PhaseEvent,
+    PromotionEvent,
+    RewardHackingEvent,
+    RollbackEvent,
+    SetupEvent,
+    SummaryEvent,
+)
 from evotrainer.generalisation import Generalisation, compare, to_payload
 from evotrainer.genome import Policy
 from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
@@ -188,7 +202,7 @@ def run_outer_loop(
     incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
                              start.best, 0, "h0", full0.per_item)
     pairs: tuple[ArchivedPair, ...] = (incumbent,)
-    rec.event("incumbent", outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0")
+    rec.emit(IncumbentEvent(outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0"))
     _tell_incumbent(objective, incumbent)
     console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
     if after_generation is not None:
@@ -223,8 +237,8 @@ def run_outer_loop(
             flagged = hacking_flag(res.inner_gain, delta, check)
             outcomes.append(_Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check)))
             if flagged:
-                rec.event("reward_hacking", outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
-                          s_val_delta=delta, penalty=check.penalty)
+                rec.emit(RewardHackingEvent(outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
+                                            s_val_delta=delta, penalty=check.penalty))
             console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
                           f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
                           f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
@@ -235,7 +249,7 @@ def run_outer_loop(
         scored = [o for o in outcomes if math.isfinite(o.told)]
         if not scored:
             _record_candidates(rec, g, outcomes, None, None)
-            rec.event("outer_skipped", outer_generation=g, reason="no candidate evaluated successfully")
+            rec.emit(OuterSkippedEvent(outer_generation=g, reason="no candidate evaluated successfully"))
             console.print(f"outer {g}: no candidate evaluated successfully; nothing promoted")
             if stop is not None:
                 break
@@ -255,16 +269,16 @@ def run_outer_loop(
                                 best.result.best, g, best.harness_id, full.per_item)
             evidence = _paired(incumbent, pair, cfg.race.level)
             promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
-            rec.event("promotion", outer_generation=g, harness_id=best.harness_id, policy_id=pair.best.id,
-                      incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
-                      incumbent_s_val=incumbent.s_val, level=cfg.race.level,
-                      paired=None if evidence is None else evidence.as_dict())
+            rec.emit(PromotionEvent(outer_generation=g, harness_id=best.harness_id, policy_id=pair.best.id,
+                                    incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
+                                    incumbent_s_val=incumbent.s_val, level=cfg.race.level,
+                                    paired=None if evidence is None else evidence.as_dict()))
             if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
                 pairs = archive_pair(pairs, pair, r.top_k)
             if promote:
                 incumbent, improved = pair, True
-                rec.event("incumbent", outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val,
-                          harness_id=pair.harness_id)
+                rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val,
+                                        harness_id=pair.harness_id))
                 _tell_incumbent(objective, incumbent)
         anchor = np.asarray(best.harness.vector, dtype=float)
         population, current = tuple(best.result.population), float(best.result.screen_s_val)
@@ -279,23 +293,24 @@ def run_outer_loop(
             history = [current]
             search.set_mean(anchor)
             search.shrink_sigma(r.sigma_shrink)
-            event = dict(outer_generation=g, cause=trigger.cause, detail=trigger.detail,
-                         restored_harness_id=restored.harness_id, restored_policy_id=restored.best.id,
-                         s_val=restored.s_val, sigma=search.sigma)
-            rollbacks.append(event)
-            rec.event("rollback", **event)
+            event = RollbackEvent(outer_generation=g, cause=trigger.cause, detail=trigger.detail,
+                                  restored_harness_id=restored.harness_id, restored_policy_id=restored.best.id,
+                                  s_val=restored.s_val, sigma=search.sigma)
+            rollbacks.append(event.to_payload())
+            rec.emit(event)
             console.print(f"[yellow]rollback[/] at outer {g} ({trigger.cause}): {trigger.detail}; restored "
                           f"{restored.harness_id}, sigma → {search.sigma:.3f}")
         s_val_curve.append(incumbent.s_val)
         current_curve.append(float(best.result.screen_s_val))
-        rec.event("outer_generation", outer_generation=g, current_s_val=float(best.result.screen_s_val),
-                  current_full_s_val=None if full is None else full.s_val, incumbent_s_val=incumbent.s_val,
-                  incumbent_screen_s_val=incumbent.screen_s_val, incumbent_policy_id=incumbent.best.id,
-                  best_harness_id=best.harness_id, rolled_back=trigger is not None, sigma=search.sigma,
-                  told=[o.told if math.isfinite(o.told) else None for o in outcomes],
-                  archive=[[p.harness_id, p.s_val] for p in pairs],
-                  cma_termination={k: str(v) for k, v in search.stop_reasons.items()})
-        rec.event("phase", name="outer_generation", outer_generation=g, seconds=clock() - t_outer)
+        rec.emit(OuterGenerationEvent(
+            outer_generation=g, current_s_val=float(best.result.screen_s_val),
+            current_full_s_val=None if full is None else full.s_val, incumbent_s_val=incumbent.s_val,
+            incumbent_screen_s_val=incumbent.screen_s_val, incumbent_policy_id=incumbent.best.id,
+            best_harness_id=best.harness_id, rolled_back=trigger is not None, sigma=search.sigma,
+            told=tuple(o.told if math.isfinite(o.told) else None for o in outcomes),
+            archive=tuple((p.harness_id, p.s_val) for p in pairs),
+            cma_termination={k: str(v) for k, v in search.stop_reasons.items()}))
+        rec.emit(PhaseEvent(name="outer_generation", fields={"outer_generation": g, "seconds": clock() - t_outer}))
         if after_generation is not None:
             after_generation(g)
         verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
@@ -336,11 +351,11 @@ def _run_candidate(objective: Objective, harness: Harness, population: Sequence[
         raise  # systemic (bad config, missing model, leaked validation item): stop the run
     except Exception as exc:  # a failing candidate never raises (it gets the worst penalty)
         log.exception("harness candidate %s failed", hid)
-        rec.event("candidate_failed", outer_generation=g, harness_id=hid, error=f"{type(exc).__name__}: {exc}")
+        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"{type(exc).__name__}: {exc}"))
         return CandidateResult(best=None, population=tuple(population), screen_s_val=None)
     s = res.screen_s_val
     if s is not None and not (isinstance(s, (int, float)) and math.isfinite(s)):
-        rec.event("candidate_failed", outer_generation=g, harness_id=hid, error=f"non-finite screen S_val {s!r}")
+        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"non-finite screen S_val {s!r}"))
         return CandidateResult(best=res.best, population=tuple(population), screen_s_val=None,
                                generated_tokens=res.generated_tokens)
     return res
@@ -471,9 +486,10 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                       episodes=getattr(family, "rollout_style", "single_turn") == "multi_step")
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
-    rec.event("setup", validation_items=len(val_items), selection_items=[t.task_id for t in selection],
-              heldout_items=[t.task_id for t in heldout], screen_items=[t.task_id for t in screen_items],
-              harness_names=list(space.names), population=[p.id for p in population])
+    rec.emit(SetupEvent(validation_items=len(val_items), selection_items=tuple(t.task_id for t in selection),
+                        heldout_items=tuple(t.task_id for t in heldout),
+                        screen_items=tuple(t.task_id for t in screen_items), harness_names=tuple(space.names),
+                        population=tuple(p.id for p in population)))
     console.print(f"[bold]evolve[/] run {run_id}: {len(population)} seed policies, {len(val_items)} "
                   f"meta-validation items ({len(selection)} selection of which {len(screen_items)} screen, "
                   f"{len(heldout)} held out), harness of {space.dim} params ({', '.join(space.names)}), "
@@ -529,15 +545,16 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
         generated_tokens=llm.tokens, generalisation=gen,
     )
-    rec.event("summary", initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id,
-              best_s_val=inc.s_val, best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val,
-              selection_items=len(selection), heldout_items=len(heldout), rollouts=evaluator.rollouts,
-              s_val_curve=out.s_val_curve, current_curve=out.current_curve, rollbacks=len(out.rollbacks),
-              stop_reason=out.stop.key, stop_detail=out.stop.detail, candidates=out.usage.evaluations,
-              generated_tokens=llm.tokens, archive=[[p.harness_id, p.s_val] for p in out.pairs])
-    rec.event("phase", name="totals", seconds=time.perf_counter() - t_run,
-              **{k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()})
-    rec.event("operator_stats", harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict())
+    rec.emit(SummaryEvent(
+        initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,
+        best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val, selection_items=len(selection),
+        heldout_items=len(heldout), rollouts=evaluator.rollouts, s_val_curve=tuple(out.s_val_curve),
+        current_curve=tuple(out.current_curve), rollbacks=len(out.rollbacks), stop_reason=out.stop.key,
+        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=llm.tokens,
+        archive=tuple((p.harness_id, p.s_val) for p in out.pairs)))
+    steps = {k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()}
+    rec.emit(PhaseEvent(name="totals", fields={"seconds": time.perf_counter() - t_run, **steps}))
+    rec.emit(OperatorStatsEvent(harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict()))
     live.refresh(None)  # the final report: generalisation and summary included
     stack.close()  # archive (checkpointed), call log, lock, Ray workers
     print_summary(console, summary, inc)
@@ -561,7 +578,7 @@ def _generalisation(objective: LLMObjective, baseline: Policy, inc: ArchivedPair
     gen = compare(baseline.id, inc.best.id, (sel_a, sel_b), held_vals, seed=seed,
                   selection_ids=[t.task_id for t in objective.order],
                   heldout_ids=[t.task_id for t in heldout] if heldout else None)
-    rec.event("generalisation", **to_payload(gen))
+    rec.emit(GeneralisationEvent(**to_payload(gen)))
     return gen
 
 

@@ -20,8 +20,9 @@ boundary. It is left in place; remove it before starting another run in that fol
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from evotrainer.events import StopEvent, from_payload
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, budget_stop
 
 __all__ = ["STOP_FILE", "RunControl", "StopRequested"]
@@ -63,7 +64,8 @@ class RunControl:
             return False, None
         nxt = self.replay.next_stored_event()
         if nxt is not None and nxt[0] == "stop":
-            return True, StopReason(str(nxt[1].get("key")), str(nxt[1].get("detail")))
+            stop = cast(StopEvent, from_payload("stop", nxt[1]))
+            return True, StopReason(str(stop.key), str(stop.detail))
         return True, None
 
     def _file(self) -> StopReason | None:
@@ -73,7 +75,7 @@ class RunControl:
 
     def _record(self, reason: StopReason | None, where: dict[str, Any]) -> StopReason | None:
         if reason is not None:
-            self.rec.event("stop", key=reason.key, detail=reason.detail, **where)
+            self.rec.emit(StopEvent(key=reason.key, detail=reason.detail, where=where))
         return reason
 
     def check(self, usage: Usage, **where: Any) -> StopReason | None:

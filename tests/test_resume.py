@@ -229,8 +229,8 @@ def test_run_control_follows_the_stored_run_while_replaying(tmp_path: Path) -> N
         def __init__(self):
             self.events = []
 
-        def event(self, kind, **payload):
-            self.events.append((kind, payload))
+        def emit(self, event):
+            self.events.append((event.kind, event.to_payload()))
 
     from evotrainer.harness.stopping import BudgetLimits, Usage
 

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.events import PhaseEvent
 
 __all__ = ["REPORT_NAME", "LiveReport"]
 
@@ -67,6 +68,7 @@ class LiveReport:
             log.warning("could not refresh the report %s (the run goes on): %s", self.path, error)
         else:
             self.writes += 1
-        self.rec.event("phase", name="report", outer_generation=outer_generation,
-                       seconds=time.perf_counter() - t0, path=str(self.path), error=error)
+        self.rec.emit(PhaseEvent(name="report", fields={
+            "outer_generation": outer_generation, "seconds": time.perf_counter() - t0, "path": str(self.path),
+            "error": error}))
         return None if error else self.path

@@ -26,6 +26,7 @@ from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.store import ArchiveStore, _genome_json
 from evotrainer.archive.values import to_json
 from evotrainer.errors import ArchiveError
+from evotrainer.events import PhaseEvent
 from evotrainer.genome import Policy
 
 __all__ = ["RESUME_MARKER", "ReplayingStore"]
@@ -153,8 +154,8 @@ class ReplayingStore(ArchiveStore):
     def _going_live(self) -> None:
         if not self._live:
             self._live = True
-            super().add_event(self.run_id, "phase", {"name": RESUME_MARKER, "replayed": dict(self.replayed),
-                                                     **self.marker})
+            marker = PhaseEvent(name=RESUME_MARKER, fields={"replayed": dict(self.replayed), **self.marker})
+            super().add_event(self.run_id, marker.kind, marker.to_payload())
 
     # --- writes -----------------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.backends.base import LLM, Embedder, SamplingParams
 from evotrainer.config import SelfEvolveConfig
 from evotrainer.errors import DataError, ModelError
+from evotrainer.events import PhaseEvent
 from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for
 from evotrainer.selfevolve.curriculum import curriculum_step
@@ -284,8 +285,8 @@ def run_round(
         note=note,
     )
     recorder.se_round(row)
-    recorder.event("phase", name=f"selfevolve round {k}", seconds=sum(timer.seconds.values()),
-                   **{n.replace("-", "_"): s for n, s in timer.seconds.items()})
+    recorder.emit(PhaseEvent(name=f"selfevolve round {k}", fields={
+        "seconds": sum(timer.seconds.values()), **{n.replace("-", "_"): s for n, s in timer.seconds.items()}}))
     new_state = SelfEvolveState(
         round=k,
         policy=candidate if kept and candidate is not None else policy,

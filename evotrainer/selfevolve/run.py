@@ -23,6 +23,7 @@ from evotrainer.archive.schema import RoundRow
 from evotrainer.archive.store import ArchiveStore, archive_path
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
+from evotrainer.events import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 from evotrainer.genome import Policy
 from evotrainer.llm_objective import TokenMeter
 from evotrainer.progress import stdout_console
@@ -181,9 +182,10 @@ def run_selfevolve(
     seed_pool = add_to_pool([], [PoolTask(t, 0, "seed", difficulty0) for t in seed_tasks], embed=embedder.encode,
                             cosine=s.dedup_cosine, cap=s.pool_cap, forbidden=forbidden)
     rec.se_pool([pool_row(p) for p in seed_pool.pool])
-    rec.event("setup", mode="selfevolve", policy=policy.id, dev_tasks=[t.task_id for t in dev],
-              val_items=[t.task_id for t in val], seed_tasks=[p.task.task_id for p in seed_pool.pool])
-    rec.event("phase", name="selfevolve model load", seconds=load_seconds)
+    rec.emit(SelfEvolveSetupEvent(policy=policy.id, dev_tasks=tuple(t.task_id for t in dev),
+                                  val_items=tuple(t.task_id for t in val),
+                                  seed_tasks=tuple(p.task.task_id for p in seed_pool.pool)))
+    rec.emit(PhaseEvent(name="selfevolve model load", fields={"seconds": load_seconds}))
     console.print(f"[bold]selfevolve[/] run {run_id}: policy {policy.id}, {s.rounds} rounds, pool "
                   f"{len(seed_pool.pool)} seed tasks (cap {s.pool_cap}), dev {len(dev)} tasks, meta-validation "
                   f"{len(val)}/{len(val_all)} items, archive {db_path}")
@@ -196,7 +198,7 @@ def run_selfevolve(
         rec.meta(base_val, kind="meta_val")
     baseline_dev = float(base_dev.s_val or 0.0)
     baseline_val = float(base_val.s_val or 0.0) if base_val is not None else None
-    rec.event("phase", name="selfevolve baseline", **{k.replace("-", "_"): v for k, v in timer.seconds.items()})
+    rec.emit(PhaseEvent(name="selfevolve baseline", fields={k.replace("-", "_"): v for k, v in timer.seconds.items()}))
 
     # ---- 4. rounds --------------------------------------------------------------------------------
     state = SelfEvolveState(round=0, policy=policy, pool=seed_pool.pool,
@@ -218,10 +220,11 @@ def run_selfevolve(
     seconds = time.perf_counter() - t_run
     summary = SelfEvolveSummary(run_id, db_path, tuple(rows), baseline_dev, baseline_val, state.policy, seconds,
                                 llm.tokens)
-    rec.event("summary", mode="selfevolve", baseline_dev=baseline_dev, baseline_val=baseline_val,
-              final_policy=state.policy.id, final_adapter=_rel_or_none(state.policy.adapter, run_dir),
-              rounds=[[r.round, r.status, r.dev_score, r.val_score] for r in rows], generated_tokens=llm.tokens)
-    rec.event("phase", name="selfevolve totals", seconds=seconds)
+    rec.emit(SelfEvolveSummaryEvent(
+        baseline_dev=baseline_dev, baseline_val=baseline_val, final_policy=state.policy.id,
+        final_adapter=_rel_or_none(state.policy.adapter, run_dir),
+        rounds=tuple((r.round, r.status, r.dev_score, r.val_score) for r in rows), generated_tokens=llm.tokens))
+    rec.emit(PhaseEvent(name="selfevolve totals", fields={"seconds": seconds}))
     store.close()
     console.print(round_table(rows, baseline_dev))
     console.print(f"final policy {state.policy.id} (adapter {_rel_or_none(state.policy.adapter, run_dir)}); "
