@@ -33,6 +33,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 import evotrainer.resolvers  # noqa: F401  (registers ${evotrainer_unique:} in a joblib worker too)
+from evotrainer.events import SelfEvolveSummaryEvent, SummaryEvent
 from evotrainer.sweep_index import now_iso, planned_jobs, update_index
 
 __all__ = ["SweepIndexCallback", "error_line", "job_figures"]
@@ -76,16 +77,17 @@ def job_figures(archive_file: str | Path) -> dict[str, Any]:
             return {}
         run_id = runs[-1].run_id
         summaries = store.events(run_id, kind="summary")
-        s = summaries[-1].payload if summaries else {}
+        s = summaries[-1].event if summaries else SummaryEvent()
         g = run_generalisation(store, run_id)
-    out: dict[str, Any] = {"run_id": run_id, "mode": s.get("mode", "evolve"), "s_val": _number(s.get("best_s_val")),
-                           "initial_s_val": _number(s.get("initial_s_val")),
-                           "heldout_s_val": _number(s.get("heldout_s_val")), "heldout_diff": None, "held": None,
-                           "stop_reason": s.get("stop_reason") if isinstance(s.get("stop_reason"), str) else None}
-    if out["mode"] == "selfevolve":
-        rounds = [r for r in s.get("rounds") or [] if isinstance(r, list) and len(r) >= 4]
-        out["s_val"] = _number(rounds[-1][3]) if rounds else None
-        out["initial_s_val"] = _number(s.get("baseline_val"))
+    co = s if isinstance(s, SummaryEvent) else SummaryEvent()
+    mode = "selfevolve" if isinstance(s, SelfEvolveSummaryEvent) else "evolve"
+    out: dict[str, Any] = {"run_id": run_id, "mode": mode,
+                           "s_val": _number(co.best_s_val), "initial_s_val": _number(co.initial_s_val),
+                           "heldout_s_val": _number(co.heldout_s_val), "heldout_diff": None, "held": None,
+                           "stop_reason": co.stop_reason}
+    if isinstance(s, SelfEvolveSummaryEvent):
+        out["s_val"] = _number(s.rounds[-1][3]) if s.rounds else None
+        out["initial_s_val"] = _number(s.baseline_val)
     if g is not None:
         out["held"] = g.held
         if g.heldout is not None:

@@ -36,6 +36,7 @@ from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
 from evotrainer.archive.textsafe import clip, dumps, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.events import TrajectoriesEvent
 from evotrainer.generalisation import render_table, to_payload
 
 __all__ = ["app", "main"]
@@ -417,13 +418,13 @@ def trajectories(
         rid = views.pick_run(store, run).run_id
         pid = views.resolve_policy(store, rid, policy).id if policy else None
         lines = []
-        for ev in store.events(rid, "trajectories"):
-            p = ev.payload
-            if pid is not None and p.get("policy_id") != pid:
+        for stored in store.events(rid, "trajectories"):
+            ev = stored.event
+            if not isinstance(ev, TrajectoriesEvent) or (pid is not None and ev.policy_id != pid):
                 continue
-            for traj in p.get("trajectories", []):
-                row = {"policy_id": p.get("policy_id"), "batch_id": p.get("batch_id"), "kind": p.get("kind"),
-                       "harness_id": p.get("harness_id"), **(traj if isinstance(traj, dict) else {"text": traj})}
+            for traj in ev.trajectories:
+                row = {"policy_id": ev.policy_id, "batch_id": ev.batch_id, "kind": ev.evaluation_kind,
+                       "harness_id": ev.harness_id, **(traj if isinstance(traj, dict) else {"text": traj})}
                 lines.append(json.dumps(row, ensure_ascii=False) + "\n")
     if not lines:
         raise typer.BadParameter("no archived trajectories in this run (only multi-step families such as "

@@ -10,8 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.events import PromotionEvent, RaceEvent
 
 __all__ = ["promotions", "race_entries", "race_summary"]
+
+
+def _races(store: ArchiveStore, run_id: str) -> list[RaceEvent]:
+    return [ev for ev in (e.event for e in store.events(run_id, kind="race")) if isinstance(ev, RaceEvent)]
+
+
+def _promotions(store: ArchiveStore, run_id: str) -> list[PromotionEvent]:
+    return [ev for ev in (e.event for e in store.events(run_id, kind="promotion")) if isinstance(ev, PromotionEvent)]
 
 
 def race_summary(store: ArchiveStore, run_id: str) -> dict[str, Any]:
@@ -22,15 +31,15 @@ def race_summary(store: ArchiveStore, run_id: str) -> dict[str, Any]:
         raced), ``by_status`` (status -> count: worse, futile, cut, better, undecided), ``promotions``
         (whole-set decisions), ``promoted`` (decisions whose paired lower bound was above 0).
     """
-    races = [e.payload for e in store.events(run_id, kind="race")]
-    decisions = [e.payload for e in store.events(run_id, kind="promotion")]
+    races = _races(store, run_id)
+    decisions = _promotions(store, run_id)
     by_status: dict[str, int] = {}
     for race in races:
-        for entry in race.get("entries", []):
+        for entry in race.entries:
             by_status[str(entry.get("status"))] = by_status.get(str(entry.get("status")), 0) + 1
-    return {"races": len(races), "evaluations": sum(int(r.get("evaluations", 0)) for r in races),
+    return {"races": len(races), "evaluations": sum(r.evaluations or 0 for r in races),
             "entries": sum(by_status.values()), "by_status": by_status, "promotions": len(decisions),
-            "promoted": sum(1 for d in decisions if d.get("promoted"))}
+            "promoted": sum(1 for d in decisions if d.promoted)}
 
 
 def race_entries(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
@@ -44,10 +53,10 @@ def race_entries(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         race kept none), ``wins`` / ``losses`` / ``ties`` over those items. Missing keys read as None.
     """
     rows: list[dict[str, Any]] = []
-    for race in (e.payload for e in store.events(run_id, kind="race")):
-        for entry in race.get("entries", []):
-            rows.append({"outer_generation": race.get("outer_generation"), "harness_id": race.get("harness_id"),
-                         "reference": race.get("reference"), "policy_id": entry.get("policy_id"),
+    for race in _races(store, run_id):
+        for entry in race.entries:
+            rows.append({"outer_generation": race.outer_generation, "harness_id": race.harness_id,
+                         "reference": race.reference, "policy_id": entry.get("policy_id"),
                          **{k: entry.get(k) for k in ("items", "status", "mean", "low", "high", "wins", "losses",
                                                       "ties")}})
     return rows
@@ -62,10 +71,10 @@ def promotions(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         ``wins`` / ``losses`` / ``ties`` (None where the event lacks them).
     """
     rows = []
-    for d in (e.payload for e in store.events(run_id, kind="promotion")):
-        paired = d.get("paired") or {}
-        rows.append({**{k: d.get(k) for k in ("outer_generation", "harness_id", "policy_id", "incumbent_policy_id",
-                                               "s_val", "incumbent_s_val")},
-                     "promoted": bool(d.get("promoted")),
+    for d in _promotions(store, run_id):
+        paired = d.paired or {}
+        rows.append({"outer_generation": d.outer_generation, "harness_id": d.harness_id, "policy_id": d.policy_id,
+                     "incumbent_policy_id": d.incumbent_policy_id, "s_val": d.s_val,
+                     "incumbent_s_val": d.incumbent_s_val, "promoted": bool(d.promoted),
                      **{k: paired.get(k) for k in ("mean", "low", "high", "n", "wins", "losses", "ties")}})
     return rows

@@ -14,13 +14,21 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from evotrainer.archive.locate import ArchiveLocation
 from evotrainer.archive.race_views import promotions, race_entries, race_summary
 from evotrainer.archive.schema import EvaluationRow, EventRow, RunInfo
 from evotrainer.archive.store import ArchiveStore, open_archive
 from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.events import (
+    Event,
+    IncumbentEvent,
+    InnerGenerationEvent,
+    OuterGenerationEvent,
+    SetupEvent,
+    SummaryEvent,
+)
 from evotrainer.generalisation import Generalisation, from_payload, pool, with_item_ids
 from evotrainer.genome import PREFILL_SECTION, Policy, render_system_prompt
 
@@ -75,8 +83,12 @@ def pick_run(store: ArchiveStore, run_id: str | None = None) -> RunInfo:
     return runs[-1]
 
 
-def _last(events: list[EventRow]) -> dict[str, Any] | None:
-    return events[-1].payload if events else None
+T = TypeVar("T", bound=Event)
+
+
+def _typed(events: Iterable[EventRow], cls: type[T]) -> list[T]:
+    """The typed events of ``events`` that are ``cls`` instances, in order (DataError on a malformed one)."""
+    return [ev for ev in (e.event for e in events if e.kind == cls.kind) if isinstance(ev, cls)]
 
 
 def _config_summary(config: dict[str, Any]) -> dict[str, Any]:
@@ -123,16 +135,18 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
     """
     rid = run.run_id
     events = store.events(rid)
-    summary = _last([e for e in events if e.kind == "summary"])
+    summaries = [e.event for e in events if e.kind == "summary"]
+    summary = summaries[-1] if summaries else None  # co-evolution or self-evolution
+    coevo = summary if isinstance(summary, SummaryEvent) else SummaryEvent()
     evals = store.evaluations(rid)
     cands = store.harness_candidates(rid)
-    incumbents = [e.payload for e in events if e.kind == "incumbent"]
+    incumbents = _typed(events, IncumbentEvent)
     best = store.best_policy(rid, "meta_val")
     if summary is not None:
-        best_id, best_s = summary.get("best"), summary.get("best_s_val")
+        best_id, best_s = coevo.best, coevo.best_s_val
     else:
         best_id, best_s = (best[0].id, best[1]) if best else (None, None)
-    first = incumbents[0] if incumbents else {}
+    first = incumbents[0] if incumbents else IncumbentEvent()
     return {
         "run_id": rid,
         "seed": run.seed,
@@ -140,22 +154,22 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         "code_version": run.code_version,
         "host": run.host,
         "status": "finished" if summary is not None else RUNNING_OR_CRASHED,
-        "stop_reason": (summary.get("stop_reason") or "finished") if summary is not None else RUNNING_OR_CRASHED,
-        "stop_detail": summary.get("stop_detail") if summary is not None else None,
-        "heldout_s_val": summary.get("heldout_s_val") if summary is not None else None,
+        "stop_reason": (coevo.stop_reason or "finished") if summary is not None else RUNNING_OR_CRASHED,
+        "stop_detail": coevo.stop_detail,
+        "heldout_s_val": coevo.heldout_s_val,
         "last_event_at": events[-1].created_at if events else None,
         "config": _config_summary(run.config),
         "config_full": run.config,
         "best_policy_id": best_id,
         "best_s_val": best_s,
-        "initial_policy_id": first.get("policy_id"),
-        "initial_s_val": first.get("s_val"),
+        "initial_policy_id": first.policy_id,
+        "initial_s_val": first.s_val,
         "policies": len(store.policies(rid)),
         "outer_generations": max((c.outer_generation for c in cands), default=0),
-        "incumbents": [{k: p.get(k) for k in ("outer_generation", "policy_id", "s_val", "harness_id")}
-                       for p in incumbents],
+        "incumbents": [{"outer_generation": i.outer_generation, "policy_id": i.policy_id, "s_val": i.s_val,
+                        "harness_id": i.harness_id} for i in incumbents],
         "budget": _budget(evals),
-        "summary_rollouts": summary.get("rollouts") if summary is not None else None,
+        "summary_rollouts": coevo.rollouts,
         "rollbacks": sum(e.kind == "rollback" for e in events),
     }
 
@@ -347,14 +361,13 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
     """
     events = store.events(run_id)
     cands = store.harness_candidates(run_id)
-    inc = {int(e.payload["outer_generation"]): e.payload for e in events
-           if e.kind == "incumbent" and isinstance(e.payload.get("outer_generation"), int)}
+    inc = {i.outer_generation: i for i in _typed(events, IncumbentEvent) if i.outer_generation is not None}
     last_gen = max([*inc, *(c.outer_generation for c in cands)], default=-1)
     curve, current = [], None
     for g in range(0, last_gen + 1):
         current = inc.get(g, current)
         if current is not None:
-            curve.append({"outer_generation": g, "s_val": current.get("s_val"), "policy_id": current.get("policy_id")})
+            curve.append({"outer_generation": g, "s_val": current.s_val, "policy_id": current.policy_id})
     where = _outer_of_events(events)
     return {
         "incumbent": curve,
@@ -362,9 +375,8 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
                         "screen_s_val": c.screen_s_val, "s_val": c.s_val} for c in cands],
         "rollbacks": [{"id": e.id, "outer_generation": e.payload.get("outer_generation", where[e.id]),
                        "payload": e.payload} for e in events if e.kind == "rollback"],
-        "current": [{"outer_generation": e.payload["outer_generation"], "s_val": e.payload["current_s_val"]}
-                    for e in events if e.kind == "outer_generation"
-                    and isinstance(e.payload.get("current_s_val"), (int, float))],
+        "current": [{"outer_generation": o.outer_generation, "s_val": o.current_s_val}
+                    for o in _typed(events, OuterGenerationEvent) if o.current_s_val is not None],
     }
 
 
@@ -378,14 +390,13 @@ def fitness_curves(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         series: harness_id, outer_generation, points (list of ``{generation, max, mean, min}``).
     """
     series: dict[str, dict[str, Any]] = {}
-    for e in store.events(run_id, kind="inner_generation"):
-        rec = e.payload.get("record") or {}
+    for e in _typed(store.events(run_id, kind="inner_generation"), InnerGenerationEvent):
+        rec = e.record
         if not all(isinstance(rec.get(k), (int, float)) for k in ("max", "mean")):
             continue
-        hid = str(e.payload.get("harness_id"))
-        s = series.setdefault(hid, {"harness_id": hid, "outer_generation": e.payload.get("outer_generation"),
-                                    "points": []})
-        s["points"].append({"generation": e.payload.get("generation"), "max": rec["max"], "mean": rec["mean"],
+        hid = str(e.harness_id)
+        s = series.setdefault(hid, {"harness_id": hid, "outer_generation": e.outer_generation, "points": []})
+        s["points"].append({"generation": e.generation, "max": rec["max"], "mean": rec["mean"],
                             "min": rec.get("min")})
     if series:
         return list(series.values())
@@ -532,11 +543,10 @@ def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | Non
         g = from_payload(events[-1].payload)
     except ValueError as exc:
         raise ArchiveError(f"{store.path}: run {run_id!r}: {exc}") from None
-    setup = _last(store.events(run_id, kind="setup")) or {}
-    for split, key in (("selection", "selection_items"), ("heldout", "heldout_items")):
-        ids = setup.get(key)
-        if isinstance(ids, list):
-            g = with_item_ids(g, split, [str(i) for i in ids])
+    setups = _typed(store.events(run_id, kind="setup"), SetupEvent)
+    if setups:
+        g = with_item_ids(g, "selection", setups[-1].selection_items)
+        g = with_item_ids(g, "heldout", setups[-1].heldout_items)
     return g
 
 
