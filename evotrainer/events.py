@@ -8,7 +8,8 @@ packages, so every layer may build and read events.
 Payload contract: ``to_payload()`` returns the dict the run stored before these classes existed, same keys
 in the same order (a resumed run compares stored payloads, and two runs of one seed and config must give
 byte-identical archives). The key order is the field order; a class whose payload keys vary has one mapping
-field (``fields`` or ``where``) merged after its typed keys. Tuples become JSON lists.
+field (``fields`` or ``where``) merged after its typed keys. Tuples become JSON lists. The base class and the
+payload codec live in :mod:`evotrainer.event_base`.
 
 Reading: every field has a default (None, an empty tuple or mapping) so that an archive written before a key
 existed still reads; the typed event of such a payload then writes the default where the key was missing. A
@@ -21,12 +22,12 @@ the seeds); harness ids are ``h0`` (generation 0) or ``g<outer>c<index>``.
 from __future__ import annotations
 
 import types
-import typing
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, ClassVar, Protocol, Union
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
 from evotrainer.errors import DataError
+from evotrainer.event_base import OMIT_NONE, Event, Subscriber, decode, payload_key
 
 __all__ = [
     "EVENT_TYPES",
@@ -57,52 +58,6 @@ __all__ = [
     "TrajectoriesEvent",
     "from_payload",
 ]
-
-
-def _key(name: str) -> dict[str, Any]:
-    """Field metadata: the payload key is ``name`` (a field cannot be called ``kind``)."""
-    return {"key": name}
-
-
-_OMIT_NONE = {"omit_none": True}
-"""Field metadata: the key is left out of the payload when the value is None (a variant of one kind)."""
-
-
-def _plain(value: Any) -> Any:
-    """``value`` as the JSON-shaped Python the payload holds: tuples -> lists, mappings -> dicts (recursive)."""
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Event:
-    """Base of the event records: ``kind`` names the archive event kind, :meth:`to_payload` is its payload."""
-
-    kind: ClassVar[str] = ""
-    merged: ClassVar[str | None] = None
-    """Name of the mapping field merged into the payload after the typed keys (None: the keys are fixed)."""
-
-    def to_payload(self) -> dict[str, Any]:
-        """The JSON-ready payload the archive stores: keys in field order, the merged mapping last."""
-        out: dict[str, Any] = {}
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == self.merged:
-                out.update(_plain(value))
-            elif not (value is None and f.metadata.get("omit_none")):
-                out[f.metadata.get("key", f.name)] = _plain(value)
-        return out
-
-
-class Subscriber(Protocol):
-    """Something that sees each event after the archive stored it (the tracker, a printer)."""
-
-    def __call__(self, event: Event) -> None:
-        """Called once per event, in emission order; must not raise."""
-        ...
 
 
 # --- the co-evolution loop (evotrainer/coevolution.py, llm_objective.py) -------------------------------
@@ -242,17 +197,17 @@ class StyleLibraryEvent(Event):
     """Outer generation, >= 1."""
     accepted: bool | None = None
     """True when the rewritten style replaced the retired one."""
-    error: str | None = field(default=None, metadata=_OMIT_NONE)
+    error: str | None = field(default=None, metadata=OMIT_NONE)
     """``repr`` of the mutator's exception."""
-    retired: str | None = field(default=None, metadata=_OMIT_NONE)
+    retired: str | None = field(default=None, metadata=OMIT_NONE)
     """Name of the style retired."""
-    rewritten: str | None = field(default=None, metadata=_OMIT_NONE)
+    rewritten: str | None = field(default=None, metadata=OMIT_NONE)
     """Name of the style whose instruction was rewritten."""
-    new_name: str | None = field(default=None, metadata=_OMIT_NONE)
+    new_name: str | None = field(default=None, metadata=OMIT_NONE)
     """Name of the new style."""
-    answer: str | None = field(default=None, metadata=_OMIT_NONE)
+    answer: str | None = field(default=None, metadata=OMIT_NONE)
     """The mutator's answer (untrusted model text)."""
-    library: tuple[tuple[str, str], ...] | None = field(default=None, metadata=_OMIT_NONE)
+    library: tuple[tuple[str, str], ...] | None = field(default=None, metadata=OMIT_NONE)
     """The library afterwards: ``(name, instruction)`` pairs."""
 
 
@@ -510,7 +465,7 @@ class TrajectoriesEvent(Event):
     """The policy evaluated."""
     batch_id: str | None = None
     """The task batch."""
-    evaluation_kind: str | None = field(default=None, metadata=_key("kind"))
+    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
     """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
     harness_id: str | None = None
     """The candidate, None outside one."""
@@ -572,59 +527,6 @@ MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({
     ("setup", "selfevolve"): SelfEvolveSetupEvent, ("summary", "selfevolve"): SelfEvolveSummaryEvent})
 """``(kind, payload["mode"])`` -> the class of that mode's variant of the kind."""
 
-_SPECS: dict[type, tuple[dict[str, tuple[Field, Any]], str | None]] = {}
-
-
-def _spec(cls: type[Event]) -> tuple[dict[str, tuple[Field, Any]], str | None]:
-    """Payload key -> (field, resolved type hint) of ``cls``, and its merged field's name (cached)."""
-    if cls not in _SPECS:
-        hints = typing.get_type_hints(cls)
-        by_key = {f.metadata.get("key", f.name): (f, hints[f.name]) for f in fields(cls) if f.name != cls.merged}
-        _SPECS[cls] = (by_key, cls.merged)
-    return _SPECS[cls]
-
-
-def _is(value: Any, hint: Any) -> tuple[bool, Any]:
-    """``(matches, value converted)``: JSON lists become tuples where ``hint`` is a tuple; numbers keep their
-    type (an int where a float is declared stays an int, so the payload is written back unchanged)."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True, value
-    if origin in (Union, types.UnionType):
-        for arg in args:
-            ok, out = _is(value, arg)
-            if ok:
-                return True, out
-        return False, value
-    if hint is type(None):
-        return value is None, value
-    if hint is bool:
-        return isinstance(value, bool), value
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool), value
-    if hint is float:
-        return isinstance(value, int | float) and not isinstance(value, bool), value
-    if hint is str:
-        return isinstance(value, str), value
-    if origin is tuple:
-        if not isinstance(value, list | tuple):
-            return False, value
-        items = args[:1] * len(value) if len(args) == 2 and args[1] is Ellipsis else args
-        if len(items) != len(value):
-            return False, value
-        out = []
-        for item, arg in zip(value, items, strict=True):
-            ok, converted = _is(item, arg)
-            if not ok:
-                return False, value
-            out.append(converted)
-        return True, tuple(out)
-    if origin is Mapping:
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-            return False, value
-        return all(_is(v, args[1])[0] for v in value.values()), dict(value)
-    raise TypeError(f"events: unsupported field type {hint!r}")  # a class declared here uses a new type
-
 
 def _class_for(kind: str, payload: Mapping[str, Any]) -> type[Event]:
     mode = payload.get("mode")
@@ -652,29 +554,4 @@ def from_payload(kind: str, payload: Mapping[str, Any]) -> Event:
     if not isinstance(payload, Mapping):
         raise DataError(f"event {kind!r}: payload is a {type(payload).__name__}, expected an object")
     cls = _class_for(kind, payload)
-    by_key, merged = _spec(cls)
-    values: dict[str, Any] = {}
-    extra: dict[str, Any] = {}
-    for key, value in payload.items():
-        if key not in by_key:
-            if merged is None:
-                raise DataError(f"event {kind!r}: unknown key {key!r} (known: {', '.join(by_key)})")
-            extra[key] = value
-            continue
-        f, hint = by_key[key]
-        ok, converted = _is(value, hint)
-        if not ok:
-            raise DataError(f"event {kind!r}: key {key!r} holds {value!r:.80}, expected {_hint_text(hint)}")
-        values[f.name] = converted
-    for key, (f, _) in by_key.items():
-        if f.name not in values and f.default is MISSING and f.default_factory is MISSING:
-            raise DataError(f"event {kind!r}: missing key {key!r}")
-    if merged is not None:
-        values[merged] = extra
-    return cls(**values)
-
-
-def _hint_text(hint: Any) -> str:
-    if typing.get_origin(hint) is None and hasattr(hint, "__name__"):
-        return hint.__name__
-    return str(hint).replace("typing.", "").replace("collections.abc.", "")
+    return decode(cls, kind, payload)
