@@ -74,6 +74,7 @@ from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
+from evotrainer.console_view import ConsoleView
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.events import (
     CandidateFailedEvent,
@@ -97,7 +98,7 @@ from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.racing import PairedBound, paired_bound
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
-from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config, planned_requests
+from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config
 from evotrainer.progress import stdout_console, task
 from evotrainer.resume import ResumePlan, RunFiles, run_config
 from evotrainer.rollout import RolloutEvaluator
@@ -111,6 +112,7 @@ from evotrainer.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.screening import planned_requests
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.tracking import open_tracker
@@ -483,7 +485,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     store = files.archive(db_path, run_id)
     stack.callback(store.close)
     rec = RunRecorder(store, run_id, tracker=tracker,
-                      episodes=getattr(family, "rollout_style", "single_turn") == "multi_step")
+                      episodes=getattr(family, "rollout_style", "single_turn") == "multi_step",
+                      subscribers=[ConsoleView(console)])  # inner generations, races, style changes
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
     rec.emit(SetupEvent(validation_items=len(val_items), selection_items=tuple(t.task_id for t in selection),
@@ -525,7 +528,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     if o.seed_screen and len(population) > 1:
         keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
-                            full_score=lambda: objective.full_score(keep[0], "h0", 0),
+                            full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
 
     # ---- 3. outer generations -------------------------------------------------------------------
@@ -567,16 +570,17 @@ def _generalisation(objective: LLMObjective, baseline: Policy, inc: ArchivedPair
     """The final best vs the best seed (the first incumbent), paired on the selection items and on the
     held-out items (both scored there in one batched call, archived as ``meta_heldout``); archived as a
     ``generalisation`` event and returned for the summary. None when a selection vector is missing."""
-    sel_a, sel_b = objective.vector(baseline), objective.vector(inc.best)
+    screening = objective.screening
+    sel_a, sel_b = screening.vector(baseline), screening.vector(inc.best)
     held_vals = None
     if heldout:
         policies = [baseline] if baseline.genome_hash == inc.best.genome_hash else [baseline, inc.best]
-        evals = objective.meta_many(policies, heldout, "meta_heldout", None, inc.outer_generation)
+        evals = screening.meta_many(policies, heldout, "meta_heldout", None, inc.outer_generation)
         held_vals = (list(evals[0].per_item), list(evals[-1].per_item))
     if sel_a is None or sel_b is None:
         return None
     gen = compare(baseline.id, inc.best.id, (sel_a, sel_b), held_vals, seed=seed,
-                  selection_ids=[t.task_id for t in objective.order],
+                  selection_ids=[t.task_id for t in screening.order],
                   heldout_ids=[t.task_id for t in heldout] if heldout else None)
     rec.emit(GeneralisationEvent(**to_payload(gen)))
     return gen
@@ -594,7 +598,7 @@ def _screened_start(
     screening S_val (None when every screening failed).
     """
     candidates = [population[i] for _, i in scored]
-    screened = objective.meta_many(candidates, screen_items, "meta_screen", "h0", 0)
+    screened = objective.screening.meta_many(candidates, screen_items, "meta_screen", "h0", 0)
     values = [e.s_val if e.s_val is not None else -math.inf for e in screened]
     best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
     console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 from rich.console import Console
 
-__all__ = ["Progress", "advance", "fmt_duration", "stdout_console", "task"]
+__all__ = ["Progress", "advance", "fmt_duration", "muted", "stdout_console", "task"]
 
 LOG_WIDTH = 200  # columns of a non-terminal console: log lines are not wrapped at rich's default 80
 _open: list[Progress] = []  # tasks open now, innermost last
@@ -238,7 +238,7 @@ def task(label: str, total: int | None, *, console: Console | None = None, unit:
         unit: what :func:`advance` calls with ``unit=`` count here (``"requests"``: generation requests).
         options: further :class:`Progress` arguments (``min_interval_s``, ``clock``, ``summary``, ...).
     """
-    parent = _open[-1] if _open else None
+    parent = next((q for q in reversed(_open) if isinstance(q, Progress)), None)
     p = Progress(label, total, console=console, unit=unit, **options)
     p.start(parent)
     _open.append(p)
@@ -249,6 +249,32 @@ def task(label: str, total: int | None, *, console: Console | None = None, unit:
     finally:
         _open.remove(p)
         p.close(ok=ok)
+
+
+class _Muted:
+    """Swallows :func:`advance` calls of one unit while open (see :func:`muted`)."""
+
+    def __init__(self, unit: str) -> None:
+        self.unit = unit
+
+    def advance(self, n: int = 1) -> None:
+        """Ignore ``n``."""
+
+
+@contextmanager
+def muted(unit: str = "requests") -> Iterator[None]:
+    """Make :func:`advance` of ``unit`` a no-op inside the block.
+
+    A multi-step rollout sends one generation request per episode and step; the phase counts episodes (its
+    planned requests), so the rollout mutes the backend's per-call counts and reports each episode once,
+    when it ends.
+    """
+    m = _Muted(unit)
+    _open.append(m)  # type: ignore[arg-type]  # has .unit and .advance, all advance() needs
+    try:
+        yield
+    finally:
+        _open.remove(m)  # type: ignore[arg-type]
 
 
 def advance(n: int = 1, unit: str = "requests") -> None:

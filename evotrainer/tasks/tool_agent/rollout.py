@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from evotrainer import progress
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.tool_agent.env import ToolEnv
@@ -155,12 +156,14 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
                                       ep.episode.adapter)
                     for k, ep in todo]
         try:
-            generations = llm.generate(requests)
+            with progress.muted():  # the phase counts episodes, not model calls
+                generations = llm.generate(requests)
             if len(generations) != len(requests):
                 raise RuntimeError(f"backend returned {len(generations)} results for {len(requests)} requests")
         except Exception as exc:  # a failing backend ends these episodes, never the caller
             for _, ep in todo:
                 ep.stop, ep.error = "error", f"{type(exc).__name__}: {exc}"
+            progress.advance(len(todo))
             break
         for (_, ep), gen, req in zip(todo, generations, requests, strict=True):
             parsed = parse_reply(gen.text, tool_names)
@@ -184,6 +187,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
             ep.messages.append({"role": "user", "content": f"Observation: {shown}"})
             if repeated:
                 ep.stop = "repeated"
+        progress.advance(sum(ep.stop is not None for _, ep in todo))
+    progress.advance(sum(ep.stop is None for ep in live))  # ran out of steps
     out = []
     for ep in live:
         score = score_episode(ep.steps, ep.episode.task, weights=cfg.weights)

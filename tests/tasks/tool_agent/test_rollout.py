@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import random
 from collections.abc import Callable, Sequence
 
 import pytest
 
+from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams, split_prefill
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.tool_agent.generator import generate_tasks
@@ -200,3 +202,22 @@ def test_an_episodes_sampling_seed_does_not_depend_on_its_place_in_the_batch() -
 
     alone = seed_of([Episode("p", "", tasks[0])])
     assert seed_of([Episode("q", "", tasks[1]), Episode("p", "", tasks[2]), Episode("p", "", tasks[0])]) == alone
+
+
+def test_progress_counts_episodes_not_model_calls() -> None:
+    tasks = _tasks(2, 2)
+    fast = tasks[0].question
+
+    def script(r: GenerationRequest) -> str:
+        if fast in r.messages[1]["content"]:
+            return "Final Answer: 0"
+        return f"Action: calculator[{len(r.messages)}]"
+
+    class Counting(ScriptedLLM):
+        def generate(self, requests):  # the backend reports each call, as the transformers backend does
+            progress.advance(len(requests))
+            return super().generate(requests)
+
+    with progress.task("episodes", total=2, heartbeat=False, stream=io.StringIO()) as bar:
+        run_episodes(Counting(script), [Episode("a", "", t) for t in tasks], ToolRolloutConfig(max_steps=3))
+        assert bar.done == 2
