@@ -75,7 +75,7 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
 from evotrainer.console_view import ConsoleView
-from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.errors import EvoTrainerError
 from evotrainer.events import (
     CandidateFailedEvent,
     GeneralisationEvent,
@@ -451,9 +451,6 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
-    if getattr(family, "rollout_style", "single_turn") != "single_turn" and cfg.inner.adapter_mutation_share > 0:
-        raise ConfigError(f"config key 'inner.adapter_mutation_share': adapter genes need single-turn rollouts; "
-                          f"the {family.name!r} family rolls out multi-step episodes (set it to 0)")
     val_items = load_validation(cfg, family)
     selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
     screen_items = screening_subset(selection, cfg.outer.screen_size)

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
-from evotrainer.backends.base import LLM, Generation, Message, SamplingParams, with_answer
+from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
 from evotrainer.errors import DataError
 from evotrainer.genome import Policy
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
@@ -511,9 +511,11 @@ class FeedbackRecorder:
 class PassingSampleRecorder:
     """Keeps each evaluated genome's passing outputs on one training batch: the Lamarckian adapter data.
 
-    Call it with a policy to get its passing samples as chats ``(*family.build_messages(policy.sections,
-    task), assistant output)`` (the exact prompt it was rolled out with, then its answer), in batch order;
-    empty when its genome was not evaluated on this batch or nothing passed. An output passes when its
+    Call it with a policy to get its passing samples as chats, in batch order: the family's
+    ``training_chats(policy.sections, task, output)`` of each passing output (single turn: the exact prompt it
+    was rolled out with, then its answer; an episode: one chat per model reply, earlier turns as context, so
+    a fine-tune learns only the model's own tokens); empty when its genome was not evaluated on this batch
+    or nothing passed. An output passes when its
     task's total reward is >= ``threshold``, the degenerate-output guard did not fire and it is not blank.
     Like :class:`FeedbackRecorder` it refuses a batch holding a meta-validation transcript, so no
     meta-validation item can become training data.
@@ -552,8 +554,8 @@ class PassingSampleRecorder:
                 if value is not None and value >= self.threshold and degen is None and out.strip())
 
     def __call__(self, policy: Policy) -> list[tuple[Message, ...]]:
-        return [with_answer(self.family.build_messages(policy.sections, self.tasks[i]), out)
-                for i, out in self._by_genome.get(policy.genome_hash, ())]
+        return [chat for i, out in self._by_genome.get(policy.genome_hash, ())
+                for chat in self.family.training_chats(policy.sections, self.tasks[i], out)]
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_genome.values())

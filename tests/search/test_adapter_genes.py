@@ -45,6 +45,9 @@ class TopicFamily:
     def roll_out(self, llm, requests):
         return single_turn_roll_out(llm, requests)
 
+    def training_chats(self, sections, task, output):
+        return [(*self.build_messages(sections, task), {"role": "assistant", "content": output})]
+
     def exemplar(self, task, max_items=2):
         return exemplar_text(task, max_items=max_items)
 

@@ -62,8 +62,8 @@ def test_tool_agent_evaluate_mode(tiny_run_config: Callable[[], Config], tmp_pat
     assert doc["n_items"] == 6
 
 
-def test_tool_agent_refuses_what_it_cannot_do_yet(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
-    """The model judge grades minutes, and adapter genes learn single replies: both are refused up front."""
+def test_tool_agent_refuses_the_model_judge(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
+    """The model judge grades minutes: refused up front for episodes."""
     import pytest
 
     from evotrainer.errors import ConfigError
@@ -74,7 +74,19 @@ def test_tool_agent_refuses_what_it_cannot_do_yet(tiny_run_config: Callable[[], 
     cfg.selfevolve.model_judge_weight = 0.3
     with pytest.raises(ConfigError, match="selfevolve.model_judge_weight"):
         run_selfevolve(cfg, run_dir=tmp_path / "se")
+
+
+def test_adapter_genes_learn_from_episodes_in_the_main_job(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
+    """With adapter genes on, the Lamarckian fine-tune learns a passing episode's replies (one chat per reply,
+    ``training_chats``) and the child's episodes run under its adapter."""
     cfg = _tool_config(tiny_run_config)
-    cfg.inner.adapter_mutation_share = 0.2
-    with pytest.raises(ConfigError, match="inner.adapter_mutation_share"):
-        run_evolve(cfg, run_dir=tmp_path / "ev")
+    cfg.inner.adapter_mutation_share = 1.0
+    cfg.inner.adapter_pass_threshold = 0.0  # the random model never answers: let every episode pass
+    cfg.inner.adapter_lora.steps = 2
+    summary = run_evolve(cfg, run_dir=tmp_path)
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        policies = store.policies(summary.run_id)
+        evaluated = {e.policy_id for e in store.evaluations(summary.run_id, kind="fitness")}
+    tuned = [p for p in policies if p.operator == "mut_adapter/finetune"]
+    assert tuned and all(p.adapter and (Path(p.adapter) / "adapter_config.json").exists() for p in tuned)
+    assert evaluated & {p.id for p in tuned}
