@@ -1,10 +1,11 @@
 """The run's mutation-style library and its hyper-mutation.
 
 :class:`StyleLibrary` is one of the named parts of a harness candidate's run (:mod:`evotrainer.llm_objective`).
-It holds the rewrite styles the LLM mutation draws from (:data:`~evotrainer.search.mutation_prompts.MUTATION_STYLES`
-at the start) and, every ``inner.style_evolution_every`` candidates, asks the mutator to replace the least
-successful style by a variant of the most successful one, judged by the run's operator statistics
-(the hyper-mutation of PromptBreeder, Fernando et al. 2023, on the mutation prompts themselves). The plan and
+It holds the rewrite styles the LLM mutation draws from (``inner.mutation_styles`` at the start; the
+meeting-minutes :data:`~evotrainer.search.mutation_prompts.MUTATION_STYLES` when unset) and, every
+``inner.style_evolution_every`` candidates, asks the mutator to replace the least successful style by a
+variant of the most successful one, judged by the run's operator statistics (the hyper-mutation of
+PromptBreeder, Fernando et al. 2023, on the mutation prompts themselves). The plan and
 the checks on the answer are :mod:`evotrainer.search.style_library`; each attempt is archived as a
 ``style_library`` event.
 """
@@ -16,7 +17,7 @@ from typing import Any
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.events import StyleLibraryEvent
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
+from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation
 from evotrainer.seeding import Seeds
@@ -29,7 +30,7 @@ class StyleLibrary:
 
     Args:
         mutator: the mutator model (``generate``), or None (the library never changes then).
-        inner: ``inner.*`` settings; reads ``style_evolution_every``, ``style_min_trials``, ``mutator_params``,
+        inner: ``inner.*`` settings; reads ``mutation_styles``, ``style_evolution_every``, ``style_min_trials``, ``mutator_params``,
             ``task_hint`` and ``min_on_topic``.
         rec: the run's archive writer (a change is printed by a subscriber to its ``style_library`` event,
             :class:`~evotrainer.console_view.ConsoleView`).
@@ -42,7 +43,7 @@ class StyleLibrary:
 
     def __init__(self, mutator: Any, inner: InnerConfig, rec: RunRecorder, seeds: Seeds) -> None:
         self.mutator, self.inner, self.rec, self.seeds = mutator, inner, rec, seeds
-        self.styles: tuple[MutationStyle, ...] = MUTATION_STYLES
+        self.styles: tuple[MutationStyle, ...] = inner.styles()
         self.candidates_run = 0
 
     def after_candidate(self, stats: OperatorStats, harness_id: str, outer_generation: int) -> None:

@@ -12,7 +12,7 @@ run); see :meth:`InnerConfig.validate`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
@@ -20,6 +20,9 @@ from evotrainer.genome import REQUIRED_SECTIONS
 from evotrainer.lora_settings import LoraSettings
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene, check_decoding_genes
 from evotrainer.search.prefill import DEFAULT_PREFILLS
+
+if TYPE_CHECKING:
+    from evotrainer.search.mutation_prompts import MutationStyle
 
 __all__ = ["InnerConfig", "InnerLoopConfig"]
 
@@ -106,6 +109,9 @@ class InnerConfig:
         rule_phrases: rule sentences the structural edit may add and the phrase bank starts from (non-empty
             texts); None = the meeting-minutes ones (:data:`~evotrainer.search.mutation_prompts.DEFAULT_RULE_PHRASES`).
             A family's task config group sets its own (``conf/task/tool_agent.yaml``).
+        mutation_styles: the style library the LLM rewrite starts from, one ``"name: instruction"`` or
+            ``"name (section, section): instruction"`` per style (the sections it suits; none = every
+            section); None = the meeting-minutes styles (:data:`~evotrainer.search.mutation_prompts.MUTATION_STYLES`).
         domain_words: words a rewrite may use beyond its parent's and count as on topic (and that the leak
             guard allows), space-separated; None = the meeting-minutes vocabulary
             (:data:`~evotrainer.search.mutation_prompts.DOMAIN_VOCABULARY`).
@@ -173,6 +179,7 @@ class InnerConfig:
     prefill_fallbacks: list[str] = field(default_factory=lambda: list(DEFAULT_PREFILLS))
     rule_phrases: list[str] | None = None
     domain_words: str | None = None
+    mutation_styles: list[str] | None = None
     decoding_genes: list[DecodingGene] | None = None
     use_embedder: bool = True
     phrase_band: list[float] = field(default_factory=lambda: [0.55, 0.92])
@@ -191,6 +198,14 @@ class InnerConfig:
         from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES
 
         return tuple(self.rule_phrases) if self.rule_phrases is not None else DEFAULT_RULE_PHRASES
+
+    def styles(self) -> tuple[MutationStyle, ...]:
+        """``mutation_styles`` as :class:`~evotrainer.search.mutation_prompts.MutationStyle` records, or the
+        built-in meeting-minutes styles when None."""
+        from evotrainer.search.mutation_prompts import MUTATION_STYLES, parse_style
+
+        return tuple(parse_style(t) for t in self.mutation_styles) if self.mutation_styles is not None else (
+            MUTATION_STYLES)
 
     def vocabulary(self) -> frozenset[str]:
         """Content words of ``domain_words``, or the built-in meeting-minutes vocabulary when None."""
@@ -265,6 +280,16 @@ class InnerConfig:
         _need(self.rule_phrases is None or (bool(self.rule_phrases) and all(
             isinstance(p, str) and p.strip() for p in self.rule_phrases)), "rule_phrases",
             "null or a non-empty list of non-empty texts", self.rule_phrases)
+        if self.mutation_styles is not None:
+            from evotrainer.search.mutation_prompts import parse_style
+
+            _need(bool(self.mutation_styles) and all(isinstance(t, str) for t in self.mutation_styles),
+                  "mutation_styles", "null or a non-empty list of 'name: instruction' texts", self.mutation_styles)
+            try:
+                names = [parse_style(t).name for t in self.mutation_styles]
+            except ValueError as exc:
+                raise ConfigError(f"inner.mutation_styles: {exc}") from None
+            _need(len(set(names)) == len(names), "mutation_styles", "styles with distinct names", names)
         _need(self.domain_words is None or (isinstance(self.domain_words, str) and bool(self.domain_words.strip())),
               "domain_words", "null or a non-empty text", self.domain_words)
         _need(bool(self.prefill_fallbacks) and all(isinstance(p, str) and p.strip() for p in self.prefill_fallbacks),

@@ -9,6 +9,7 @@ is removed by :mod:`evotrainer.search.cleaning`, which also rejects echoes of th
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from evotrainer.backends.base import Message
@@ -18,6 +19,7 @@ __all__ = [
     "DEFAULT_RULE_PHRASES",
     "DOMAIN_VOCABULARY",
     "MUTATION_STYLES",
+    "parse_style",
     "MutationStyle",
     "build_merge_messages",
     "build_rewrite_messages",
@@ -38,6 +40,22 @@ class MutationStyle:
     name: str
     instruction: str
     sections: tuple[str, ...] = ()
+
+
+_STYLE_TEXT = re.compile(r"^\s*([A-Za-z][\w-]*)\s*(?:\(([^()]*)\))?\s*:\s*(\S.*?)\s*$", re.DOTALL)
+
+
+def parse_style(text: str) -> MutationStyle:
+    """A style from its config text: ``"name: instruction"`` or ``"name (role, rules): instruction"``.
+
+    Raises:
+        ValueError: the text has no name, no colon or an empty instruction (the message quotes it).
+    """
+    m = _STYLE_TEXT.match(text) if isinstance(text, str) else None
+    if m is None:
+        raise ValueError(f"expected 'name: instruction' or 'name (section, ...): instruction', got {text!r}")
+    sections = tuple(s.strip() for s in (m.group(2) or "").split(",") if s.strip())
+    return MutationStyle(m.group(1), m.group(3), sections)
 
 
 MUTATION_STYLES: tuple[MutationStyle, ...] = (

@@ -46,6 +46,7 @@ OVERRIDES: dict[str, tuple[str, object]] = {
     "prefill_fallbacks": ("['Answer:']", ["Answer:"]),
     "rule_phrases": ("['Call one tool per reply.']", ["Call one tool per reply."]),
     "domain_words": ("'tool lookup answer'", "tool lookup answer"),
+    "mutation_styles": ("['finish (rules): Answer as soon as you can.']", ["finish (rules): Answer as soon as you can."]),
     "decoding_genes": ("[{name: top_p, low: 0.8, high: 1.0, default: 1.0, step: 0.05}]",
                        [DecodingGene("top_p", 0.8, 1.0, 1.0, 0.05)]),
     "use_embedder": ("false", False),
@@ -149,3 +150,15 @@ def test_the_toolbox_takes_the_whole_config() -> None:
     toolbox = build_toolbox(cfg.inner)
     assert toolbox.mutate_prefill.keywords["fallbacks"] == ("Answer:",)
     assert toolbox.plan_rewrite.keywords["task_hint"] == "answers questions"
+
+
+def test_mutation_styles_from_config_text() -> None:
+    from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
+
+    cfg = InnerConfig(mutation_styles=["finish (format, rules): Stress the Final Answer: soon.", "plain: Be plain."])
+    assert cfg.styles() == (MutationStyle("finish", "Stress the Final Answer: soon.", ("format", "rules")),
+                            MutationStyle("plain", "Be plain."))
+    assert InnerConfig().styles() == MUTATION_STYLES
+    for bad in (["no colon here"], [], ["a: x", "a: y"], ["(rules): nameless"]):
+        with pytest.raises(ConfigError, match="inner.mutation_styles"):
+            InnerConfig(mutation_styles=bad).validate()
