@@ -67,6 +67,8 @@ def test_unknown_family_path_names_the_key() -> None:
         family_class("no_such_module.Family")
     with pytest.raises(ConfigError, match="task.name"):
         family_class("poetry")
+    with pytest.raises(ConfigError, match="is not a task family: it lacks"):
+        family_class("collections.OrderedDict")
 
 
 @pytest.mark.parametrize("name", sorted(TASK_FAMILIES))

@@ -432,6 +432,10 @@ def trajectories(
     if out is None:
         sys.stdout.write("".join(lines))
         return
+    if out.is_dir():
+        raise typer.BadParameter(f"{out} is a folder; give a file name, e.g. {out / 'trajectories.jsonl'}",
+                                 param_hint="--out")
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, "".join(lines))
     _console().print(Text(f"{len(lines)} trajectories -> {terminal_safe(str(out))}"))
 

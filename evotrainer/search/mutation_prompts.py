@@ -53,7 +53,8 @@ def parse_style(text: str) -> MutationStyle:
     """
     m = _STYLE_TEXT.match(text) if isinstance(text, str) else None
     if m is None:
-        raise ValueError(f"expected 'name: instruction' or 'name (section, ...): instruction', got {text!r}")
+        raise ValueError(f"expected 'name: instruction' or 'name (section, ...): instruction' with a one-word "
+                         f"name (letters, digits, - or _), got {text!r}")
     sections = tuple(s.strip() for s in (m.group(2) or "").split(",") if s.strip())
     return MutationStyle(m.group(1), m.group(3), sections)
 

@@ -36,10 +36,20 @@ def family_class(name: str) -> type:
     from hydra.utils import get_class
 
     try:
-        return get_class(path)
+        cls = get_class(path)
     except Exception as exc:  # ImportError, AttributeError, ValueError from Hydra's locate
         raise ConfigError(f"task.name: cannot import the task family class {path!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    missing = [m for m in _REQUIRED_MEMBERS if not hasattr(cls, m)]
+    if missing:
+        raise ConfigError(f"task.name: {path!r} is not a task family: it lacks {missing} "
+                          "(see the TaskFamily protocol in evotrainer/tasks/base.py)")
+    return cls
+
+
+_REQUIRED_MEMBERS = ("name", "generate", "build_messages", "roll_out", "reward", "meta_score", "load_validation",
+                     "default_difficulty", "default_reward_weights")
+"""Members every family class has (the ones the loops call first); more are in the protocol."""
 
 
 def get_task_family(name: str, task_cfg: Any = None, **kwargs: Any) -> TaskFamily:

@@ -128,9 +128,11 @@ class ToolAgent:
                               f"{sorted(rollout_keys | {'explore_share'})}")
         try:
             rollout = ToolRolloutConfig(**{k: v for k, v in options.items() if k in rollout_keys})
-        except ConfigError as exc:
-            raise ConfigError(f"task.options: {exc}") from None
-        return cls(rollout, explore_share=options.get("explore_share", 0.25))
+            return cls(rollout, explore_share=options.get("explore_share", 0.25))
+        except ConfigError as exc:  # the constructors name rollout.<key> / task.<key>: name the config key
+            message = str(exc).replace("rollout.", "task.options.", 1).replace("task.explore_share",
+                                                                                "task.options.explore_share", 1)
+            raise ConfigError(message) from None
 
     def build_messages(self, sections: Sequence[tuple[str, str]], task: ToolTask) -> tuple[Message, ...]:
         """The opening chat of an episode: the policy's system prompt, then the tools, the reply format and

@@ -26,6 +26,16 @@ def test_generate_mixes_templates_and_walks_reproducibly() -> None:
         ToolAgent(explore_share=1.5)
 
 
+@pytest.mark.parametrize(("options", "key"), [({"max_steps": 0}, "task.options.max_steps"),
+                                               ({"stop_on_repeat": "maybe"}, "task.options.stop_on_repeat"),
+                                               ({"explore_share": 2}, "task.options.explore_share")])
+def test_bad_options_name_their_config_key(options: dict, key: str) -> None:
+    from types import SimpleNamespace
+
+    with pytest.raises(ConfigError, match=rf"^{key}: "):
+        ToolAgent.from_config(SimpleNamespace(options=options))
+
+
 class _Answers:
     name = "answers"
 

@@ -45,7 +45,7 @@ def test_tool_agent_main_job_archives_trajectories(tiny_run_config: Callable[[],
     traj = events[0].payload["trajectories"][0]
     assert {"messages", "steps", "stop_reason", "first_wrong_step", "components"} <= set(traj)
     assert 1 <= len(traj["steps"]) <= 2  # the step limit
-    out = tmp_path / "trajectories.jsonl"
+    out = tmp_path / "new_folder" / "trajectories.jsonl"  # a missing folder is made
     res = CliRunner().invoke(app, ["trajectories", str(summary.archive), "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
