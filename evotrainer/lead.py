@@ -57,7 +57,7 @@ class LeadState:
         self.rec.emit(IncumbentReferenceEvent(outer_generation=outer_generation, harness_id=harness_id,
                                               policy_id=policy.id))
 
-    def reference(self, population: Sequence[Policy], fallback: Policy) -> Policy:
+    def reference(self, population: Sequence[Policy], fallback: Policy | None) -> Policy | None:
         """The policy a race compares with: the incumbent, else the population's first, else ``fallback``."""
         if self.incumbent is not None:
             return self.incumbent
@@ -80,8 +80,7 @@ class LeadState:
                 members[policy.id] = policy
         wins = item_wins(vectors)
         pick = choose_parent(wins, self.seeds.python(f"lead/{harness_id}"))
-        lead = members[pick] if pick is not None else (
-            self.incumbent if self.incumbent is not None else (population[0] if population else None))
+        lead = members[pick] if pick is not None else self.reference(population, None)
         if lead is not None:
             self.lead = lead
             self.rec.emit(LeadEvent(outer_generation=outer_generation, harness_id=harness_id, policy_id=lead.id,

@@ -241,7 +241,7 @@ class LLMObjective:
         lead = self.leads.choose(population, self.screening, harness_id, outer_generation)
         result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
         chosen = self.racers(result, population)
-        reference = self.leads.reference(population, result.best)
+        reference = self.leads.reference(population, result.best) or result.best
         best, estimate = self.screening.race(chosen, reference, result.best, harness_id, outer_generation)
         try:
             start_max = float(result.logbook[0]["max"])
