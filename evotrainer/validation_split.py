@@ -1,11 +1,17 @@
 """Fixed splits of the meta-validation set: selection vs held-out, and the screening subset.
 
 * :func:`split_validation` holds out a share of the items for the final report only: no selection
-  (screening, promotion, rollback, early stopping) ever sees them. The split is stratified by source
-  (hand-written and real meetings each keep their share in both parts) and, within a source, by
-  item size (``Task.size``: transcript words for meetings): items are ranked by (size, task id) and every ``1/share``-th rank, offset
-  by half a stride, is held out (with 44 items and share 0.25: ranks 2, 6, 10, ..., 42). It depends
-  only on the items, never on a seed or the file order.
+  (screening, promotion, rollback, early stopping) ever sees them. It splits whole *meetings*: items with
+  the same ``meta["meeting"]`` (QMSum windows of one meeting) form one group, every other item is a group
+  of its own, and a group lies on one side only, so no meeting straddles selection and held-out. The
+  split is stratified by source (hand-written and real meetings each keep their share in both parts) and,
+  within a source, by size: groups are ranked by (total ``Task.size``: transcript words for meetings,
+  smallest task id) and walked in that order; a group is held out when that brings the count held so far
+  nearer to ``round(n * share) * walked / n`` (systematic sampling by error diffusion). On groups of one
+  item this is the earlier per-item rule: every ``1/share``-th rank, offset by half a stride (with 44
+  items and share 0.25: ranks 2, 6, 10, ..., 42); with larger groups a source's held-out count misses
+  ``round(n * share)`` by at most half the last meeting's items. It depends only on the items, never on a
+  seed or the file order.
 * :func:`screening_subset` picks a fixed subset of the selection items, stratified the same way, on
   which every harness candidate is screened (the first stage of a race).
 * :func:`race_order` orders the selection items for racing (``harness/racing.py``): the screening
@@ -18,7 +24,7 @@ inflation of selecting on a finite set visible (the best of many noisy scores is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -54,14 +60,29 @@ def _allocate(sizes: Sequence[int], k: int) -> list[int]:
     return out
 
 
+def _meeting(t: Task) -> str:
+    """The group an item is split with: its ``meta["meeting"]`` when set, else its own task id."""
+    m = t.meta.get("meeting") if isinstance(t.meta, Mapping) else None
+    return f"meeting:{m}" if m is not None else f"item:{t.task_id}"
+
+
+def _by_meeting(items: Sequence[Task]) -> list[list[Task]]:
+    """Items grouped by :func:`_meeting`, groups ranked by (total size, smallest task id)."""
+    groups: dict[str, list[Task]] = {}
+    for t in items:
+        groups.setdefault(_meeting(t), []).append(t)
+    return sorted(groups.values(), key=lambda g: (sum(t.size for t in g), min(t.task_id for t in g)))
+
+
 def split_validation(
     items: Sequence[Task], heldout_share: float
 ) -> tuple[list[Task], list[Task]]:
-    """Split into (selection, held-out), both in the input order.
+    """Split into (selection, held-out), both in the input order; a meeting's items all on one side.
 
     Args:
-        items: the meta-validation set.
-        heldout_share: in [0, 1); ``round(n * share)`` items of each source are held out (0 -> none).
+        items: the meta-validation set; items with the same ``meta["meeting"]`` are kept together.
+        heldout_share: in [0, 1); about ``round(n * share)`` items of each source are held out (exactly that
+            many when every item is its own meeting; 0 -> none).
 
     Raises:
         ConfigError: the share is outside [0, 1) or leaves no selection item (key
@@ -70,17 +91,21 @@ def split_validation(
     if not (math.isfinite(heldout_share) and 0 <= heldout_share < 1):
         raise ConfigError(f"config key 'outer.heldout_share': expected a value in [0, 1), got {heldout_share!r}")
     held_ids: set[int] = set()
-    for group in _by_source(items):
-        n = len(group)
+    for source in _by_source(items):
+        n = len(source)
         n_held = int(math.floor(n * heldout_share + 0.5))
         if n_held == 0:
             continue
         if n - n_held < 1 and len(items) - n_held < 1:
             raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {n} item(s) leaves no "
                               "item to select on")
-        ranked = _ranked(group)
-        stride = n / n_held
-        held_ids |= {id(ranked[min(n - 1, int((i + 0.5) * stride))]) for i in range(n_held)}
+        walked = held = 0
+        for group in _by_meeting(source):
+            walked += len(group)
+            # hold the group out when that brings `held` nearer to the target n_held * walked / n (ties: keep)
+            if (2 * held + len(group)) * n < 2 * n_held * walked:
+                held += len(group)
+                held_ids |= {id(t) for t in group}
     if held_ids and len(held_ids) >= len(items):
         raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {len(items)} item(s) leaves no "
                           "item to select on")

@@ -7,6 +7,7 @@ import pytest
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
 from evotrainer.runtime import build_family, load_validation
+from evotrainer.tasks.base import MeetingTask
 from evotrainer.validation_split import screening_subset, split_validation
 
 
@@ -27,3 +28,42 @@ def test_split_is_deterministic_disjoint_and_stratified() -> None:
     assert split_validation(items, 0.0) == (list(items), [])
     with pytest.raises(ConfigError, match=r"outer\.heldout_share"):
         split_validation(items[:1], 0.9)
+
+
+def _task(task_id: str, words: int, meeting: str | None = None, source: str = "qmsum") -> MeetingTask:
+    meta = {"meeting": meeting} if meeting else {}
+    return MeetingTask(task_id=task_id, transcript=" ".join(["w"] * words), reference_minutes="- x",
+                       source=source, meta=meta)
+
+
+def test_items_without_a_meeting_split_by_the_per_item_rule() -> None:
+    """Singletons: ranks (size, id) 2, 6, 10, ... held out, as before the split went by meeting."""
+    items = [_task(f"t{i:02d}", 10 + i, source="hand") for i in range(44)]
+    _, held = split_validation(list(reversed(items)), 0.25)
+    assert sorted(int(t.task_id[1:]) for t in held) == list(range(2, 44, 4))
+
+
+def test_no_meeting_straddles_selection_and_heldout() -> None:
+    # 30 meetings of 1-4 windows each, sizes spread, plus 20 hand-written singletons
+    items = [_task(f"q{m:02d}-{w}", 100 + 37 * ((m * 7 + w * 3) % 29), meeting=f"M{m:02d}")
+             for m in range(30) for w in range(1 + m % 4)]
+    items += [_task(f"h{i:02d}", 150 + 40 * i, source="hand") for i in range(20)]
+    sel, held = split_validation(items, 0.25)
+    assert len(sel) + len(held) == len(items)
+    assert not {t.meta["meeting"] for t in sel if t.meta} & {t.meta["meeting"] for t in held if t.meta}
+    n_real = sum(1 for t in items if t.source == "qmsum")
+    real_held = sum(1 for t in held if t.source == "qmsum")
+    assert abs(real_held - round(0.25 * n_real)) <= 4 / 2  # off by at most half the largest meeting (4 windows)
+    assert sum(1 for t in held if t.source == "hand") == 5
+    words = sorted(t.size for t in held if t.source == "qmsum")
+    all_words = sorted(t.size for t in items if t.source == "qmsum")
+    assert words[0] < all_words[len(all_words) // 4] and words[-1] > all_words[3 * len(all_words) // 4]
+    sel2, held2 = split_validation(list(reversed(items)), 0.25)
+    assert {t.task_id for t in held2} == {t.task_id for t in held}
+
+
+def test_a_meeting_split_is_the_same_as_splitting_its_meetings() -> None:
+    """Whole groups: holding out a meeting holds out every one of its windows."""
+    items = [_task(f"q{m}-{w}", 200 + 100 * m, meeting=f"M{m}") for m in range(8) for w in range(2)]
+    _, held = split_validation(items, 0.25)
+    assert sorted(t.task_id for t in held) == ["q2-0", "q2-1", "q6-0", "q6-1"]
