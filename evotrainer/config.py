@@ -107,6 +107,14 @@ class TaskConfig:
     # held-out split, the screening subset and the race order are stratified by each item's `source`
     validation_extra: list[str] = field(default_factory=list)
     validation_limit: int | None = None  # first N items only (of each file)
+    # text file of item ids (one a line, '#' comments): only these items of task.validation_path are used, in
+    # file order (validation_extra files are whole); null = all (e.g. validation_set/meeting_minutes_core.txt:
+    # 40 of the 100 hand-written meetings, stratified by style and length)
+    validation_subset: str | None = None
+    # real meetings no selection uses, for the run's transfer report (e.g. validation_set/qmsum_transfer.jsonl);
+    # loaded by runtime.load_transfer, which refuses an item sharing a meeting or transcript with the
+    # meta-validation set; null = none
+    transfer_path: str | None = None
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
     action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
     # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
@@ -384,6 +392,10 @@ def validate(cfg: Config) -> None:
     t = cfg.task
     _check(t.validation_limit is None or t.validation_limit >= 1, "task.validation_limit", ">= 1 or null",
            t.validation_limit)
+    for key in ("validation_subset", "transfer_path"):
+        value = getattr(t, key)
+        _check(value is None or (isinstance(value, str) and value.strip() != ""), f"task.{key}",
+               "a file path or null", value)
     _check(len(t.action_band) == 2 and 0 <= t.action_band[0] <= t.action_band[1], "task.action_band",
            "[low, high] with 0 <= low <= high", t.action_band)
     _check(t.tasks_per_generation >= 1, "task.tasks_per_generation", ">= 1", t.tasks_per_generation)

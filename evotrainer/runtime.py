@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from evotrainer.backends.base import LLM, SamplingParams
 from evotrainer.config import Config, DecodingConfig, ExecutorConfig, KnobSpec, ModelConfig, resolve_path
@@ -17,8 +18,8 @@ from evotrainer.tasks import get_task_family
 from evotrainer.tasks.base import Task, TaskFamily
 
 __all__ = [
-    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_validation", "sampling_from",
-    "task_settings",
+    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_transfer", "load_validation",
+    "sampling_from", "task_settings",
 ]
 
 log = logging.getLogger(__name__)
@@ -116,32 +117,95 @@ def sampling_from(cfg: DecodingConfig, seed: int = 0) -> SamplingParams:
 
 
 def load_validation(cfg: Config, family: TaskFamily) -> list[Task]:
-    """The meta-validation items of ``task.validation_path`` then of each ``task.validation_extra`` file
-    (first ``task.validation_limit`` of each file).
+    """The meta-validation items of ``task.validation_path`` (only the ids of ``task.validation_subset`` when
+    set) then of each ``task.validation_extra`` file (first ``task.validation_limit`` of each file).
 
     Raises:
+        ConfigError: ``task.validation_subset`` is missing, lists no id, or an id not in the file.
         DataError: a file is a folder, not UTF-8, or empty; or two files share a task id.
     """
     keys = [("task.validation_path", cfg.task.validation_path)] + [
         (f"task.validation_extra[{i}]", p) for i, p in enumerate(cfg.task.validation_extra)]
+    subset = _subset_ids(cfg.task.validation_subset)
     items: list[Task] = []
     seen: dict[str, str] = {}
     for key, value in keys:
-        path = resolve_path(value, key)
-        if path.is_dir():
-            raise DataError(f"{path}: {key} must be a JSONL file, got a folder")
-        try:
-            got = family.load_validation(path, limit=cfg.task.validation_limit, field_map=dict(cfg.task.field_map))
-        except UnicodeDecodeError as exc:
-            raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
-        if not got:
-            raise DataError(f"{path}: no meta-validation items (the file is empty or blank)")
+        path, got = _load_file(cfg, family, key, value, cfg.task.validation_limit,
+                               keep=subset if key == "task.validation_path" else None)
         for t in got:
             if t.task_id in seen:
                 raise DataError(f"{path}: task id {t.task_id!r} ({key}) is already used in {seen[t.task_id]}")
             seen[t.task_id] = str(path)
         items += got
     return items
+
+
+def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None = None) -> list[Task]:
+    """The transfer items of ``task.transfer_path`` (all of them; ``[]`` when it is null): real meetings no
+    selection uses, for the run's transfer report (DESIGN: a gain counts only when it transfers).
+
+    Args:
+        validation: the run's meta-validation items (:func:`load_validation`); loaded here when None.
+
+    Raises:
+        DataError: the file is a folder, not UTF-8 or empty; or an item shares ``meta["meeting"]`` or a
+            transcript (content hash) with a meta-validation item: a meeting must not straddle selection
+            and transfer.
+    """
+    if cfg.task.transfer_path is None:
+        return []
+    path, items = _load_file(cfg, family, "task.transfer_path", cfg.task.transfer_path, None)
+    val = load_validation(cfg, family) if validation is None else validation
+    meetings = {str(m): t.task_id for t in val if (m := t.meta.get("meeting")) is not None}
+    hashes = {t.content_hash: t.task_id for t in val}
+    for t in items:
+        meeting = t.meta.get("meeting")
+        if meeting is not None and str(meeting) in meetings:
+            raise DataError(f"{path}: item {t.task_id!r} is from meeting {meeting!r}, which the meta-validation "
+                            f"set also holds (item {meetings[str(meeting)]!r}); transfer items must be other meetings")
+        if t.content_hash in hashes:
+            raise DataError(f"{path}: item {t.task_id!r} has the transcript of meta-validation item "
+                            f"{hashes[t.content_hash]!r}; transfer items must be other meetings")
+    return items
+
+
+def _subset_ids(value: str | None) -> list[str] | None:
+    """The ids listed in the ``task.validation_subset`` file (one a line; blank lines and ``#`` comments
+    skipped), or None when the key is null."""
+    if value is None:
+        return None
+    path = resolve_path(value, "task.validation_subset")
+    if path.is_dir():
+        raise ConfigError(f"config key 'task.validation_subset': expected a text file of item ids, got a folder: "
+                          f"{path}")
+    ids = [s for line in path.read_text(encoding="utf-8").splitlines() if (s := line.split("#", 1)[0].strip())]
+    if not ids:
+        raise ConfigError(f"config key 'task.validation_subset': {path} lists no item id")
+    return ids
+
+
+def _load_file(cfg: Config, family: TaskFamily, key: str, value: str, limit: int | None,
+               keep: list[str] | None = None) -> tuple[Path, list[Task]]:
+    """(path, items) of one JSONL file: the first ``limit`` items (all when None), of the ``keep`` ids only when
+    given (in file order, limit applied after)."""
+    path = resolve_path(value, key)
+    if path.is_dir():
+        raise DataError(f"{path}: {key} must be a JSONL file, got a folder")
+    try:
+        got = family.load_validation(path, limit=limit if keep is None else None, field_map=dict(cfg.task.field_map))
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    if not got:
+        raise DataError(f"{path}: no items in {key} (the file is empty or blank)")
+    if keep is not None:
+        known = {t.task_id for t in got}
+        missing = [i for i in keep if i not in known]
+        if missing:
+            more = f" (and {len(missing) - 5} more)" if len(missing) > 5 else ""
+            raise ConfigError(f"config key 'task.validation_subset': id(s) {missing[:5]}{more} not in {path}")
+        wanted = set(keep)
+        got = [t for t in got if t.task_id in wanted][:limit]
+    return path, got
 
 
 def load_seed_population(cfg: Config) -> list[Policy]:

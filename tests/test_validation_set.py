@@ -1,15 +1,23 @@
-"""The shipped meta-validation set is fixed: checksum, schema, balance."""
+"""The shipped meta-validation sets are fixed: checksum, schema, balance, split by meeting."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
 
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.tasks.meeting_minutes import load_tasks
 
 VAL_DIR = PACKAGE_DATA / "validation_set"
+ROOT = Path(__file__).resolve().parents[1]
+QMSUM_SOURCE = ROOT.parent / "shared" / "data" / "qmsum_meetings.jsonl"
 
 
 def test_checksum_matches_the_pinned_value() -> None:
@@ -49,3 +57,50 @@ def test_schema_and_balance() -> None:
         assert t.reference_minutes and t.topics
         for item in t.action_items:
             assert item.owner.split()[0] in t.transcript, (r["id"], item.owner)
+
+
+def _rows(name: str) -> list[dict]:
+    return [json.loads(line) for line in (VAL_DIR / name).read_text(encoding="utf-8").splitlines()]
+
+
+def test_real_meeting_sets_are_split_by_meeting() -> None:
+    """qmsum_meetings.jsonl (selection) and qmsum_transfer.jsonl (transfer report) share no meeting."""
+    val, transfer = _rows("qmsum_meetings.jsonl"), _rows("qmsum_transfer.jsonl")
+    assert len(val) == 64 and len(transfer) == 24
+    assert not {r["meta"]["meeting"] for r in val} & {r["meta"]["meeting"] for r in transfer}
+    assert not {r["id"] for r in val} & {r["id"] for r in transfer}
+    assert all(r["meta"]["n_words"] <= 1600 for r in val + transfer)
+    for domain in ("Academic", "Committee"):
+        assert sum(r["meta"]["domain"] == domain for r in transfer) == 12
+        assert 28 <= sum(r["meta"]["domain"] == domain for r in val) <= 36
+    per_meeting = Counter(r["meta"]["meeting"] for r in transfer)
+    assert max(per_meeting.values()) <= 2
+
+
+def test_hand_written_core_is_a_stratified_subset_with_action_items() -> None:
+    rows = {r["id"]: r for r in _rows("meeting_minutes.jsonl")}
+    ids = [s for line in (VAL_DIR / "meeting_minutes_core.txt").read_text(encoding="utf-8").splitlines()
+           if (s := line.split("#", 1)[0].strip())]
+    assert len(ids) == len(set(ids)) == 40 and set(ids) <= set(rows)
+    core = [rows[i] for i in ids]
+    assert all(r["action_items"] for r in core)
+    assert {r["style"] for r in core} == {r["style"] for r in rows.values()}
+    words = [_length_in_words(r) for r in core]
+    assert sum(w < 300 for w in words) >= 5 and sum(w >= 1000 for w in words) >= 5
+
+
+@pytest.mark.skipif(not QMSUM_SOURCE.is_file(), reason=f"{QMSUM_SOURCE} not present")
+def test_scripts_rebuild_the_shipped_files(tmp_path: Path) -> None:
+    """The build scripts are deterministic: rerun, they write the shipped bytes (and a rest of unseen meetings)."""
+    for script, args in (("make_qmsum_validation.py", [str(QMSUM_SOURCE), str(tmp_path / "qmsum_meetings.jsonl"),
+                                                       "--transfer", str(tmp_path / "qmsum_transfer.jsonl"),
+                                                       "--rest", str(tmp_path / "rest.jsonl")]),
+                         ("make_core_validation.py", [str(VAL_DIR / "meeting_minutes.jsonl"),
+                                                      str(tmp_path / "meeting_minutes_core.txt")])):
+        subprocess.run([sys.executable, str(ROOT / "scripts" / script), *args], check=True, capture_output=True)
+    for name in ("qmsum_meetings.jsonl", "qmsum_transfer.jsonl", "meeting_minutes_core.txt"):
+        assert (tmp_path / name).read_bytes() == (VAL_DIR / name).read_bytes(), name
+    rest = [json.loads(line) for line in (tmp_path / "rest.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert not {r["meta"]["meeting"] for r in rest} & {r["meta"]["meeting"] for r in _rows("qmsum_meetings.jsonl")}
+    assert not {r["id"] for r in rest} & {r["id"] for r in _rows("qmsum_transfer.jsonl")}
+    assert len(rest) + 64 + 24 <= 152 and len(rest) >= 40
