@@ -410,6 +410,9 @@ class RolloutEvaluator:
         parts: list[Mapping[str, float]] = []
         degenerate: list[str | None] = []
         errors: list[str | None] = []
+        prepare = getattr(self.family, "prepare_meta", None) if kind == "meta" else None
+        if prepare is not None:  # e.g. embed every sentence of the batch in one call
+            prepare(rollout.outputs, tasks)
         for output, task in zip(rollout.outputs, tasks, strict=True):
             try:
                 if kind == "meta":

@@ -17,7 +17,7 @@ from .mm_fixtures import GOOD, TASK
 def test_family_implements_the_protocol():
     fam = get_task_family("meeting_minutes", action_band=(1, 3))
     assert isinstance(fam, MeetingMinutes)
-    assert fam.name == "meeting_minutes" and fam.scorer_version == "mm-4"
+    assert fam.name == "meeting_minutes" and fam.scorer_version == "mm-5"
     assert fam.reward_components == ("completeness", "format", "action_count", "action_f1")
     assert fam.difficulty_bounds["speakers"] == (2.0, 8.0)
     tasks = fam.generate(np.random.default_rng(0), {}, 2)

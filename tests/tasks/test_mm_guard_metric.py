@@ -75,12 +75,14 @@ def test_meta_score_identical_and_unrelated():
     assert unrelated.value < good.value < 1.0
 
 
-def test_meta_score_without_action_items_is_rouge_only():
-    task = MeetingTask(task_id="q", transcript="A: we talked budgets\nB: yes", reference_minutes="They discussed the budget.")
-    score = meta_score("The budget was discussed.", task)
-    # mm-3: the value is ROUGE-Lsum on sentence-split text; plain ROUGE-L is reported alongside.
-    assert set(score.parts) == {"rouge_lsum", "rouge_l", "degenerate"} and score.parts["degenerate"] == 0.0
-    assert score.value == score.parts["rouge_lsum"] > 0.3
+def test_meta_score_without_action_items_is_content_only():
+    task = MeetingTask(task_id="q", transcript="A: we talked budgets\nB: yes",
+                       reference_minutes="They reviewed the budget.")
+    score = meta_score("The budget was reviewed.", task)
+    # mm-5: the value is the content score; ROUGE-Lsum and plain ROUGE-L are reported alongside.
+    assert set(score.parts) == {"content", "lexical", "semantic", "grounded", "rouge_lsum", "rouge_l", "degenerate"}
+    assert score.parts["degenerate"] == 0.0
+    assert score.value == score.parts["content"] > 0.3
 
 
 def test_meta_score_is_finite_on_odd_text():
@@ -97,4 +99,4 @@ def test_s_val_mean_and_items():
         s_val(["a"], [TASK, TASK])
     with pytest.raises(ValueError):
         s_val([], [])
-    assert SCORER_VERSION == "mm-4"
+    assert SCORER_VERSION == "mm-5"

@@ -125,3 +125,23 @@ def test_weights_are_validated_and_renormalised():
         validate_weights({"format": 0})
     only_f1 = reward(GOOD, TASK, {"action_f1": 5.0})
     assert only_f1.total == pytest.approx(1.0)
+
+
+def test_form_alone_earns_nothing_under_any_weights():
+    """Issue 24 item 5: the skeleton scored 0.5 under the default weights; the content gate makes it 0."""
+    import numpy as np
+
+    from evotrainer.tasks.meeting_minutes.generator import DEFAULT_DIFFICULTY, generate
+    from evotrainer.tasks.meeting_minutes.probes import SKELETON
+    from evotrainer.tasks.meeting_minutes.rewards import content_gate, reward
+
+    skeleton2 = SKELETON + "\n- Owner: task (due: date)"
+    assert content_gate(skeleton2, TASK) == 0.0 and content_gate(GOOD, TASK) == 1.0
+    for weights in ({"format": 1.0}, {"action_count": 1.0}, {"format": 0.5, "action_count": 0.5}, None):
+        assert reward(skeleton2, TASK, weights).total == 0.0
+        assert reward(GOOD, TASK, weights).total > 0.5
+    # on a generated batch, the skeleton never wins: a short honest output beats it under form-only weights
+    for task in generate(np.random.default_rng(3), DEFAULT_DIFFICULTY, 5):
+        honest = task.reference_minutes
+        assert reward(honest, task, {"format": 0.9, "completeness": 0.1}).total > \
+            reward(skeleton2, task, {"format": 0.9, "completeness": 0.1}).total == 0.0

@@ -17,7 +17,7 @@ from evotrainer.tasks.base import (
     RolloutRequest,
     single_turn_roll_out,
 )
-from evotrainer.tasks.meeting_minutes import generator, rewards
+from evotrainer.tasks.meeting_minutes import generator, probes, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
 from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_source_counts, owner_sources_line
@@ -26,6 +26,7 @@ from evotrainer.tasks.meeting_minutes.datasets.strata import strata_of
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
 from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
+from evotrainer.tasks.meeting_minutes.metric import prefetch as _prefetch
 from evotrainer.tasks.meeting_minutes.prompts import PROMPT_LAYOUTS
 from evotrainer.tasks.meeting_minutes.prompts import build_messages as _build_messages
 
@@ -160,6 +161,15 @@ class MeetingMinutes:
     def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
         """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score`."""
         return _meta_score(output, task)
+
+    def prepare_meta(self, outputs: Sequence[str], tasks: Sequence[MeetingTask]) -> None:
+        """Embed the sentences of a batch of outputs and references at once before ``meta_score`` reads
+        them one by one (:func:`evotrainer.tasks.meeting_minutes.metric.prefetch`)."""
+        _prefetch([*outputs, *(t.reference_minutes for t in tasks)])
+
+    def probe_outputs(self, items: Sequence[MeetingTask]) -> list[dict[str, str]]:
+        """The yardstick's probe texts per item (:func:`evotrainer.tasks.meeting_minutes.probes.probe_outputs`)."""
+        return probes.probe_outputs(items)
 
     def load_validation(
         self, path: str | Path, limit: int | None = None, field_map: Mapping[str, str] | None = None

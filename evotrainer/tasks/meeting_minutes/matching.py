@@ -46,6 +46,7 @@ from evotrainer.tasks.meeting_minutes.text_units import tokenize
 
 __all__ = [
     "PARAPHRASE_THRESHOLD",
+    "STOPWORDS",
     "TASK_OVERLAP_THRESHOLD",
     "TOPIC_COVERAGE_THRESHOLD",
     "OwnerAliases",
@@ -100,7 +101,9 @@ _STOPWORD_TEXT = """a an the and or but of to in on at by for with from into ont
     she her hers they them their theirs i me my mine who whom whose which what when where why how all any
     some each every both either neither no not nor so than too very just also only then once again further
     more most other such own same s t ll re ve d m o y let lets get gets got make made need needs"""
-_STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+"""English function words that carry no content (lower-case, unstemmed)."""
+_STOPWORDS = STOPWORDS
 
 
 @lru_cache(maxsize=4096)

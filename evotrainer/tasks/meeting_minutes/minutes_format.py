@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from evotrainer.tasks.base import ActionItem
 
-__all__ = ["ParsedItem", "ParsedMinutes", "format_minutes", "parse_action_item", "parse_minutes"]
+__all__ = ["ParsedItem", "ParsedMinutes", "format_minutes", "header_of", "parse_action_item", "parse_minutes"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,15 @@ def _header(line: str) -> tuple[bool, str | None, str]:
         if kind is not None:
             return True, kind, ""
     return False, None, ""
+
+
+def header_of(line: str) -> tuple[bool, str | None, str]:
+    """Whether ``line`` is a section header: ``(is_header, kind or None, inline content after the label)``.
+
+    ``kind`` is ``"topics"``, ``"decisions"``, ``"actions"`` or None (a heading of another kind); the
+    inline content is the text after a one-line label (``Decisions: X`` gives ``"X"``). Never raises.
+    """
+    return _header(line)
 
 
 def _strip_bullet(line: str) -> str:

@@ -12,8 +12,14 @@
   :func:`evotrainer.tasks.meeting_minutes.matching.action_f1`); when the task has no action items,
   1.0 if the output lists none, else 0.0.
 
-``total = sum_i w_i * R_i`` with weights validated and renormalised onto the simplex; the total is
-0.0 (components still reported) when the degenerate-output guard fires.
+``total = sum_i w_i * R_i`` with weights validated and renormalised onto the simplex, except that the
+*form* components (:data:`FORM_COMPONENTS`: ``format``, ``action_count``) are multiplied by the
+output's content gate (:func:`content_gate`): the share of :data:`FORM_GATE_WORDS` content words the
+output takes from the transcript, capped at 1. The harness may weight form, but form alone earns
+nothing: the bare skeleton ``## Topics / - The meeting / ... / - Owner: task (due: date)`` has no
+content word and scores 0 under any weights, so it cannot win a batch (issue 24; before, it scored 0.5
+under the default weights). The total is 0.0 (components still reported) when the degenerate-output
+guard fires.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from collections.abc import Mapping
 
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import MeetingTask, RewardBreakdown
+from evotrainer.tasks.meeting_minutes.content import content_units, transcript_words
 from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import action_f1, topic_coverage
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
@@ -30,8 +37,11 @@ from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 __all__ = [
     "DEFAULT_ACTION_BAND",
     "DEFAULT_REWARD_WEIGHTS",
+    "FORM_COMPONENTS",
+    "FORM_GATE_WORDS",
     "REWARD_COMPONENTS",
     "action_count_score",
+    "content_gate",
     "reward",
     "reward_components",
     "validate_action_band",
@@ -46,6 +56,19 @@ DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
     "action_f1": 0.0,
 }
 DEFAULT_ACTION_BAND: tuple[int, int] = (2, 5)
+FORM_COMPONENTS: tuple[str, ...] = ("format", "action_count")
+"""Components that reward the minutes' shape, not their content: gated by :func:`content_gate`."""
+FORM_GATE_WORDS = 12
+"""Content words from the transcript that open the form components fully (about two short bullets)."""
+
+
+def content_gate(output: str, task: MeetingTask) -> float:
+    """How much of the form reward ``output`` may earn: its content words found in the transcript
+    (template and stop words excluded, :mod:`~evotrainer.tasks.meeting_minutes.content`) over
+    :data:`FORM_GATE_WORDS`, capped at 1; in [0, 1], 0.0 for a bare template. Never raises."""
+    words = transcript_words(task.transcript)
+    found = sum(1 for unit in content_units(output) for w in unit.words if w in words)
+    return min(1.0, found / FORM_GATE_WORDS)
 
 
 def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
@@ -137,7 +160,8 @@ def reward(
         band: action-count band ``(lo, hi)``.
 
     Returns:
-        total in [0, 1] (0.0 when the guard fires), the components, and the guard's reason.
+        total in [0, 1] (0.0 when the guard fires; form components gated by :func:`content_gate`), the
+        components (ungated), and the guard's reason.
 
     Raises:
         ConfigError: bad weights.
@@ -145,5 +169,7 @@ def reward(
     norm = validate_weights(DEFAULT_REWARD_WEIGHTS if weights is None else weights)
     components = reward_components(output, task, band)
     reason = degenerate_reason(output, task.transcript)
-    total = 0.0 if reason else sum(norm[k] * components[k] for k in REWARD_COMPONENTS)
+    gate = content_gate(output, task) if any(norm[k] for k in FORM_COMPONENTS) else 1.0
+    total = 0.0 if reason else sum(norm[k] * components[k] * (gate if k in FORM_COMPONENTS else 1.0)
+                                   for k in REWARD_COMPONENTS)
     return RewardBreakdown(total=min(1.0, max(0.0, total)), components=components, degenerate=reason)

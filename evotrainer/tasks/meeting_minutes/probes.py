@@ -1,0 +1,65 @@
+"""Probe outputs of the meeting-minutes yardstick: texts whose S_val must come out in a known order.
+
+:mod:`evotrainer.harness.yardstick` scores them on the meta-validation set and checks the order
+(reference ≫ a policy's minutes > lead lines, skeleton ≈ 0, wrong meeting ≈ 0). The texts:
+
+- ``reference``: the item's own reference minutes (the best any output can do);
+- ``lead_lines``: the first :data:`LEAD_LINES` lines of the transcript (the lazy baseline of
+  summarisation papers, "lead-3", applied to dialogue turns);
+- ``skeleton``: :data:`SKELETON`, the minutes' template with no meeting content (measured with ROUGE:
+  83 % of the best seed's S_val);
+- ``wrong_meeting``: the reference of another meeting from the same source (same template and style,
+  wrong meeting; measured with ROUGE: more than twice the best seed's S_val).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from evotrainer.tasks.base import MeetingTask
+
+__all__ = ["LEAD_LINES", "SKELETON", "probe_outputs"]
+
+LEAD_LINES = 5
+"""Transcript lines (speaker turns) of the ``lead_lines`` probe."""
+
+SKELETON = "## Topics\n- The meeting\n## Decisions\n- The decision\n## Action items\n- Owner: task (due: date)"
+"""The constant skeleton: the template with no meeting content (the 80 characters of issue 24)."""
+
+
+def _meeting(task: MeetingTask) -> str:
+    return str(task.meta.get("meeting", task.task_id)) if task.meta else task.task_id
+
+
+def _other(items: Sequence[MeetingTask], i: int) -> MeetingTask | None:
+    """The next item (cyclically, by task id) of the same source from another meeting, or None."""
+    task = items[i]
+    ring = sorted((t for t in items if t.source == task.source), key=lambda t: t.task_id)
+    start = next(k for k, t in enumerate(ring) if t is task)
+    for k in range(1, len(ring)):
+        other = ring[(start + k) % len(ring)]
+        if _meeting(other) != _meeting(task) and other.reference_minutes.strip():
+            return other
+    return None
+
+
+def probe_outputs(items: Sequence[MeetingTask]) -> list[dict[str, str]]:
+    """The probe texts of every item (module docstring), in item order.
+
+    Args:
+        items: meta-validation items with reference minutes.
+
+    Returns:
+        One mapping per item: probe name -> output text. ``wrong_meeting`` is missing for an item whose
+        source has no other meeting. Deterministic: depends only on the items, not on their order.
+    """
+    out = []
+    for i, task in enumerate(items):
+        lines = [line for line in task.transcript.splitlines() if line.strip()]
+        texts = {"reference": task.reference_minutes, "lead_lines": "\n".join(lines[:LEAD_LINES]),
+                 "skeleton": SKELETON}
+        other = _other(items, i)
+        if other is not None:
+            texts["wrong_meeting"] = other.reference_minutes
+        out.append(texts)
+    return out
