@@ -18,7 +18,8 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
 3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
    apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;
-4. the final best (the best archived pair) is scored once on the held-out part; summary.
+4. the final best (the best archived pair) is scored once on the held-out part; the transfer report
+   (``transfer.py``: final best, best seed and a plain prompt on ``task.transfer_path``); summary.
 
 ``report.html`` beside the archive is rewritten after generation 0, after each outer generation and at the
 end (``archive/live_report.py``; ``archive.live_report``), and generation 0's cost is estimated after its
@@ -108,6 +109,7 @@ from evotrainer.runtime import (
     build_family,
     build_llm,
     load_seed_population,
+    load_transfer,
     load_validation,
     sampling_from,
     task_settings,
@@ -116,6 +118,7 @@ from evotrainer.screening import planned_requests
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.tracking import open_tracker
+from evotrainer.transfer import TransferReport, score_transfer
 from evotrainer.validation_split import screening_subset, split_validation
 
 __all__ = ["CandidateResult", "EvolveSummary", "FullScore", "OuterResult", "run_evolve", "run_outer_loop",
@@ -415,6 +418,7 @@ class EvolveSummary:
     candidates: int = 0
     generated_tokens: int = 0
     generalisation: Generalisation | None = None  # the final best vs the best seed, paired, per split
+    transfer: TransferReport | None = None  # final best, best seed, plain prompt on task.transfer_path
 
 
 def _run_id(cfg: Config, config_dict: dict) -> str:
@@ -452,6 +456,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
     val_items = load_validation(cfg, family)
+    transfer_items = load_transfer(cfg, family, val_items)  # real meetings no selection uses; [] when none
     selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
     screen_items = screening_subset(selection, cfg.outer.screen_size)
     population = load_seed_population(cfg)
@@ -535,6 +540,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
     gen = _generalisation(objective, keep[0], inc, heldout, rec, cfg.seed)
+    transfer = score_transfer(objective.screening, rec, inc.best, keep[0], cfg.task.plain_prompt, transfer_items,
+                              seed=cfg.seed, outer_generation=inc.outer_generation)
     heldout_s_val = (gen.heldout.best_mean if gen is not None and gen.heldout is not None else None)
     summary = EvolveSummary(
         run_id=run_id, archive=db_path, initial_best=keep[0], initial_s_val=out.s_val_curve[0], best=inc.best,
@@ -543,7 +550,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
         selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=llm.tokens, generalisation=gen,
+        generated_tokens=llm.tokens, generalisation=gen, transfer=transfer,
     )
     rec.emit(SummaryEvent(
         initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,

@@ -125,6 +125,10 @@ class TaskConfig:
     # where the policy's text goes: transcript_first (after the transcript, so every policy reading one
     # transcript shares its KV cache) | system_first (as the system prompt, before the transcript)
     prompt_layout: str = "transcript_first"
+    # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
+    # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
+    # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
+    plain_prompt: str | None = None
 
 
 @dataclass
@@ -399,6 +403,8 @@ def validate(cfg: Config) -> None:
     _check(len(t.action_band) == 2 and 0 <= t.action_band[0] <= t.action_band[1], "task.action_band",
            "[low, high] with 0 <= low <= high", t.action_band)
     _check(t.tasks_per_generation >= 1, "task.tasks_per_generation", ">= 1", t.tasks_per_generation)
+    _check(t.plain_prompt is None or (isinstance(t.plain_prompt, str) and t.plain_prompt.strip() != ""),
+           "task.plain_prompt", "an instruction or null", t.plain_prompt)
     for k, w in t.reward_weights.items():
         _check(w >= 0, f"task.reward_weights.{k}", ">= 0", w)
     _check(not t.reward_weights or sum(t.reward_weights.values()) > 0, "task.reward_weights",

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from evotrainer.errors import DataError
 from evotrainer.event_base import OMIT_NONE, Event, Subscriber, decode, payload_key
+from evotrainer.transfer_event import TransferEvent
 
 __all__ = [
     "EVENT_TYPES",
@@ -56,6 +57,7 @@ __all__ = [
     "SummaryEvent",
     "TaskBatchEvent",
     "TrajectoriesEvent",
+    "TransferEvent",
     "from_payload",
 ]
 
@@ -520,7 +522,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
     PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
-    GeneralisationEvent, TrajectoriesEvent)})
+    GeneralisationEvent, TrajectoriesEvent, TransferEvent)})
 """Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
 
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({

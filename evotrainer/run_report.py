@@ -10,8 +10,10 @@ from rich.markup import escape
 from evotrainer.generalisation import render_table
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
+from evotrainer.transfer_view import render_table as transfer_table
 
-__all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary"]
+__all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary",
+           "print_transfer"]
 
 
 def fmt(x: float | None) -> str:
@@ -34,11 +36,22 @@ def print_generalisation(console: Console, g: Any) -> None:
     console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
 
 
+def print_transfer(console: Console, r: Any) -> None:
+    """The transfer report (:class:`~evotrainer.transfer.TransferReport`; None: "transfer: not configured"): mean
+    S_val per policy on the transfer items, the paired differences (95 % interval, W/L/T), then the verdict."""
+    if r is None:
+        console.print("transfer: not configured (task.transfer_path gives no items)", markup=False, highlight=False)
+        return
+    console.print(transfer_table(r))
+    console.print(f"[{'green' if r.transfers else 'red'}]transfer: {escape(r.verdict)}[/]")
+
+
 def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     """Print an :class:`~evotrainer.coevolution.EvolveSummary` and its incumbent pair.
 
     When ``s.generalisation`` (a :class:`~evotrainer.generalisation.Generalisation`) is set, the
-    comparison of the final best with the best seed follows the held-out line.
+    comparison of the final best with the best seed follows the held-out line, then the transfer report
+    (``s.transfer``, :func:`print_transfer`).
     """
     console.rule("[bold]summary")
     console.print(f"run {s.run_id}; stopped by {s.stop_reason}: {s.stop_detail}")
@@ -54,6 +67,7 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
     g = getattr(s, "generalisation", None)
     if g is not None:
         print_generalisation(console, g)
+    print_transfer(console, getattr(s, "transfer", None))
     console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
     console.print("current S_val (the generation's best race estimate) per outer generation: "
                   + ", ".join(fmt(v) for v in s.current_curve))

@@ -6,6 +6,7 @@ embedded SmolLM2); ``test_smoke_experiment_real_model`` runs ``+experiment=smoke
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,8 @@ from evotrainer.rollout import batch_id_for
 from evotrainer.runtime import build_family, load_validation
 from evotrainer.tasks.meeting_minutes import DEFAULT_REWARD_WEIGHTS
 from evotrainer.validation_split import split_validation
+
+DATA = Path(__file__).parent / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -117,6 +120,7 @@ def test_incumbent_curve_logged_and_held_out_never_selects(two_runs) -> None:
     (gen,) = store_events(a, "generalisation")
     assert gen.payload["heldout"]["n"] == len(heldout) and gen.payload["baseline_id"] == a.initial_best.id
     assert a.generalisation is not None and a.generalisation.best_id == a.best.id
+    assert a.transfer is None and not store_events(a, "transfer")  # task.transfer_path null: nothing scored
     assert set(setup.payload["heldout_items"]) == held_ids
     assert held_ids.isdisjoint(setup.payload["selection_items"] + setup.payload["screen_items"])
 
@@ -154,18 +158,32 @@ def test_smoke_experiment_real_model(tmp_path: Path) -> None:
 
 def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Callable[[], Config],
                                                             tmp_path: Path) -> None:
-    """``outer.knobs=[length]`` with fixed reward weights runs on the tiny model; the budget stops it."""
+    """``outer.knobs=[length]`` with fixed reward weights runs on the tiny model; the budget stops it. With
+    ``task.transfer_path`` (3 real QMSum windows) the final best, the best seed and the plain prompt are scored
+    there in one call (``meta_transfer``) and a ``transfer`` event is archived after the generalisation one."""
     cfg = _tiny_config(tiny_run_config)
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     cfg.outer.knobs = ["length"]
     cfg.outer.evolve_reward_weights = False
     cfg.outer.generations = 3
     cfg.outer.budget.evaluations = 2
+    cfg.task.transfer_path = str(DATA / "transfer_3.jsonl")
+    cfg.task.plain_prompt = "Summarize the meeting."
     summary = run_evolve(cfg, run_dir=tmp_path)
     assert summary.stop_reason == "outer.budget.evaluations" and summary.candidates == 2
     with ArchiveStore(summary.archive, read_only=True) as store:
         (setup,) = store.events(summary.run_id, kind="setup")
         rows = store.harness_candidates(summary.run_id)
+        kinds = [e.kind for e in store.events(summary.run_id)]
+        (transfer,) = store.events(summary.run_id, kind="transfer")
+        scored = store.evaluations(summary.run_id, kind="meta_transfer")
+    assert kinds.index("generalisation") < kinds.index("transfer") < kinds.index("summary")
+    t = transfer.event
+    assert t.item_ids == tuple(json.loads(line)["id"] for line in (DATA / "transfer_3.jsonl").open())
+    assert t.roles == ("final_best", "best_seed", "plain_prompt") and t.policy_ids[2] == "plain_prompt"
+    assert t.policy_ids[:2] == (summary.best.id, summary.initial_best.id) and len(t.values[0]) == 3
+    assert {e.policy_id for e in scored} == set(t.policy_ids) and all(e.n_tasks == 3 for e in scored)
+    assert summary.transfer is not None and summary.transfer.verdict == t.verdict
     assert setup.payload["harness_names"] == ["length"]
     defaults = DEFAULT_REWARD_WEIGHTS  # task.reward_weights is empty in a config built in code: the family's
     weights = {k: w / sum(defaults.values()) for k, w in defaults.items()}

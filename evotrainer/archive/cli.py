@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from evotrainer import transfer, transfer_view
 from evotrainer.archive import views
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
@@ -184,8 +185,10 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
         except ArchiveError:
             g = None
         races = views.race_summary(store, ov["run_id"])
+        tr, _ = transfer.read_report(store.events(ov["run_id"], kind="transfer"))  # unreadable: not shown
     if as_json:
-        _emit_json({**ov, "racing": races, "generalisation": None if g is None else to_payload(g)})
+        _emit_json({**ov, "racing": races, "generalisation": None if g is None else to_payload(g),
+                    "transfer": None if tr is None else transfer.to_event(tr).to_payload()})
         return
     b = ov["budget"]
     console = _console()
@@ -214,8 +217,9 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
             ("promotion decisions", f"{races['promotions']}, {races['promoted']} promoted (paired lower bound > 0)"),
         ]))
     if g is not None:
-        console.print(render_table(g))
-        console.print(Text(f"generalisation: {terminal_safe(g.verdict)}"))
+        console.print(render_table(g), Text(f"generalisation: {terminal_safe(g.verdict)}"))
+    if tr is not None:
+        console.print(transfer_view.render_table(tr, caption=f"transfer: {terminal_safe(tr.verdict)}"))
 
 
 # --- policies -------------------------------------------------------------------------------------

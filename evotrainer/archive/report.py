@@ -2,7 +2,8 @@
 
 Sections: run summary and budget; generalisation (the final best vs the best seed on the selection
 and held-out items, paired differences with intervals and a verdict, from the run's
-``"generalisation"`` event); fitness (max and mean of the population) per inner generation;
+``"generalisation"`` event); transfer (the final best, the best seed and a plain prompt on items no
+selection used, from the ``"transfer"`` event); fitness (max and mean of the population) per inner generation;
 S_val per outer generation (incumbent, screened and whole-set candidate scores); racing (each raced
 policy's paired difference against the incumbent, its interval and how many items it took, and the
 whole-set promotion decisions); harness parameters
@@ -34,6 +35,9 @@ from evotrainer.archive.tree import graph_layout
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.generalisation import Generalisation, columns, split_cells
+from evotrainer.transfer import TransferReport, read_report
+from evotrainer.transfer_view import columns as transfer_columns
+from evotrainer.transfer_view import table_rows as transfer_rows
 
 __all__ = ["PLOT_IDS", "build_report", "write_report"]
 
@@ -276,6 +280,22 @@ def _generalisation_html(g: Generalisation | None, problem: str | None = None) -
             f"{_table(list(columns(g.level)), rows)}<p class='{verdict_class}'>{_e(g.verdict)}</p>")
 
 
+def _transfer_html(r: TransferReport | None, problem: str | None) -> str:
+    if r is None:
+        note = problem or ("No transfer event: task.transfer_path gives no items, or the run is still going or "
+                           "was archived by older code.")
+        return f"<p class='note'>{_e(note)}</p>"
+    rows = []
+    for cells, tone in transfer_rows(r):
+        out = [_e(x) for x in cells]
+        rows.append([*out[:2], f"<span class='{tone}'>{out[2]}</span>" if tone else out[2], out[3]])
+    return (f"<p class='note'>The final best, the best seed and a plain prompt (the family's plain instruction as "
+            f"the whole system prompt) on {len(r.item_ids)} items of task.transfer_path that no selection used (real "
+            "meetings in the main job), item by item; a "
+            "difference is the first policy − the second, with a paired bootstrap interval over items.</p>"
+            f"{_table(list(transfer_columns(r)), rows)}<p class='{'ok' if r.transfers else 'bad'}'>{_e(r.verdict)}</p>")
+
+
 _STATUS_COLOURS = {"worse": "#d62728", "futile": "#ff7f0e", "cut": "#7f7f7f", "undecided": "#1f77b4",
                    "better": "#2ca02c"}
 _STATUS_CLASS = {"better": "ok", "worse": "bad"}
@@ -408,6 +428,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
         gen = views.run_generalisation(store, run_id)
     except ArchiveError as exc:
         gen, gen_problem = None, f"The generalisation event could not be read: {exc}"
+    transfer, transfer_problem = read_report(store.events(run_id, kind="transfer"))
     try:
         best = views.resolve_policy(store, run_id, None)
         graph: dict[str, Any] | None = views.lineage_graph(store, run_id, best.id)
@@ -447,6 +468,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 <p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
 {_summary_html(ov)}
 <h2 id="generalisation">Generalisation: final best vs best seed</h2>{_generalisation_html(gen, gen_problem)}
+<h2 id="transfer">Transfer: items no selection used</h2>{_transfer_html(transfer, transfer_problem)}
 <h2>Fitness per inner generation</h2>{divs["fitness-plot"]}
 <h2>Meta-validation S_val per outer generation</h2>{divs["sval-plot"]}
 <h2 id="racing">Racing and promotions</h2>{divs["race-plot"]}{_race_html(views.race_summary(store, run_id), races,

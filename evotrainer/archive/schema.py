@@ -41,9 +41,10 @@ APPLICATION_ID = 0x45564F54
 SCHEMA_VERSION = 2
 """``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
 
-EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout")
+EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout", "meta_transfer")
 """Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
-meta-validation on the fixed screening subset; a held-out report set never used for selection."""
+meta-validation on the fixed screening subset; a held-out report set never used for selection; the transfer
+items (``task.transfer_path``, the run's transfer report; no selection uses them). A text column: no migration."""
 
 _V1: tuple[str, ...] = (
     """CREATE TABLE runs (
