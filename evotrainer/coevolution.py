@@ -90,10 +90,11 @@ from evotrainer.events import (
     RollbackEvent,
     SetupEvent,
     SummaryEvent,
+    YardstickEvent,
 )
 from evotrainer.generalisation import Generalisation, compare, to_payload
 from evotrainer.genome import Policy
-from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs
+from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.racing import PairedBound, paired_bound
@@ -491,14 +492,18 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                       subscribers=[ConsoleView(console)])  # inner generations, races, style changes
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
+    probes = yardstick.probe_values(family, val_items)  # S_val's own hacking check (harness/yardstick.py)
     rec.emit(SetupEvent(validation_items=len(val_items), selection_items=tuple(t.task_id for t in selection),
                         heldout_items=tuple(t.task_id for t in heldout),
                         screen_items=tuple(t.task_id for t in screen_items), harness_names=tuple(space.names),
-                        population=tuple(p.id for p in population)))
+                        population=tuple(p.id for p in population),
+                        probes=(setup_probes := yardstick.check(probes)).as_dict() if probes else None))
     console.print(f"[bold]evolve[/] run {run_id}: {len(population)} seed policies, {len(val_items)} "
                   f"meta-validation items ({len(selection)} selection of which {len(screen_items)} screen, "
                   f"{len(heldout)} held out), harness of {space.dim} params ({', '.join(space.names)}), "
                   f"archive {db_path}")
+    for line in setup_probes.lines() if probes else ():
+        console.print(line if setup_probes.ok else f"[red]{line}[/]", highlight=False)
     objective = LLMObjective(
         evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
@@ -534,8 +539,13 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                             best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
 
     # ---- 3. outer generations -------------------------------------------------------------------
+    def after_generation(g: int) -> None:
+        if g == 0 and probes:  # the probes against the best seed's minutes on the selection items
+            _probe_gen0(probes, val_items, selection, objective, keep[0], rec, console)
+        live.refresh(g)
+
     out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run,
-                         control=control, after_generation=live.refresh)
+                         control=control, after_generation=after_generation)
 
     # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
@@ -588,6 +598,17 @@ def _generalisation(objective: LLMObjective, baseline: Policy, inc: ArchivedPair
                   heldout_ids=[t.task_id for t in heldout] if heldout else None)
     rec.emit(GeneralisationEvent(**to_payload(gen)))
     return gen
+
+
+def _probe_gen0(probes: dict, val_items: Sequence[Any], selection: Sequence[Any], objective: LLMObjective,
+                best_seed: Policy, rec: RunRecorder, console: Console) -> None:
+    """Check and print the S_val probes against the best seed's minutes; archived as a ``yardstick`` event."""
+    chosen = {id(t) for t in selection}
+    report = yardstick.check(probes, objective.screening.vector(best_seed), best_seed.id,
+                             keep=[id(t) in chosen for t in val_items])
+    rec.emit(YardstickEvent(**report.as_dict()))
+    for line in report.lines():
+        console.print(line if report.ok else f"[red]{line}[/]", highlight=False)
 
 
 def _screened_start(

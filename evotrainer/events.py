@@ -58,6 +58,7 @@ __all__ = [
     "TaskBatchEvent",
     "TrajectoriesEvent",
     "TransferEvent",
+    "YardstickEvent",
     "from_payload",
 ]
 
@@ -82,6 +83,9 @@ class SetupEvent(Event):
     """Names of the harness parameters, in vector order."""
     population: tuple[str, ...] = ()
     """Policy ids of the seed population."""
+    probes: Mapping[str, Any] | None = None
+    """The yardstick's model-free probes on the whole meta-validation set
+    (``harness.yardstick.YardstickReport.as_dict``: ``means``, ``items``, ``failures``); None: not run."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -459,6 +463,26 @@ class GeneralisationEvent(Event):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class YardstickEvent(Event):
+    """The S_val probes checked against a real policy (the best seed on the selection items, after
+    generation 0; ``harness/yardstick.py``)."""
+
+    kind: ClassVar[str] = "yardstick"
+    means: Mapping[str, float] | None = None
+    """Probe name -> mean S_val on the selection items, in [0, 1]."""
+    items: int | None = None
+    """Items the means are over."""
+    policy: float | None = None
+    """The policy's mean S_val on the same items."""
+    policy_id: str | None = None
+    """Whose minutes."""
+    failures: tuple[str, ...] = ()
+    """Broken probe rules, one line each; empty: the yardstick passed."""
+    misses: tuple[str, ...] = ()
+    """Missed targets (skeleton and wrong meeting as shares of the policy's S_val), reported only."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TrajectoriesEvent(Event):
     """The freshly generated episodes of one evaluation (multi-step families only)."""
 
@@ -522,7 +546,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
     PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
-    GeneralisationEvent, TrajectoriesEvent, TransferEvent)})
+    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent)})
 """Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
 
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({

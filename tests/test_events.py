@@ -25,7 +25,11 @@ _SPLIT = {"split": "heldout", "n": 2, "baseline_mean": 0.4, "best_mean": 0.5,
           "wins": 1, "losses": 0, "ties": 1, "baseline": [0.3, 0.5], "best": [0.5, 0.5], "item_ids": ["v1", "v2"]}
 PAYLOADS: list[tuple[str, dict]] = [
     ("setup", {"validation_items": 6, "selection_items": ["v1", "v2"], "heldout_items": ["v3"],
-               "screen_items": ["v1"], "harness_names": ["length", "format"], "population": ["terse", "markdown"]}),
+               "screen_items": ["v1"], "harness_names": ["length", "format"], "population": ["terse", "markdown"],
+               "probes": {"means": {"reference": 0.9, "skeleton": 0.0}, "items": 6, "policy": None,
+                          "policy_id": None, "failures": [], "misses": []}}),
+    ("yardstick", {"means": {"reference": 0.9, "lead_lines": 0.0}, "items": 4, "policy": 0.05,
+                   "policy_id": "terse", "failures": [], "misses": ["wrong_meeting 0.02 > 25% of the policy's 0.05"]}),
     ("task_batch", {"outer_generation": 1, "harness_id": "g1c0", "batch_id": "b-1", "task_ids": ["t1", "t2"],
                     "content_hashes": ["h1", "h2"]}),
     ("incumbent_reference", {"outer_generation": 0, "harness_id": "h0", "policy_id": "terse"}),
