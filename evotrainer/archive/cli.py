@@ -499,13 +499,7 @@ def checkpoint(
 # --- sweeps ---------------------------------------------------------------------------------------
 
 
-def _diff_cell(d: dict[str, Any] | None) -> Text:
-    if d is None:
-        return Text("–")
-    text = f"{d['mean']:+.4f} [{d['low']:+.3f}, {d['high']:+.3f}]"
-    return Text(text, style="green" if d["low"] > 0 else "red" if d["high"] < 0 else "")
-
-
+_diff_cell = transfer_view.diff_cell
 _HELD = {True: ("yes", "green"), False: ("no", "red"), None: ("undecided", "yellow")}
 
 
@@ -519,12 +513,12 @@ def sweep(
     as_json: JsonOpt = False,
 ) -> None:
     """Several seeds or settings: each job side by side, each run's final best vs best seed, and the
-    held-out difference pooled over runs.
+    held-out difference and the transfer report pooled over runs.
 
     A sweep folder with a ``sweep_index.json`` first gets one row per job (overrides that differ, status
-    or error, final and best-seed S_val, held-out difference). The pooled interval is a cluster bootstrap
-    over held-out items (runs of one sweep share them); runs without a generalisation event are listed as
-    skipped.
+    or error, final and best-seed S_val, held-out difference). The pooled intervals are cluster bootstraps
+    over items (runs of one sweep share the held-out and the transfer items); runs without a generalisation
+    event are listed as skipped, runs without a transfer event as transfer n/a.
 
     With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
     (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to
@@ -564,7 +558,7 @@ def sweep(
         t = Table(title=f"final best vs best seed per run (paired differences, {pct} intervals; higher is better)",
                   title_justify="left")
         for col in ("job", "run", "seed", "best seed", "final best", "selection diff", "held-out diff",
-                    "held-out W/L/T", "held"):
+                    "held-out W/L/T", "held", "transfer"):
             t.add_column(col)
         for r in summary["runs"]:
             h = r["heldout"]
@@ -572,7 +566,8 @@ def sweep(
             t.add_row(Text(terminal_safe(r["job"])), Text(terminal_safe(r["run_id"])), str(r["seed"]),
                       Text(terminal_safe(r["baseline_id"])), Text(terminal_safe(r["best_id"])),
                       _diff_cell(r["selection"]), _diff_cell(h),
-                      "–" if h is None else f"{h['wins']}/{h['losses']}/{h['ties']}", Text(held, style=style))
+                      "–" if h is None else f"{h['wins']}/{h['losses']}/{h['ties']}", Text(held, style=style),
+                      transfer_view.run_cell(r["transfer"]))
         console.print(t)
     for s in summary["skipped"]:
         console.print(Text(f"skipped {terminal_safe(s['archive'])}"
@@ -589,6 +584,7 @@ def sweep(
     p = summary["pooled"]["heldout"]
     if p is not None:
         console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
+    transfer_view.print_pooled(console, summary)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,8 @@ from evotrainer.events import (
 )
 from evotrainer.generalisation import Generalisation, from_payload, pool, with_item_ids
 from evotrainer.genome import PREFILL_SECTION, Policy, render_system_prompt
+from evotrainer.transfer import TransferReport
+from evotrainer.transfer_pool import pool_transfer, read_run
 
 __all__ = [
     "RUNNING_OR_CRASHED",
@@ -566,15 +568,17 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
         level: coverage of the pooled intervals, in (0, 1).
 
     Returns:
-        dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and
-        heldout: n, both means, mean/low/high of the difference, wins/losses/ties, or None; held,
-        verdict), skipped (archive, run_id, reason: no summary yet, finished without a generalisation event, a repeated run id, unreadable archive),
-        pooled ({"heldout": ..., "selection": ...}, each a
-        :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None) and level.
+        dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and heldout: n,
+        both means, mean/low/high of the difference, wins/losses/ties, or None; held, verdict; transfer, see
+        :func:`~evotrainer.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
+        generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
+        each a :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
+        runs' transfer reports, :func:`~evotrainer.transfer_pool.pool_transfer` as a dict, or None) and level.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     gens: list[Generalisation] = []
+    reports: list[TransferReport] = []  # the runs' transfer reports, pooled like the held-out difference
     seen: dict[str, str] = {}  # run id -> archive: a repeated run (same seed + config) is not a new sample
     for loc in locations:
         base = {"archive": str(loc.path), "job": loc.job, "overrides": list(loc.overrides)}
@@ -602,11 +606,16 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                         continue
                     seen[run.run_id] = str(loc.path)
                     gens.append(g)
+                    tr, cell = read_run(store.events(run.run_id, kind="transfer"))
+                    reports += [] if tr is None else [tr]
                     rows.append({**base, "run_id": run.run_id, "seed": run.seed, "baseline_id": g.baseline_id,
                                  "best_id": g.best_id, "selection": _split_row(g.selection),
-                                 "heldout": _split_row(g.heldout), "held": g.held, "verdict": g.verdict})
+                                 "heldout": _split_row(g.heldout), "held": g.held, "verdict": g.verdict,
+                                 "transfer": cell})
         except EvoTrainerError as exc:
             skipped.append({**base, "run_id": None, "reason": str(exc)})
     pooled = {split: (None if (p := pool(gens, seed=seed, split=split, level=level)) is None else asdict(p))
               for split in ("heldout", "selection")}
-    return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level}
+    pt = pool_transfer(reports, seed=seed, level=level)
+    return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
+            "pooled_transfer": None if pt is None else asdict(pt)}
