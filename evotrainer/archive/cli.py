@@ -29,7 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer import transfer, transfer_view
-from evotrainer.archive import views
+from evotrainer.archive import views, yardstick_view
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
 from evotrainer.archive.store import ArchiveStore, checkpoint_archive, open_archive
@@ -177,7 +177,7 @@ def runs(
 @app.command()
 @_friendly
 def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
-    """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason."""
+    """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason, yardstick."""
     with _open(archive) as store:
         ov = views.run_overview(store, views.pick_run(store, run))
         try:
@@ -186,9 +186,10 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
             g = None
         races = views.race_summary(store, ov["run_id"])
         tr, _ = transfer.read_report(store.events(ov["run_id"], kind="transfer"))  # unreadable: not shown
+        ys = yardstick_view.read_yardstick(store, ov["run_id"])
     if as_json:
         _emit_json({**ov, "racing": races, "generalisation": None if g is None else to_payload(g),
-                    "transfer": None if tr is None else transfer.to_event(tr).to_payload()})
+                    "transfer": None if tr is None else transfer.to_event(tr).to_payload(), "yardstick": ys.payload()})
         return
     b = ov["budget"]
     console = _console()
@@ -220,6 +221,7 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
         console.print(render_table(g), Text(f"generalisation: {terminal_safe(g.verdict)}"))
     if tr is not None:
         console.print(transfer_view.render_table(tr, caption=f"transfer: {terminal_safe(tr.verdict)}"))
+    yardstick_view.print_yardstick(console, ys)
 
 
 # --- policies -------------------------------------------------------------------------------------

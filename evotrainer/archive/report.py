@@ -3,7 +3,8 @@
 Sections: run summary and budget; generalisation (the final best vs the best seed on the selection
 and held-out items, paired differences with intervals and a verdict, from the run's
 ``"generalisation"`` event); transfer (the final best, the best seed and a plain prompt on items no
-selection used, from the ``"transfer"`` event); fitness (max and mean of the population) per inner generation;
+selection used, from the ``"transfer"`` event); the yardstick (S_val's probes and whether they kept their order,
+from the ``"yardstick"`` event or the ``"setup"`` event's probes: ``archive/yardstick_view.py``); fitness (max and mean of the population) per inner generation;
 S_val per outer generation (incumbent, screened and whole-set candidate scores); racing (each raced
 policy's paired difference against the incumbent, its interval and how many items it took, and the
 whole-set promotion decisions); harness parameters
@@ -32,6 +33,7 @@ from plotly.subplots import make_subplots
 from evotrainer.archive import views
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.tree import graph_layout
+from evotrainer.archive.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.generalisation import Generalisation, columns, split_cells
@@ -43,7 +45,8 @@ __all__ = ["PLOT_IDS", "build_report", "write_report"]
 
 PLOT_IDS: tuple[str, ...] = ("fitness-plot", "sval-plot", "race-plot", "harness-plot", "operator-plot",
                              "lineage-graph")
-"""``id`` of each plot ``div`` in the report, in page order (tests look for them)."""
+"""``id`` of each plot ``div`` in the report, in page order (tests look for them); a run with a yardstick also
+gets ``yardstick-plot`` (before them)."""
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf")
@@ -296,6 +299,37 @@ def _transfer_html(r: TransferReport | None, problem: str | None) -> str:
             f"{_table(list(transfer_columns(r)), rows)}<p class='{'ok' if r.transfers else 'bad'}'>{_e(r.verdict)}</p>")
 
 
+def _yardstick_figure(y: ArchivedYardstick) -> go.Figure:
+    """Horizontal bars, one per probe (and the policy), top to bottom in table order."""
+    rows = y.rows()
+    colours = ["#2ca02c" if n == "reference" else "#1f77b4" if n.startswith("policy ") else "#7f7f7f"
+               for n, _, _ in rows]
+    fig = go.Figure(go.Bar(y=[_e(n) for n, _, _ in rows], x=[v for _, v, _ in rows], orientation="h",
+                           marker={"color": colours}, text=[f"{v:.4f}" for _, v, _ in rows], textposition="auto",
+                           hoverinfo="y+x"))
+    fig.update_layout(xaxis_title="mean S_val (higher is better)", yaxis={"autorange": "reversed"},
+                      title="S_val of each probe", showlegend=False)
+    return fig
+
+
+def _yardstick_html(y: ArchivedYardstick) -> str:
+    if y.report is None:
+        return f"<p class='note'>{_e(y.verdict())}</p>"
+    plot = _div(_yardstick_figure(y), "yardstick-plot", 240)
+    rows = [[_e(n), _num(v), _e(share)] for n, v, share in y.rows()]
+    misses = y.misses()
+    failed = "" if y.ok else ("<p class='bad'>The yardstick failed: S_val did not keep its probes in order, so "
+                              "S_val gains in this run may reward a template rather than better outputs.</p>")
+    return ("<p class='note'>S_val must score the reference at least 2x every other probe and the policy, the "
+            "skeleton and another meeting's minutes at most 5% of the reference, and the policy above the lead lines "
+            "(<code>harness/yardstick.py</code>); skeleton &le; 10% and wrong meeting &le; 25% of the policy are "
+            f"targets, reported, not enforced. {_e(y.title())}.</p>"
+            f"<div class='row'><div>{_table(['probe', 'mean S_val', y.share_header()], rows)}</div>"
+            f"<div style='flex:1 1 420px;min-width:0'>{plot}</div></div>"
+            f"<p class='{'ok' if y.ok else 'bad'}'>{_e(y.verdict())}</p>{failed}"
+            + (f"<p class='warn'>{_e(misses)}</p>" if misses else ""))
+
+
 _STATUS_COLOURS = {"worse": "#d62728", "futile": "#ff7f0e", "cut": "#7f7f7f", "undecided": "#1f77b4",
                    "better": "#2ca02c"}
 _STATUS_CLASS = {"better": "ok", "worse": "bad"}
@@ -429,6 +463,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
     except ArchiveError as exc:
         gen, gen_problem = None, f"The generalisation event could not be read: {exc}"
     transfer, transfer_problem = read_report(store.events(run_id, kind="transfer"))
+    yard = read_yardstick(store, run_id)
     try:
         best = views.resolve_policy(store, run_id, None)
         graph: dict[str, Any] | None = views.lineage_graph(store, run_id, best.id)
@@ -469,6 +504,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 {_summary_html(ov)}
 <h2 id="generalisation">Generalisation: final best vs best seed</h2>{_generalisation_html(gen, gen_problem)}
 <h2 id="transfer">Transfer: items no selection used</h2>{_transfer_html(transfer, transfer_problem)}
+<h2 id="yardstick">Yardstick: S_val's probes</h2>{_yardstick_html(yard)}
 <h2>Fitness per inner generation</h2>{divs["fitness-plot"]}
 <h2>Meta-validation S_val per outer generation</h2>{divs["sval-plot"]}
 <h2 id="racing">Racing and promotions</h2>{divs["race-plot"]}{_race_html(views.race_summary(store, run_id), races,
