@@ -193,6 +193,13 @@ class TaskFamily(Protocol):
     The texts the operators need beyond these (the task hint of mutator chats, prefill fallbacks) are
     config keys the family's task config group sets (``inner.task_hint`` in ``conf/task/tool_agent.yaml``).
 
+    Two optional methods, looked up with ``getattr`` (a family without them works):
+    ``probe_outputs(items) -> list[dict[str, str]]`` gives the yardstick's probe texts per item
+    (``reference``, ``lead_lines``, ``skeleton``, ``wrong_meeting``; ``harness/yardstick.py``), which every
+    evolve run scores at start to check that ``meta_score`` rewards the task, not a template; and
+    ``prepare_meta(outputs, tasks)`` is called before a batch is meta-scored (e.g. to embed every sentence
+    in one call).
+
     Attributes:
         name: the family's registry name (``task.name``).
         scorer_version: changes whenever reward or metric code changes scores (part of the fitness-cache key).
