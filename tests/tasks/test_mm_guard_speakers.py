@@ -96,3 +96,15 @@ def test_human_references_do_not_fire(path: Path) -> None:
     for task in tasks:
         assert speaker_line_share(task.reference_minutes, task.transcript)[0] == 0, task.task_id
         assert degenerate_reason(task.reference_minutes, task.transcript) is None, task.task_id
+
+
+def test_invented_speakers_in_the_transcripts_style_count() -> None:
+    """A real SmolLM2 output on an ICSI window (plain prompt): a dialogue of "Grad X:" lines, half of them
+    speakers the meeting never had (Grad F-I beside Grad A-E), scored 0.118 before this rule."""
+    transcript = "\n".join(f"{who}: we should look at the user budget." for who in
+                           ("Grad A", "Grad B", "Grad C", "Grad D", "Grad E", "Professor B"))
+    output = "\n".join(f"{who}: So here is the user's budget." for who in
+                       ("Grad E", "Grad A", "Grad D", "Grad F", "Grad G", "Grad H", "Grad I"))
+    assert degenerate_reason(output + "\n\nSummary:\n\nGrad E, Grad A, Grad B", transcript) == "speaker_continuation"
+    minutes = "## Action items\n- Grad A: check the budget\n## Topics\n- Grad students' budget: the 2 options"
+    assert degenerate_reason(minutes, transcript) is None

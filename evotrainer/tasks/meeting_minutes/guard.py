@@ -144,6 +144,12 @@ def _split_turns(output: str, names: set[str]) -> list[str]:
     return [part for line in lines for part in inline.split(line) if part.strip()]
 
 
+def _invented_speaker(label: str, names: set[str]) -> bool:
+    """A label in the transcript's own style with another letter or number: ``Grad F`` beside ``Grad A``."""
+    words = label.split()
+    return len(words) == 2 and words[0] in names and len(words[1]) <= 2 and words[1].isalnum()
+
+
 def speaker_line_share(output: str, transcript: str) -> tuple[int, int]:
     """Speaker lines of ``output`` and its non-header lines (rule 4 of the module docstring).
 
@@ -164,7 +170,7 @@ def speaker_line_share(output: str, transcript: str) -> tuple[int, int]:
         if not match or in_actions:
             continue
         label = _norm(match["label"])
-        if label not in names and not _GENERIC_SPEAKER.match(label):
+        if label not in names and not _GENERIC_SPEAKER.match(label) and not _invented_speaker(label, names):
             continue
         text = match["text"].strip().strip("*_ ")
         if match["bullet"] and not (_UTTERANCE.match(text) or text.endswith("?")):
