@@ -72,11 +72,12 @@ def _answer_breaks_in_round_1(task, adapter):
 def test_round_reverts_when_dev_falls_then_keeps(tmp_path):
     fake, family, models, setup, state, store, rec = _world(tmp_path, _answer_breaks_in_round_1)
     trainer = FakeTrainer()
-    assert state.dev_score == pytest.approx(1.0)
+    base = state.dev_score  # the reference itself: S_val (mm-5) > 0.9, < 1 where a due date is not in the transcript
+    assert base > 0.9
     one = run_round(state, models, family, CFG, setup, np.random.default_rng(1), rec, train=trainer)
     assert one.row.status == "reverted" and one.candidate is not None
-    assert one.row.dev_score < one.row.prev_dev_score == pytest.approx(1.0)
-    assert one.state.policy == POLICY and one.state.dev_score == pytest.approx(1.0)  # adapter reverted
+    assert one.row.dev_score < one.row.prev_dev_score == pytest.approx(base)
+    assert one.state.policy == POLICY and one.state.dev_score == pytest.approx(base)  # adapter reverted
     assert one.state.replay == state.replay  # a reverted round adds nothing to replay
     assert one.row.pass_rate == 1.0 and one.row.n_samples == 4 * CFG.samples_per_task
     assert one.row.losses == pytest.approx(tuple(np.linspace(2.0, 1.0, 3)))

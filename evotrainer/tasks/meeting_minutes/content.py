@@ -189,7 +189,8 @@ def grounded(entity: str, words: frozenset[str]) -> bool:
     numbers = _NUMBER.findall(entity.replace(":00", ""))  # "06:00" is said "six"
     if not numbers:
         return False
-    return all(n.replace(",", "") in words or any(f and all(w in words for w in f) for f in _number_spellings(n))
+    return all(any(n.replace(",", "") + end in words for end in ("", "st", "nd", "rd", "th"))  # "28th"
+               or any(f and all(w in words for w in f) for f in _number_spellings(n))
                or all(t in words for t in tokenize(n, stem=False)) for n in numbers)
 
 
