@@ -636,8 +636,8 @@ def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None
     """The run's phrase bank (MiniLM embeddings of every prompt sentence seen), or None when disabled."""
     if not cfg.inner.use_embedder:
         return None
-    from evotrainer.backends.embedder import MiniLMEmbedder
+    from evotrainer.backends.embedder import shared_embedder
 
-    bank = PhraseBank(MiniLMEmbedder())
+    bank = PhraseBank(shared_embedder())
     bank.add_policies(population)
     return bank

@@ -227,9 +227,9 @@ def run_evaluate(
     metric = _metric_with_embedder(family) if wants else None
     if metric is not None:
         if embedder is None:
-            from evotrainer.backends.embedder import MiniLMEmbedder
+            from evotrainer.backends.embedder import shared_embedder
 
-            embedder = MiniLMEmbedder()
+            embedder = shared_embedder()
         family = _EmbedderFamily(family, metric, embedder)  # type: ignore[assignment]
     t0 = time.perf_counter()
     if llm is None:

