@@ -130,7 +130,8 @@ class LeadEvent(Event):
     policy_id: str | None = None
     """The lead policy."""
     front: Mapping[str, int] = field(default_factory=dict)
-    """Policy id -> screening items it wins on the front (policies winning none left out)."""
+    """Policy id -> screening items it is best on, for the front's non-dominated members (the draw's weights;
+    policies best on none, dominated or sharing an earlier member's genome left out)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

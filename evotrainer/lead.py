@@ -5,9 +5,9 @@
 - the *incumbent* is the reference every race compares with; the outer loop sets it on every promotion;
 - the *Pareto front* holds the first policy of every genome scored on the selection items (and every
   incumbent); the *lead* of a candidate, the parent of its ``inner.lead_offspring`` mutants, is drawn from
-  that front in proportion to the screening items each member wins
-  (:func:`~evotrainer.search.pareto_front.item_wins`, after GEPA's per-item Pareto selection,
-  Agrawal et al. 2025);
+  the members best on at least one screening item, dominated ones removed, in proportion to the items each
+  is best on (:func:`~evotrainer.search.pareto_front.item_wins`: GEPA's per-item Pareto selection,
+  Agrawal et al. 2025, arXiv 2507.19457, duplicates collapsed by genome);
 - it remembers which mutation kinds were tried on each lead, so the inner loop rotates through them.
 """
 
@@ -68,8 +68,9 @@ class LeadState:
         """Draw the lead of a candidate from the front (archived as a ``lead`` event with the front).
 
         The front is taken over the screening items (the race's first stage), which every raced or screened
-        policy has a value on; a member is drawn with probability proportional to the items it wins. The
-        incumbent (or the population's first) when no member has values there.
+        policy has a value on; a member best on at least one item and not dominated is drawn with probability
+        proportional to the items it is best on (one entry per genome). The incumbent (or the population's
+        first) when no member has values there.
         """
         vectors: dict[str, list[float]] = {}
         members: dict[str, Policy] = {}
@@ -78,7 +79,7 @@ class LeadState:
             if vec is not None:
                 vectors[policy.id] = vec
                 members[policy.id] = policy
-        wins = item_wins(vectors)
+        wins = item_wins(vectors, genomes={pid: p.genome_hash for pid, p in members.items()})
         pick = choose_parent(wins, self.seeds.python(f"lead/{harness_id}"))
         lead = members[pick] if pick is not None else self.reference(population, None)
         if lead is not None:

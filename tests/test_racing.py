@@ -1,9 +1,8 @@
-"""Racing and paired promotions (harness/racing.py), the Pareto parent front, the race order."""
+"""Racing and paired promotions (harness/racing.py), the race order. The Pareto parent front: tests/search."""
 
 from __future__ import annotations
 
 import math
-import random
 from dataclasses import replace
 
 import numpy as np
@@ -15,7 +14,6 @@ from evotrainer.coevolution import CandidateResult, FullScore, run_outer_loop
 from evotrainer.config import KnobSpec, OuterConfig
 from evotrainer.harness import CMASearch, space_from_specs
 from evotrainer.harness.racing import paired_bound, race_stages, run_race
-from evotrainer.search.pareto_front import choose_parent, item_wins
 from evotrainer.tasks.base import MeetingTask
 from evotrainer.validation_split import race_order
 
@@ -134,20 +132,6 @@ def test_outer_loop_promotes_only_on_a_confident_paired_gain(tmp_path) -> None:
     out, events, told = _outer(tmp_path / "b", inc, clear)
     assert out.incumbent.best.id.startswith("p-") and events[0]["promoted"]
     assert events[0]["paired"]["low"] > 0 and told == ["seed", out.incumbent.best.id]
-
-
-def test_pareto_front_keeps_specialists_and_drops_dominated() -> None:
-    scores = {"generalist": [0.5, 0.5, 0.5, 0.5], "specialist": [0.9, 0.1, 0.1, 0.1],
-              "dominated": [0.4, 0.4, 0.4, 0.4], "tied": [0.5, 0.5, 0.5, 0.5]}
-    wins = item_wins(scores)
-    assert wins == {"generalist": 3, "specialist": 1, "tied": 3}
-    rng = random.Random(0)
-    picks = [choose_parent(wins, rng) for _ in range(700)]
-    assert picks.count("specialist") < picks.count("generalist")
-    assert picks.count("specialist") > 0
-    assert choose_parent({}, rng) is None
-    with pytest.raises(ValueError, match="length"):
-        item_wins({"a": [1.0], "b": [1.0, 2.0]})
 
 
 def _task(i: int, words: int) -> MeetingTask:
