@@ -17,7 +17,8 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    moves to any policy that screens better);
 3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
    apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
-   generations, screening); flag reward hacking; tell CMA-ES; promote; check rollback and stopping;
+   generations, race against the incumbent as of now); flag reward hacking; promote at once; then tell
+   CMA-ES; check rollback and stopping;
 4. the final best (the best archived pair) is scored once on the held-out part; the transfer report
    (``transfer.py``: final best, best seed and a plain prompt on ``task.transfer_path``); summary.
 
@@ -37,11 +38,15 @@ covariance) is undamped. ``damping=1`` applies the proposals as they are.
 the screening items first, then on more selection items while undecided, dropped once confidently
 worse. CMA-ES is told the race's estimate of the leader's whole-set S_val (the incumbent's S_val plus
 the paired mean difference on the items raced; minus ``outer.hack_check.penalty`` for a candidate
-flagged by the reward-hacking check). The generation's best candidate whose estimate beats the
-incumbent's S_val is scored on the whole selection set (free when its race ran every item) and is
-*promoted* only when the paired difference to the incumbent on those same items is confidently
-positive: a one-sided Student-t lower bound above 0 at ``outer.race.level``; ties and "not yet known"
-keep the incumbent (a ``promotion`` event archives the decision and its evidence). Promoted pairs enter
+flagged by the reward-hacking check). Promotion is decided right after each candidate, in candidate
+order: a candidate whose estimate beats the incumbent's S_val is scored on the whole selection set
+(free when its race ran every item) and is *promoted* only when the paired difference to the incumbent
+on those same items is confidently positive: a one-sided Student-t lower bound above 0 at
+``outer.race.level``; ties and "not yet known" keep the incumbent (a ``promotion`` event archives the
+decision and its evidence, an ``incumbent`` event each promotion, in order). A promoted policy is the
+reference of every later race at once, also in its own generation (issue 25): a later candidate must beat
+it, not the generation's first incumbent. The run continues from the generation's best candidate by told
+score, promoted or not. Promoted pairs enter
 the top-k archive, whose first pair is always the incumbent: the run never ends worse than its best
 archived pair. An objective that gives no per-item values (synthetic test objectives) is promoted on a
 higher whole-set mean. Rollback semantics:
@@ -154,7 +159,7 @@ class OuterResult:
 
 @dataclass
 class _Outcome:
-    """One evaluated candidate of an outer generation."""
+    """One evaluated candidate of an outer generation (``full`` and ``promoted`` set by :func:`_decide`)."""
 
     proposal: np.ndarray
     harness: Harness
@@ -162,6 +167,8 @@ class _Outcome:
     result: CandidateResult
     flagged: bool
     told: float
+    full: FullScore | None = None  # its whole-selection-set score, when its estimate beat the incumbent
+    promoted: bool = False
 
 
 def run_outer_loop(
@@ -241,51 +248,39 @@ def run_outer_loop(
             tokens += res.generated_tokens
             delta = None if res.screen_s_val is None else res.screen_s_val - current
             flagged = hacking_flag(res.inner_gain, delta, check)
-            outcomes.append(_Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check)))
+            outcome = _Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check))
+            outcomes.append(outcome)
             if flagged:
                 rec.emit(RewardHackingEvent(outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
                                             s_val_delta=delta, penalty=check.penalty))
             console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
                           f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
                           f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
+            # Promotion at once: the next candidate races the incumbent as of its turn (module docstring).
+            if math.isfinite(outcome.told) and res.screen_s_val > incumbent.screen_s_val:
+                incumbent, pairs = _decide(objective, outcome, incumbent, pairs, g, cfg, rec)
+                tokens += outcome.full.generated_tokens if outcome.full is not None else 0
+                if outcome.promoted:
+                    console.print(f"  outer {g} cand {j}: {incumbent.best.id} promoted (whole-set S_val "
+                                  f"{incumbent.s_val:.4f}); later candidates race it")
         if stop is not None and not outcomes:
             break
         if len(outcomes) == len(xs):
             search.tell(xs, [o.told for o in outcomes])
         scored = [o for o in outcomes if math.isfinite(o.told)]
         if not scored:
-            _record_candidates(rec, g, outcomes, None, None)
+            _record_candidates(rec, g, outcomes, None)
             rec.emit(OuterSkippedEvent(outer_generation=g, reason="no candidate evaluated successfully"))
             console.print(f"outer {g}: no candidate evaluated successfully; nothing promoted")
             if stop is not None:
                 break
             continue
 
-        # Promotion: a candidate whose estimate beats the incumbent earns a whole-set score, and replaces the
-        # incumbent only on confidently positive paired evidence (module docstring).
+        # The run continues from the generation's best candidate by told score (promoted or not).
         best = max(scored, key=lambda o: o.told)  # first on ties
-        full: FullScore | None = None
-        if best.result.screen_s_val > incumbent.screen_s_val:
-            full = _safe_full(best.result)
-            tokens += full.generated_tokens
-        _record_candidates(rec, g, outcomes, best, full)
-        improved = False
-        if full is not None and full.s_val is not None:
-            pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, best.harness, tuple(best.result.population),
-                                best.result.best, g, best.harness_id, full.per_item)
-            evidence = _paired(incumbent, pair, cfg.race.level)
-            promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
-            rec.emit(PromotionEvent(outer_generation=g, harness_id=best.harness_id, policy_id=pair.best.id,
-                                    incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
-                                    incumbent_s_val=incumbent.s_val, level=cfg.race.level,
-                                    paired=None if evidence is None else evidence.as_dict()))
-            if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
-                pairs = archive_pair(pairs, pair, r.top_k)
-            if promote:
-                incumbent, improved = pair, True
-                rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val,
-                                        harness_id=pair.harness_id))
-                _tell_incumbent(objective, incumbent)
+        full = best.full
+        _record_candidates(rec, g, outcomes, best)
+        promoted = [o.harness_id for o in outcomes if o.promoted]
         anchor = np.asarray(best.harness.vector, dtype=float)
         population, current = tuple(best.result.population), float(best.result.screen_s_val)
         history.append(current)
@@ -320,11 +315,10 @@ def run_outer_loop(
         if after_generation is not None:
             after_generation(g)
         verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
-                   else f"screen {fmt(best.result.screen_s_val)} <= incumbent's {incumbent.screen_s_val:.4f}, "
-                        "not promoted")
+                   else f"screen {fmt(best.result.screen_s_val)}, no whole-set score")
+        new = f" [green](new: promoted {', '.join(promoted)})[/]" if promoted else ""
         console.print(f"[bold]outer {g}/{cfg.generations}[/]: best candidate {best.harness_id}: {verdict}; incumbent "
-                      f"{incumbent.best.id} S_val {incumbent.s_val:.4f}{' [green](new)[/]' if improved else ''}; "
-                      f"CMA sigma {search.sigma:.3f}")
+                      f"{incumbent.best.id} S_val {incumbent.s_val:.4f}{new}; CMA sigma {search.sigma:.3f}")
         stop = stop or plateau_stop(s_val_curve, cfg.min_gain, cfg.patience)
         if stop is not None:
             break
@@ -332,6 +326,36 @@ def run_outer_loop(
     if pairs[0] is not incumbent:  # the invariant the rollback design rests on
         raise EvoTrainerError("outer loop: the incumbent is not the best archived pair")
     return OuterResult(incumbent, pairs, s_val_curve, current_curve, rollbacks, stop, usage())
+
+
+def _decide(objective: Objective, o: _Outcome, incumbent: ArchivedPair, pairs: tuple[ArchivedPair, ...], g: int,
+            cfg: OuterConfig, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
+    """Score candidate ``o`` on the whole selection set and decide whether it replaces ``incumbent``.
+
+    Sets ``o.full`` and ``o.promoted``. Promoted on a paired lower bound above 0 at ``outer.race.level``
+    against the incumbent as of now (on a higher whole-set mean for objectives without per-item values);
+    archived as a ``promotion`` event, and on promotion an ``incumbent`` event, both in candidate order, and
+    the objective is told the new incumbent (later races compare with it). Returns the incumbent and the
+    top-k archive after the decision.
+    """
+    o.full = full = _safe_full(o.result)
+    if full.s_val is None:
+        return incumbent, pairs
+    pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, o.harness, tuple(o.result.population), o.result.best,
+                        g, o.harness_id, full.per_item)
+    evidence = _paired(incumbent, pair, cfg.race.level)
+    o.promoted = promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
+    rec.emit(PromotionEvent(outer_generation=g, harness_id=o.harness_id, policy_id=pair.best.id,
+                            incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
+                            incumbent_s_val=incumbent.s_val, level=cfg.race.level,
+                            paired=None if evidence is None else evidence.as_dict()))
+    if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
+        pairs = archive_pair(pairs, pair, cfg.rollback.top_k)
+    if not promote:
+        return incumbent, pairs
+    rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val, harness_id=o.harness_id))
+    _tell_incumbent(objective, pair)
+    return pair, pairs
 
 
 def _paired(incumbent: ArchivedPair, pair: ArchivedPair, level: float) -> PairedBound | None:
@@ -380,8 +404,9 @@ def _safe_full(result: CandidateResult) -> FullScore:
     return full if ok else FullScore(None, None, full.generated_tokens)
 
 
-def _record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[_Outcome], best: _Outcome | None,
-                       full: FullScore | None) -> None:
+def _record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[_Outcome], best: _Outcome | None) -> None:
+    """One candidate row per outcome: ``s_val`` is its whole-set score when it got one, ``values.promoted``
+    whether it replaced the incumbent (several may in one generation, in candidate order)."""
     for j, o in enumerate(outcomes):
         is_best = o is best
         status = ("failed" if o.result.screen_s_val is None else "best" if is_best
@@ -389,8 +414,9 @@ def _record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[_Outcome], b
         rec.candidate(HarnessCandidateRow(
             harness_id=o.harness_id, outer_generation=g, index=j, vector=tuple(float(v) for v in o.harness.vector),
             values={**o.harness.as_dict(), "proposal": [float(v) for v in o.proposal],
-                    "told": o.told if math.isfinite(o.told) else None, "flagged_reward_hacking": o.flagged},
-            s_val=full.s_val if (is_best and full is not None) else None, screen_s_val=o.result.screen_s_val,
+                    "told": o.told if math.isfinite(o.told) else None, "flagged_reward_hacking": o.flagged,
+                    "promoted": o.promoted},
+            s_val=o.full.s_val if o.full is not None else None, screen_s_val=o.result.screen_s_val,
             best_policy_id=getattr(o.result.best, "id", None), status=status,
         ))
 

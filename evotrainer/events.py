@@ -290,7 +290,8 @@ class OuterSkippedEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PromotionEvent(Event):
-    """A whole-selection-set decision: does the generation's best candidate replace the incumbent."""
+    """A whole-selection-set decision: does a candidate replace the incumbent as of its turn (decided after
+    each candidate whose estimate beats the incumbent, in candidate order; several per generation possible)."""
 
     kind: ClassVar[str] = "promotion"
     outer_generation: int | None = None

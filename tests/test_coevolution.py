@@ -195,23 +195,25 @@ def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Ca
 def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> None:
     """``outer.screen_top_k`` policies per candidate race the incumbent: the race event names the leader
     (the candidate's best), counts exactly the archived item evaluations, and the told estimate is the
-    incumbent's whole-set S_val plus the leader's paired mean difference."""
+    whole-set S_val of the incumbent as of the race (the last one archived before it, also within the outer
+    generation) plus the leader's paired mean difference."""
     cfg, (a, _) = two_runs
     with ArchiveStore(a.archive, read_only=True) as store:
         candidates = [c for c in store.harness_candidates(a.run_id) if c.screen_s_val is not None]
         screens = [e for e in store.evaluations(a.run_id, kind="meta_screen") if e.harness_id != "h0"]
-        races = {e.payload["harness_id"]: e.payload for e in store.events(a.run_id) if e.kind == "race"}
-        incumbents = [e.payload for e in store.events(a.run_id) if e.kind == "incumbent"]
+        events = store.events(a.run_id)
+    races = {e.payload["harness_id"]: e for e in events if e.kind == "race"}
     assert candidates
     for cand in candidates:
-        race = races[cand.harness_id]
+        race = races[cand.harness_id].payload
         assert 1 <= len(race["entries"]) <= cfg.outer.screen_top_k
         assert race["leader"] == cand.best_policy_id
         mine = [e for e in screens if e.harness_id == cand.harness_id]
         assert race["evaluations"] == sum(e.n_tasks for e in mine)
         assert {x["status"] for x in race["entries"]} <= {"worse", "futile", "cut", "better", "undecided"}
         leader = next(x for x in race["entries"] if x["policy_id"] == race["leader"])
-        ref = [i for i in incumbents if i["outer_generation"] < cand.outer_generation][-1]
+        ref = [e.payload for e in events if e.kind == "incumbent" and e.id < races[cand.harness_id].id][-1]
+        assert race["reference"] == ref["policy_id"]
         assert cand.screen_s_val == pytest.approx(ref["s_val"] + leader["mean"])
 
 

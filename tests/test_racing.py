@@ -134,6 +134,101 @@ def test_outer_loop_promotes_only_on_a_confident_paired_gain(tmp_path) -> None:
     assert events[0]["paired"]["low"] > 0 and told == ["seed", out.incumbent.best.id]
 
 
+class _Scripted:
+    """An objective that races like the real one: each candidate's estimate is the *current* reference's
+    mean plus the paired mean difference to it (``Screening.race``), the reference being the last policy
+    the outer loop passed to ``set_incumbent``. Candidate j of a generation has the per-item values
+    ``table[j]``; every call records which reference its race used."""
+
+    def __init__(self, table: dict[int, list[float]], seed_values: list[float]) -> None:
+        self.table = table
+        self.values = {"seed": seed_values}  # policy id -> per-item values on the selection items
+        self.reference: str | None = None
+        self.told: list[str] = []
+        self.raced_against: dict[str, str] = {}
+
+    def set_incumbent(self, policy, harness_id, outer_generation):
+        self.reference = policy.id
+        self.told.append(policy.id)
+
+    def __call__(self, harness, population, hid, g):
+        vals = self.table[int(hid.split("c")[1])]
+        best = _P(f"p-{hid}")
+        self.values[best.id] = vals
+        ref = self.values[self.reference]
+        self.raced_against[hid] = self.reference
+        estimate = float(np.mean(ref)) + paired_bound(ref, vals).mean
+        m = float(np.mean(vals))
+        return CandidateResult(best=best, population=(best,), screen_s_val=estimate,
+                               full_score=lambda: FullScore(m, m, 0, tuple(vals)))
+
+
+class _P:
+    def __init__(self, pid):
+        self.id = pid
+
+
+def _generation(tmp_path, seed_values, table):
+    """One outer generation of ``len(table)`` candidates against :class:`_Scripted`."""
+    specs = {"length": KnobSpec(80.0, 900.0, log=True, integer=True)}
+    space = space_from_specs(specs, {"length": (80.0, 900.0)}, {"length": 220.0}, {"format": 1.0},
+                             knobs=["length"], evolve_reward_weights=False)
+    cfg = replace(OuterConfig(), popsize=len(table), generations=1)
+    search = CMASearch(space.dim, space.initial_vector(), cfg.sigma0, cfg.popsize, seed=3, sigma_floor=None)
+    store = ArchiveStore(tmp_path / "archive.db")
+    rec = RunRecorder(store, "run")
+    rec.start(0, {})
+    m0 = float(np.mean(seed_values))
+    start = CandidateResult(best=_P("seed"), population=(_P("seed"),), screen_s_val=None,
+                            full_score=lambda: FullScore(m0, m0, 0, tuple(seed_values)))
+    objective = _Scripted(table, seed_values)
+    out = run_outer_loop(objective, start, space.decode(space.initial_vector()), space, search, cfg, rec)
+    promotions = [e.payload for e in store.events("run", kind="promotion")]
+    incumbents = [e.payload["policy_id"] for e in store.events("run", kind="incumbent")]
+    rows = {r.harness_id: r for r in store.harness_candidates("run")}
+    store.close()
+    return out, objective, promotions, incumbents, rows
+
+
+def _three_candidates(third_gap: float) -> tuple[list[float], dict[int, list[float]]]:
+    """Seed values, then: a worse candidate, a clearly better one, and a third that is the second plus a noisy
+    gap of mean ``third_gap`` (alternating around it by +-0.055)."""
+    rng = np.random.default_rng(4)
+    seed = list(rng.uniform(0.2, 0.4, 20))
+    second = [v + 0.10 + rng.normal(0, 0.01) for v in seed]
+    third = [v + third_gap + (0.055 if i % 2 else -0.055) for i, v in enumerate(second)]
+    return seed, {0: [v - 0.05 for v in seed], 1: second, 2: third}
+
+
+def test_a_later_candidate_must_beat_the_incumbent_promoted_earlier_in_its_generation(tmp_path) -> None:
+    seed, table = _three_candidates(third_gap=0.005)
+    # the premise: the third beats the seed confidently, the second not (it only beats it on the mean)
+    assert paired_bound(seed, table[2]).better and not paired_bound(table[1], table[2]).better
+    assert float(np.mean(table[2])) > float(np.mean(table[1]))
+    out, objective, promotions, incumbents, rows = _generation(tmp_path, seed, table)
+    # the third candidate raced the incumbent as of its turn: the second, promoted before it
+    assert objective.raced_against == {"g1c0": "seed", "g1c1": "seed", "g1c2": "p-g1c1"}
+    assert [(p["harness_id"], p["incumbent_policy_id"], p["promoted"]) for p in promotions] == [
+        ("g1c1", "seed", True), ("g1c2", "p-g1c1", False)]
+    assert out.incumbent.best.id == "p-g1c1" and incumbents == ["seed", "p-g1c1"]
+    assert objective.told == ["seed", "p-g1c1"]
+    assert rows["g1c1"].s_val == pytest.approx(float(np.mean(table[1])))  # each whole-set score archived
+    assert rows["g1c2"].s_val == pytest.approx(float(np.mean(table[2])))
+    assert rows["g1c0"].s_val is None  # its estimate did not beat the incumbent: no whole-set score
+
+
+def test_two_promotions_in_one_generation_are_archived_in_order(tmp_path) -> None:
+    seed, table = _three_candidates(third_gap=0.08)
+    assert paired_bound(table[1], table[2]).better
+    out, objective, promotions, incumbents, _ = _generation(tmp_path, seed, table)
+    assert [(p["harness_id"], p["incumbent_policy_id"], p["promoted"]) for p in promotions] == [
+        ("g1c1", "seed", True), ("g1c2", "p-g1c1", True)]
+    assert incumbents == ["seed", "p-g1c1", "p-g1c2"] and objective.told == incumbents
+    assert out.incumbent.best.id == "p-g1c2" and out.incumbent is out.pairs[0]
+    assert [p.harness_id for p in out.pairs][:3] == ["g1c2", "g1c1", "h0"]
+    assert out.s_val_curve == [pytest.approx(float(np.mean(seed))), pytest.approx(float(np.mean(table[2])))]
+
+
 def _task(i: int, words: int) -> MeetingTask:
     return MeetingTask(task_id=f"t{i}", transcript=" ".join(["w"] * words))
 
