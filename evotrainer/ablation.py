@@ -264,22 +264,32 @@ def _rollouts(row: StudyRow) -> str:
 
 def _minutes(row: StudyRow) -> str:
     known = [s / 60 for s in row.seconds if s is not None]
-    return "–" if row.kind != "arm" else _spread(known, ".1f") + (" min" if known else "")
+    return f"{np.mean(known):.1f}" if row.kind == "arm" and known else "–"
+
+
+def _seeds(table: StudyTable) -> str:
+    """``seeds 0,1,2`` when every row pooled the same seeds, else each row's seeds."""
+    sets = {r.seeds for r in table.rows}
+    if len(sets) == 1:
+        return "seeds " + ",".join(map(str, next(iter(sets))))
+    return "seeds " + "; ".join(f"{r.label}: {','.join(map(str, r.seeds)) or 'none'}" for r in table.rows)
 
 
 def render_study(table: StudyTable) -> Table:
-    """A rich table of ``table``: one row per arm, then one per arm against the reference; intervals above 0
-    green, below 0 red; rollouts as ``mean (min–max) / budget``, wall time in minutes."""
+    """A rich table of ``table``: one row per arm (its final best − its best seed), then one per arm against the
+    reference (their final bests); intervals above 0 green, below 0 red; rollouts as ``mean (min–max) / budget``,
+    mean wall time in minutes. About 160 columns wide."""
     pct = f"{round(table.level * 100)}% CI"
-    t = Table(title=f"ablation study: {table.runs} run(s) of {len(table.arms)} arm(s) (pooled over seeds, cluster "
-                    "bootstrap over items; differences in S_val, higher is better)", title_justify="left")
-    for col in ("comparison", "seeds", f"held-out Δ [{pct}]", "W/L/T", f"transfer Δ [{pct}]", "W/L/T",
-                "transfer: final best − plain", "rollouts / budget", "wall time"):
-        t.add_column(escape(col), justify="left" if col == "comparison" else "right")
+    t = Table(title=f"ablation study: {table.runs} run(s) of {len(table.arms)} arm(s), {_seeds(table)}; an arm row is "
+                    "its final best − its best seed, an a − b row the two arms' final bests (S_val, higher is "
+                    "better; pooled over seeds by a cluster bootstrap over items)", title_justify="left")
+    cols = ("arm / arm − arm", f"held-out Δ [{pct}]", "W/L/T", f"transfer Δ [{pct}]", "W/L/T",
+            "transfer: final best − plain prompt", "rollouts / budget", "wall min")
+    for i, col in enumerate(cols):
+        t.add_column(escape(col), justify="left" if i == 0 else "right", no_wrap=i != 5)
     for row in table.rows:
-        t.add_row(escape(row.label), ",".join(str(s) for s in row.seeds) or "–", _cell(row.heldout),
-                  _wlt(row.heldout), _cell(row.transfer), _wlt(row.transfer), _cell(row.transfer_plain),
-                  _rollouts(row), _minutes(row))
+        t.add_row(escape(row.arm if row.kind == "arm" else row.label), _cell(row.heldout), _wlt(row.heldout),
+                  _cell(row.transfer), _wlt(row.transfer), _cell(row.transfer_plain), _rollouts(row), _minutes(row))
     return t
 
 

@@ -126,11 +126,12 @@ def test_a_second_run_of_an_arm_and_seed_is_left_out_and_unequal_budgets_are_sai
 def test_the_rendered_table_and_its_payload() -> None:
     t = study_table(_study(), n_resamples=200)
     table = render_study(t)
-    assert len(table.columns) == 9 and table.row_count == 5
-    console = Console(width=220, record=True)
+    assert len(table.columns) == 8 and table.row_count == 5
+    console = Console(width=160, record=True)
     console.print(table)
     text = console.export_text()
-    assert "coevolve − frozen_harness" in text and "318 (308–328) / 300" in text and "15.0 min" in text
+    assert "seeds 0,1,2;" in text and "│ coevolve − frozen_harness │" in text and "318 (308–328) / 300" in text
+    assert max(len(line) for line in text.splitlines()) <= 160 and "│     15.0 │" in text  # mean wall minutes
     doc = json.loads(json.dumps(to_payload(t)))
     assert doc["budgets_equal"] and [r["kind"] for r in doc["rows"]] == ["arm"] * 3 + ["versus"] * 2
     assert set(doc["rows"][0]["heldout"]) >= {"mean", "low", "high", "n", "runs", "wins", "losses", "ties"}
