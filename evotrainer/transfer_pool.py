@@ -13,7 +13,8 @@ gained nothing on that seed); leaving it out would bias the pool upward. Verdict
 transfers (pooled over N runs)" only when the pooled lower bounds of ``final best − best seed`` and
 ``final best − plain prompt`` are both above 0 (no run with a plain prompt: judged on the first alone, and
 said so), else "no transfer gain shown: ..." naming what does not hold. S_val in [0, 1], higher is better.
-Pure: reports in, numbers out.
+:func:`cluster_difference` is the pooling itself (any per-item differences of several runs); the ablation
+study's table (:mod:`evotrainer.ablation`) pools its arms with it too. Pure: reports in, numbers out.
 """
 
 from __future__ import annotations

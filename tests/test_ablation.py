@@ -161,3 +161,27 @@ def test_the_study_page_escapes_arm_names_and_holds_the_figure() -> None:
     page = study_html(study_table(runs, n_resamples=100), ["/s"])
     assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert 'id="study-plot"' in page and "equal budgets" in page
+
+
+@pytest.mark.parametrize("name", ["ablation", "ablation_smoke"])
+def test_the_study_configs_compose_with_one_budget_and_a_sweep_over_arms_and_seeds(name: str) -> None:
+    from hydra import compose, initialize_config_dir
+
+    from evotrainer.config import PACKAGE_DATA, register_configs, to_config
+    from evotrainer.sweep_index import planned_jobs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        dcfg = compose(config_name="config", overrides=[f"+study={name}"], return_hydra_config=True)
+        cfg = to_config(compose(config_name="config", overrides=[f"+study={name}"]))
+    params = dict(dcfg.hydra.sweeper.params)
+    assert params["outer.candidate_source"] == "coevolve,frozen_harness,random_harness"
+    assert planned_jobs([], params) == ((9, 9) if name == "ablation" else (6, 6))
+    from omegaconf import OmegaConf
+
+    subdir = OmegaConf.to_container(dcfg.hydra.sweep, resolve=False)["subdir"]
+    assert subdir == "${hydra.job.num}_${outer.candidate_source}_seed${seed}"
+    assert dcfg.hydra.callbacks.study_table._target_ == "evotrainer.study_callback.StudyTableCallback"
+    assert cfg.outer.budget.rollouts and cfg.outer.budget.seconds is None and cfg.mode == "evolve"
+    assert cfg.outer.patience >= 100 and cfg.outer.generations >= 100  # the rollout budget alone stops an arm
+    assert cfg.task.transfer_path and cfg.task.transfer_limit
