@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 def end_of_study(sweep_dir: str | Path, *, seed: int = 0) -> Path | None:
     """Print the study table of ``sweep_dir`` and write its report there; the report's path, or None when the
     folder holds no study (runs of one arm only)."""
-    from evotrainer.archive.study_view import STUDY_REPORT_NAME, load_study, print_study
+    from evotrainer.archive.study_view import STUDY_REPORT_NAME, load_study, print_study, write_study_report
     from evotrainer.progress import stdout_console
 
     folder = Path(sweep_dir)
@@ -44,8 +44,6 @@ def end_of_study(sweep_dir: str | Path, *, seed: int = 0) -> Path | None:
         return None
     console = stdout_console()
     print_study(console, study, skipped)
-    from evotrainer.archive.study_view import write_study_report
-
     path = write_study_report(study, folder / STUDY_REPORT_NAME, [str(folder)])
     console.print(f"study report: {path}", markup=False, highlight=False)
     return path

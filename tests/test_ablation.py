@@ -185,3 +185,38 @@ def test_the_study_configs_compose_with_one_budget_and_a_sweep_over_arms_and_see
     assert cfg.outer.budget.rollouts and cfg.outer.budget.seconds is None and cfg.mode == "evolve"
     assert cfg.outer.patience >= 100 and cfg.outer.generations >= 100  # the rollout budget alone stops an arm
     assert cfg.task.transfer_path and cfg.task.transfer_limit
+
+
+def test_the_study_callback_prints_the_table_after_the_last_job_of_a_failed_sweep(tmp_path: Path, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from hydra.core.utils import JobStatus
+    from omegaconf import OmegaConf
+
+    from evotrainer.study_callback import StudyTableCallback
+    from evotrainer.sweep_index import update_index
+
+    ended: list[str] = []
+    monkeypatch.setattr(StudyTableCallback, "_end", lambda self, config: ended.append(str(config.hydra.job.num)))
+
+    def config(num: int):
+        return OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "job": {"num": num}}})
+
+    def index(*statuses: str) -> None:
+        def change(doc: dict) -> None:
+            doc["planned_jobs"] = 3
+            doc["jobs"] = [{"num": i, "status": s} for i, s in enumerate(statuses)]
+        update_index(tmp_path, change)
+
+    cb, ok, failed = StudyTableCallback(), SimpleNamespace(status=JobStatus.COMPLETED), \
+        SimpleNamespace(status=JobStatus.FAILED)
+    index("failed", "ok", "running")  # job 2 ends now; the index still says running (end hooks run in reverse)
+    cb.on_job_end(config(1), ok)  # not the last one: job 2 is still running
+    assert ended == []
+    cb.on_job_end(config(2), ok)  # the last job of a sweep in which job 0 failed
+    assert ended == ["2"]
+    index("ok", "ok", "running")
+    cb.on_job_end(config(2), ok)  # nothing failed: on_multirun_end prints it
+    assert ended == ["2"]
+    cb.on_job_end(config(2), failed)  # the last job itself failed
+    assert ended == ["2", "2"]
