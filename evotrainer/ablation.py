@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -69,6 +70,7 @@ ARM_RESULT_NAME = "arm_result.json"
 ARM_RESULT_VERSION = 1
 
 _ROLES = ("best_seed", "final_best", "plain_prompt")
+_ARM_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")  # a peer's arm name is printed: no markup, no control characters
 
 
 @dataclass(frozen=True)
@@ -392,7 +394,10 @@ def read_arm_result(path: str | Path) -> ArmRun:
         raise DataError(f"{path}: field {key!r}: expected {getattr(kind, '__name__', kind)}, got {value!r}")
 
     seconds = field_of("seconds", (int, float), optional=True)
-    return ArmRun(str(field_of("arm", str)), int(field_of("seed", int)), str(field_of("run_id", str)), str(path),
+    arm = field_of("arm", str)
+    if not _ARM_NAME.fullmatch(arm):
+        raise DataError(f"{path}: field 'arm': expected a name of letters, digits, '_', '-' or '.', got {arm!r}")
+    return ArmRun(arm, int(field_of("seed", int)), str(field_of("run_id", str)), str(path),
                   int(field_of("rollouts", int)), field_of("budget", int, optional=True),
                   None if seconds is None else float(seconds), _scores_from(doc.get("heldout"), f"{path}: heldout"),
                   _scores_from(doc.get("transfer"), f"{path}: transfer"))

@@ -83,14 +83,15 @@ class RunControl:
 
         Args:
             usage: this process's usage since it started (seconds, generated tokens, candidates); the
-                rollouts are the recorder's count of what the archive holds (``RunRecorder.rollouts``).
+                rollouts are the recorder's count of the rows it archived (``RunRecorder.rollouts``), the
+                same count a reader of the archive gets (``archive.schema.budget_rollouts``).
             where: boundary fields for the ``stop`` event (``outer_generation``, ``harness_id``).
         """
         replaying, stored = self._stored()
         if replaying:
             return self._record(stored, where)
         total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
-                      max(usage.rollouts, int(getattr(self.rec, "rollouts", 0))))
+                      int(getattr(self.rec, "rollouts", usage.rollouts)))
         return self._record(budget_stop(total, self.limits) or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:

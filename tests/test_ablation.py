@@ -153,6 +153,11 @@ def test_an_arm_result_file_round_trips_and_is_found_below_a_folder(tmp_path: Pa
         read_arm_result(tmp_path / "bad" / "arm_result.json")
     found, skipped = arm_runs([tmp_path])
     assert len(found) == 1 and "heldout.roles.final_best" in skipped[0]["reason"]
+    bad = json.loads(path.read_text())
+    bad["arm"] = "gepa[red]\x1b[2J"
+    (tmp_path / "bad" / "arm_result.json").write_text(json.dumps(bad))
+    with pytest.raises(DataError, match="field 'arm'"):
+        read_arm_result(tmp_path / "bad" / "arm_result.json")
 
 
 def test_the_study_page_escapes_arm_names_and_holds_the_figure() -> None:

@@ -59,3 +59,20 @@ def test_frozen_candidates_are_the_start_harness_and_random_ones_spread(arms) ->
     frozen, rand = vectors["frozen_harness"], vectors["random_harness"]
     assert len(frozen) >= 2 and np.allclose(frozen, frozen[0])
     assert len(rand) >= 2 and not np.allclose(rand, rand[0]) and rand.min() >= 0 and rand.max() <= 1
+
+
+def test_the_run_control_counts_the_recorders_rollouts_against_the_rollout_limit() -> None:
+    from types import SimpleNamespace
+
+    from evotrainer.harness.stopping import BudgetLimits, Usage, budget_stop
+    from evotrainer.run_control import RunControl
+
+    assert budget_stop(Usage(rollouts=44), BudgetLimits(rollouts=45)) is None
+    assert budget_stop(Usage(rollouts=45), BudgetLimits(rollouts=45)).detail == "45 rollouts used, limit 45"
+    rec = SimpleNamespace(rollouts=44, events=[])
+    rec.emit = lambda event: rec.events.append(event)
+    control = RunControl(rec, BudgetLimits(rollouts=45))
+    assert control.check(Usage(seconds=1.0), harness_id="g1c0") is None
+    rec.rollouts = 46  # the recorder archived more rows: the next boundary stops
+    stop = control.check(Usage(seconds=2.0), harness_id="g1c1")
+    assert stop.key == "outer.budget.rollouts" and [e.kind for e in rec.events] == ["stop"]
