@@ -18,7 +18,9 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
 3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
    apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, race against the incumbent as of now); flag reward hacking; promote at once; then tell
-   CMA-ES; check rollback and stopping;
+   CMA-ES; check rollback and stopping (an ablation arm swaps CMA-ES for a frozen or random harness,
+   ``outer.candidate_source``, ``harness/candidates.py``; ``outer.budget.rollouts`` stops every arm at the
+   same archived rollout count);
 4. the final best (the best archived pair) is scored once on the held-out part; the transfer report
    (``transfer.py``: final best, best seed and a plain prompt on ``task.transfer_path``); summary.
 
@@ -99,7 +101,8 @@ from evotrainer.events import (
 )
 from evotrainer.generalisation import Generalisation, compare, to_payload
 from evotrainer.genome import Policy
-from evotrainer.harness import CMASearch, Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
+from evotrainer.harness import Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
+from evotrainer.harness.candidates import CandidateSource, candidate_source
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.racing import PairedBound, paired_bound
@@ -172,8 +175,8 @@ class _Outcome:
 
 
 def run_outer_loop(
-    objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace, search: CMASearch,
-    cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
+    objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace,
+    search: CandidateSource, cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
     clock: Callable[[], float] = time.perf_counter, started_at: float | None = None,
     control: RunControl | None = None, after_generation: Callable[[int], Any] | None = None,
 ) -> OuterResult:
@@ -185,7 +188,8 @@ def run_outer_loop(
             incumbent, and the tokens spent so far.
         start_harness: the harness generation 0 ran under.
         space: the harness space (decodes the applied vectors).
-        search: CMA-ES over ``space`` (maximising; asked, told, moved and shrunk here).
+        search: the candidate source over ``space`` (``outer.candidate_source``: CMA-ES, or an ablation arm's
+            frozen or random harness, ``harness/candidates.py``; maximising; asked, told, moved and shrunk here).
         cfg: ``outer.*`` settings (generations, damping, rollback, budget, patience, hack check).
         rec: the run's archive writer (events, candidate rows).
         console: progress output (a quiet one when None).
@@ -198,7 +202,8 @@ def run_outer_loop(
     """
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at
-    limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations)
+    limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations,
+                          cfg.budget.rollouts)
     r = cfg.rollback
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
     check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
@@ -495,8 +500,9 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         evolve_reward_weights=o.evolve_reward_weights, reward_logit_bounds=tuple(o.reward_weight_bounds),
         extras=o.extras,
     )
-    search = CMASearch(space.dim, space.initial_vector(), o.sigma0, o.popsize, seed=seeds.int("cma"),
-                       sigma_floor=o.sigma_floor)
+    search = candidate_source(o.candidate_source, x0=space.initial_vector(), sigma0=o.sigma0, popsize=o.popsize,
+                              cma_seed=seeds.int("cma"), rng=seeds.numpy("random_harness"),
+                              sigma_floor=o.sigma_floor)
     inner_config(cfg).validate(generations=cfg.inner.generations)  # fail before any model loads
 
     t0 = time.perf_counter()

@@ -115,6 +115,7 @@ class TaskConfig:
     # loaded by runtime.load_transfer, which refuses an item sharing a meeting or transcript with the
     # meta-validation set; null = none
     transfer_path: str | None = None
+    transfer_limit: int | None = None  # first N items of task.transfer_path only; null = all
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
     action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
     # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
@@ -206,6 +207,9 @@ class BudgetConfig:
     seconds: float | None = None  # wall-clock seconds since the run started (model load included)
     tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
     evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
+    # policy rollouts counted from the archive: uncached fitness, meta_screen and meta_val rows, one per task
+    # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)
+    rollouts: int | None = None
 
 
 @dataclass
@@ -224,6 +228,9 @@ class OuterConfig:
 
     generations: int = 2
     popsize: int = 3  # CMA-ES lambda (candidates per outer generation)
+    # where candidates come from (harness/candidates.py): coevolve (CMA-ES) | frozen_harness (always the start
+    # harness) | random_harness (uniform in the harness bounds, no update): the arms of +study=ablation
+    candidate_source: str = "coevolve"
     sigma0: float = 0.25  # initial step size in the normalised [0, 1] search space
     sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
     screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
@@ -396,6 +403,8 @@ def validate(cfg: Config) -> None:
     t = cfg.task
     _check(t.validation_limit is None or t.validation_limit >= 1, "task.validation_limit", ">= 1 or null",
            t.validation_limit)
+    _check(t.transfer_limit is None or t.transfer_limit >= 1, "task.transfer_limit", ">= 1 or null",
+           t.transfer_limit)
     for key in ("validation_subset", "transfer_path"):
         value = getattr(t, key)
         _check(value is None or (isinstance(value, str) and value.strip() != ""), f"task.{key}",
@@ -494,6 +503,11 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
     _check(b.seconds is None or b.seconds > 0, "outer.budget.seconds", "> 0 or null", b.seconds)
     _check(b.tokens is None or b.tokens >= 1, "outer.budget.tokens", ">= 1 or null", b.tokens)
     _check(b.evaluations is None or b.evaluations >= 1, "outer.budget.evaluations", ">= 1 or null", b.evaluations)
+    _check(b.rollouts is None or b.rollouts >= 1, "outer.budget.rollouts", ">= 1 or null", b.rollouts)
+    from evotrainer.harness.candidates import CANDIDATE_SOURCES
+
+    _check(o.candidate_source in CANDIDATE_SOURCES, "outer.candidate_source", f"one of {CANDIDATE_SOURCES}",
+           o.candidate_source)
     h = o.hack_check
     for key in ("fitness_rise", "s_val_drop", "penalty"):
         _check(getattr(h, key) >= 0, f"outer.hack_check.{key}", ">= 0", getattr(h, key))

@@ -304,7 +304,7 @@ class RunFiles:
     def control(self, rec: Any, outer: Any) -> RunControl:
         """Stop decisions for ``outer.budget.*``, the STOP file and the replay."""
         b = outer.budget
-        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations), stop_file=self.run_dir / STOP_FILE,
+        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, b.rollouts), stop_file=self.run_dir / STOP_FILE,
                           elapsed_before_s=self.resume.elapsed_s if self.resume is not None else 0.0,
                           replay=self.replay)
 

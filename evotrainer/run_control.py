@@ -82,13 +82,16 @@ class RunControl:
         """The reason to stop before the next harness candidate (budget first, then the STOP file), or None.
 
         Args:
-            usage: this process's usage since it started (seconds, generated tokens, candidates).
+            usage: this process's usage since it started (seconds, generated tokens, candidates); the
+                rollouts are the recorder's count of the rows it archived (``RunRecorder.rollouts``), the
+                same count a reader of the archive gets (``archive.schema.budget_rollouts``).
             where: boundary fields for the ``stop`` event (``outer_generation``, ``harness_id``).
         """
         replaying, stored = self._stored()
         if replaying:
             return self._record(stored, where)
-        total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations)
+        total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
+                      int(getattr(self.rec, "rollouts", usage.rollouts)))
         return self._record(budget_stop(total, self.limits) or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:

@@ -141,8 +141,9 @@ def load_validation(cfg: Config, family: TaskFamily) -> list[Task]:
 
 
 def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None = None) -> list[Task]:
-    """The transfer items of ``task.transfer_path`` (all of them; ``[]`` when it is null): real meetings no
-    selection uses, for the run's transfer report (DESIGN: a gain counts only when it transfers).
+    """The transfer items of ``task.transfer_path`` (the first ``task.transfer_limit``, all when null; ``[]`` when
+    the path is null): real meetings no selection uses, for the run's transfer report (DESIGN: a gain counts
+    only when it transfers).
 
     Args:
         validation: the run's meta-validation items (:func:`load_validation`); loaded here when None.
@@ -154,7 +155,7 @@ def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None
     """
     if cfg.task.transfer_path is None:
         return []
-    path, items = _load_file(cfg, family, "task.transfer_path", cfg.task.transfer_path, None)
+    path, items = _load_file(cfg, family, "task.transfer_path", cfg.task.transfer_path, cfg.task.transfer_limit)
     val = load_validation(cfg, family) if validation is None else validation
     meetings = {str(m): t.task_id for t in val if (m := t.meta.get("meeting")) is not None}
     hashes = {t.content_hash: t.task_id for t in val}

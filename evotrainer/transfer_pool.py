@@ -13,7 +13,8 @@ gained nothing on that seed); leaving it out would bias the pool upward. Verdict
 transfers (pooled over N runs)" only when the pooled lower bounds of ``final best − best seed`` and
 ``final best − plain prompt`` are both above 0 (no run with a plain prompt: judged on the first alone, and
 said so), else "no transfer gain shown: ..." naming what does not hold. S_val in [0, 1], higher is better.
-Pure: reports in, numbers out.
+:func:`cluster_difference` is the pooling itself (any per-item differences of several runs); the ablation
+study's table (:mod:`evotrainer.ablation`) pools its arms with it too. Pure: reports in, numbers out.
 """
 
 from __future__ import annotations
@@ -24,11 +25,12 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.evaluate_stats import paired_difference, rng_for
+from evotrainer.evaluate_stats import PairedDifference, paired_difference, rng_for
 from evotrainer.generalisation import format_diff
 from evotrainer.transfer import _HEADLINE, _PAIRS, _TIE, LABELS, TransferReport, _why, read_report
 
-__all__ = ["PooledComparison", "PooledTransfer", "pool_transfer", "read_run"]
+__all__ = ["ClusterDifference", "PooledComparison", "PooledTransfer", "cluster_difference", "pool_transfer",
+           "read_run"]
 
 
 @dataclass(frozen=True)
@@ -73,26 +75,67 @@ class PooledTransfer:
     level: float
 
 
-def _pair(reports: Sequence[TransferReport], a: str, b: str, *, seed: int, level: float,
-          n_resamples: int) -> PooledComparison | None:
+@dataclass(frozen=True)
+class ClusterDifference:
+    """Per-item differences of several runs pooled by a cluster bootstrap over items (module docstring).
+
+    Attributes:
+        diff: mean over items of each item's difference averaged over the runs that scored it, with the
+            percentile interval of resampling items (``diff.n``: distinct items, the clusters).
+        runs: runs pooled.
+        pairs: (run, item) differences pooled.
+        wins, losses, ties: (run, item) differences above 1e-12, below -1e-12, in between (summed over runs).
+    """
+
+    diff: PairedDifference
+    runs: int
+    pairs: int
+    wins: int
+    losses: int
+    ties: int
+
+
+def cluster_difference(runs: Sequence[tuple[Sequence[str], Sequence[float]]], *, rng: np.random.Generator,
+                       level: float = 0.95, n_resamples: int = 2000) -> ClusterDifference | None:
+    """Pool per-item differences ``a − b`` of several runs (module docstring: a cluster bootstrap by item).
+
+    Args:
+        runs: one ``(item_ids, differences)`` per run, both shape (n_items,); runs of one setup share item ids
+            (an id seen in one run only is a cluster of one run).
+        rng: the bootstrap generator (e.g. :func:`~evotrainer.evaluate_stats.rng_for`).
+        level: interval coverage in (0, 1); n_resamples: bootstrap resamples, >= 1.
+
+    Returns:
+        None when ``runs`` is empty.
+
+    Raises:
+        ValueError: a run's ids and differences differ in length.
+    """
     by_item: dict[str, list[float]] = {}
-    runs = wins = losses = 0
-    for r in reports:
-        if a not in r.roles or b not in r.roles:
-            continue
-        d = np.asarray(r.values[r.roles.index(a)]) - np.asarray(r.values[r.roles.index(b)])  # (n_items,)
-        runs += 1
+    wins = losses = 0
+    for ids, values in runs:
+        d = np.asarray(values, dtype=float)  # (n_items,)
         wins, losses = wins + int((d > _TIE).sum()), losses + int((d < -_TIE).sum())
-        for item, x in zip(r.item_ids, d, strict=True):
-            by_item.setdefault(item, []).append(float(x))
+        for item, x in zip(ids, d, strict=True):
+            by_item.setdefault(str(item), []).append(float(x))
     if not runs:
         return None
     item_means = [float(np.mean(v)) for v in by_item.values()]  # (n_items,)
-    diff = paired_difference([0.0] * len(item_means), item_means, rng=rng_for(seed, "transfer_pool", a, b),
-                             n_resamples=n_resamples, level=level)
+    diff = paired_difference([0.0] * len(item_means), item_means, rng=rng, n_resamples=n_resamples, level=level)
     pairs = sum(len(v) for v in by_item.values())
-    return PooledComparison(a, b, f"{LABELS[a]} − {LABELS[b]}", diff.mean, diff.low, diff.high,
-                            diff.share_b_better, diff.n, runs, wins, losses, pairs - wins - losses)
+    return ClusterDifference(diff, len(runs), pairs, wins, losses, pairs - wins - losses)
+
+
+def _pair(reports: Sequence[TransferReport], a: str, b: str, *, seed: int, level: float,
+          n_resamples: int) -> PooledComparison | None:
+    runs = [(r.item_ids, np.asarray(r.values[r.roles.index(a)]) - np.asarray(r.values[r.roles.index(b)]))
+            for r in reports if a in r.roles and b in r.roles]
+    pooled = cluster_difference(runs, rng=rng_for(seed, "transfer_pool", a, b), level=level, n_resamples=n_resamples)
+    if pooled is None:
+        return None
+    d = pooled.diff
+    return PooledComparison(a, b, f"{LABELS[a]} − {LABELS[b]}", d.mean, d.low, d.high, d.share_b_better, d.n,
+                            pooled.runs, pooled.wins, pooled.losses, pooled.ties)
 
 
 def pool_transfer(reports: Sequence[TransferReport], *, seed: int, level: float = 0.95,

@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer import transfer, transfer_view
-from evotrainer.archive import views, yardstick_view
+from evotrainer import ablation, transfer, transfer_view
+from evotrainer.archive import study_view, views, yardstick_view
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
 from evotrainer.archive.store import ArchiveStore, checkpoint_archive, open_archive
@@ -512,6 +512,8 @@ def sweep(
                                                      "row per job) or any folders holding archive.db files")],
     seed: Annotated[int, typer.Option(help="seed of the pooled bootstrap")] = 0,
     level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the pooled interval")] = 0.95,
+    html: Annotated[Path | None, typer.Option(
+        "--html", help="also write the ablation study's table and figure to this HTML file")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Several seeds or settings: each job side by side, each run's final best vs best seed, and the
@@ -522,11 +524,16 @@ def sweep(
     over items (runs of one sweep share the held-out and the transfer items); runs without a generalisation
     event are listed as skipped, runs without a transfer event as transfer n/a.
 
+    An ablation study (runs of more than one ``outer.candidate_source`` arm, or peer arms' ``arm_result.json``
+    files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.ablation`): per arm,
+    final best − best seed, and arm against arm, pooled over seeds, with the rollouts and wall time per arm.
+
     With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
     (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to
     summarise nor a sweep index.
     """
     jobs = index_jobs(paths)
+    study_runs, study, study_skipped = study_view.load_study(paths, seed=seed, level=level, html=html)
 
     def in_a_sweep(path: Path) -> bool:  # a sweep index in the folder, or jobs of indexes below it
         return (sweep_status(path) is not None
@@ -537,10 +544,11 @@ def sweep(
         try:
             locations += find_archives(path)
         except ArchiveError:
-            if not in_a_sweep(path):
+            if not in_a_sweep(path) and not any(r.source.startswith(str(path)) for r in study_runs):
                 raise  # (a sweep whose jobs all failed or still run has no archive, but its index lists them)
     summary = views.sweep_summary(locations, seed=seed, level=level)
     summary["jobs"] = jobs
+    summary["study"] = None if study is None else {**ablation.to_payload(study), "skipped": study_skipped}
     if as_json:
         _emit_json(summary)
         if not summary["runs"] and not any(in_a_sweep(p) for p in paths):
@@ -575,7 +583,7 @@ def sweep(
         console.print(Text(f"skipped {terminal_safe(s['archive'])}"
                            + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")
                            + f": {clip(s['reason'], 200)}", style="yellow"))
-    if not summary["runs"]:
+    if not summary["runs"] and study is None:
         where = ", ".join(str(p) for p in paths)
         raise ArchiveError(f"{where}: no run holds a generalisation event; nothing to summarise")
     for split, label in (("selection", "selection"), ("heldout", "held-out")):
@@ -587,6 +595,10 @@ def sweep(
     if p is not None:
         console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
     transfer_view.print_pooled(console, summary)
+    if study is not None:
+        study_view.print_study(console, study, study_skipped)
+        if html is not None:
+            console.print(Text(f"study report written: {terminal_safe(str(html))}"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,7 +13,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
+from evotrainer.archive.schema import (
+    EvaluationRow,
+    HarnessCandidateRow,
+    PoolTaskRow,
+    RoundRow,
+    SampleRow,
+    budget_rollouts,
+)
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.events import Event, Subscriber, TrajectoriesEvent, from_payload
 from evotrainer.genome import Policy
@@ -67,6 +74,9 @@ class RunRecorder:
     Attributes:
         subscribers: who sees each event, in call order (the tracker's :meth:`~evotrainer.tracking.Tracker.event`
             first); append to subscribe, e.g. a printer.
+        rollouts: the rollouts of the evaluation rows written so far that count toward ``outer.budget.rollouts``
+            (:func:`~evotrainer.archive.schema.budget_rollouts`, row by row), so the budget is the count a
+            reader of the archive gets.
     """
 
     def __init__(self, store: ArchiveStore, run_id: str, tracker: Tracker | None = None, *,
@@ -76,6 +86,11 @@ class RunRecorder:
         self.tracker = tracker
         self.episodes = episodes
         self.subscribers: list[Subscriber] = [*([tracker.event] if tracker is not None else []), *subscribers]
+        self.rollouts = 0
+
+    def _evaluations(self, rows: Sequence[EvaluationRow]) -> None:
+        self.store.add_evaluations(self.run_id, list(rows))
+        self.rollouts += sum(budget_rollouts(r) for r in rows)
 
     def _trajectories(self, e: Any, kind: str, harness_id: str | None) -> None:
         """With ``episodes`` (a multi-step family: each output is an episode serialised as JSON), archive the
@@ -115,7 +130,7 @@ class RunRecorder:
             )
             for e in evaluations
         ]
-        self.store.add_evaluations(self.run_id, rows)
+        self._evaluations(rows)
         for e in evaluations:
             self._trajectories(e, "fitness", harness_id)
 
@@ -124,7 +139,7 @@ class RunRecorder:
     ) -> None:
         """Archive one :class:`~evotrainer.rollout.MetaEvaluation` (kind "meta_val" / "meta_screen")."""
         e = evaluation
-        self.store.add_evaluations(self.run_id, [EvaluationRow(
+        self._evaluations([EvaluationRow(
             policy_id=e.policy_id, kind=kind, batch_id=e.batch_id, total=_finite_or_zero(e.s_val),
             components={k: float(v) for k, v in e.parts.items()}, n_tasks=len(e.per_item),
             generated_tokens=e.generated_tokens, seconds=e.seconds, harness_id=harness_id,

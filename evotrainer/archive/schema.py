@@ -22,6 +22,7 @@ from evotrainer.genome import Policy
 
 __all__ = [
     "APPLICATION_ID",
+    "BUDGET_KINDS",
     "EVALUATION_KINDS",
     "MIGRATIONS",
     "SCHEMA_VERSION",
@@ -33,6 +34,7 @@ __all__ = [
     "RoundRow",
     "RunInfo",
     "SampleRow",
+    "budget_rollouts",
 ]
 
 APPLICATION_ID = 0x45564F54
@@ -45,6 +47,18 @@ EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta
 """Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
 meta-validation on the fixed screening subset; a held-out report set never used for selection; the transfer
 items (``task.transfer_path``, the run's transfer report; no selection uses them). A text column: no migration."""
+
+BUDGET_KINDS: tuple[str, ...] = ("fitness", "meta_screen", "meta_val")
+"""Evaluation kinds whose rollouts count toward ``outer.budget.rollouts`` (:func:`budget_rollouts`): training
+batches and selection items, what a search spends to decide. The held-out and transfer reports, which every
+run makes once at its end for the same policies, are left out."""
+
+
+def budget_rollouts(row: EvaluationRow) -> int:
+    """Rollouts ``row`` adds to the rollout budget: its ``n_tasks`` (one rollout per task or item) when it is
+    of a :data:`BUDGET_KINDS` kind and was computed, 0 when served from the cache (no model call) or of
+    another kind. The run's stopping rule and the ablation table count with this same function."""
+    return row.n_tasks if row.kind in BUDGET_KINDS and not row.cached else 0
 
 _V1: tuple[str, ...] = (
     """CREATE TABLE runs (

@@ -63,7 +63,8 @@ _CONFIG_KEYS: tuple[tuple[str, ...], ...] = (
     ("task", "tasks_per_generation"), ("task", "validation_limit"), ("inner", "population_size"),
     ("inner", "generations"), ("inner", "elites"), ("inner", "cx_prob"), ("inner", "mut_prob"),
     ("inner", "llm_mutation_share"), ("outer", "generations"), ("outer", "popsize"), ("outer", "sigma0"),
-    ("outer", "screen_size"), ("decoding", "max_new_tokens"), ("decoding", "temperature"),
+    ("outer", "screen_size"), ("outer", "candidate_source"), ("outer", "budget", "rollouts"),
+    ("decoding", "max_new_tokens"), ("decoding", "temperature"),
 )
 """Config entries shown by ``show`` (the whole config is in its ``--json`` output)."""
 

@@ -2,7 +2,8 @@
 
 Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
 (or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
-``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.patience``, ``outer.generations``.
+``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.patience``,
+``outer.generations``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ class BudgetLimits:
         seconds: wall-clock seconds since the run started.
         tokens: generated tokens (policy rollouts and mutator calls), not prompt tokens.
         evaluations: harness-candidate evaluations (one inner run + screening each).
+        rollouts: policy rollouts as the archive counts them (``archive.schema.BUDGET_KINDS``): one per
+            task or selection item of every uncached training and meta-validation evaluation.
     """
 
     seconds: float | None = None
     tokens: int | None = None
     evaluations: int | None = None
+    rollouts: int | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +39,7 @@ class Usage:
     seconds: float = 0.0
     tokens: int = 0
     evaluations: int = 0
+    rollouts: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,9 @@ class StopReason:
 
 
 def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
-    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations."""
-    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations")):
+    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations, rollouts."""
+    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations"),
+                       ("rollouts", "rollouts")):
         limit = getattr(limits, name)
         used = getattr(usage, name)
         if limit is not None and used >= limit:

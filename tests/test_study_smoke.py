@@ -1,0 +1,73 @@
+"""The ablation study in the product (issue 25): ``python -m evotrainer -m +study=ablation_smoke`` runs 3 arms x 2
+seeds on the tiny random model, each stopped by the same rollout budget, and ends with the study table;
+``archive sweep`` prints the same table from the folder and ``--html`` writes its report."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evotrainer.archive.cli import main as archive_main
+from evotrainer.archive.study_view import STUDY_REPORT_NAME
+from evotrainer.config import PROJECT_ROOT
+from evotrainer.sweep_index import read_index
+
+pytestmark = pytest.mark.slow
+
+ARMS = ["coevolve", "frozen_harness", "random_harness"]
+
+
+@pytest.fixture(scope="module")
+def smoke_study(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    sweep = tmp_path_factory.mktemp("study") / "s"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(
+        ["timeout", "900", sys.executable, "-m", "evotrainer", "-m", "+study=ablation_smoke",
+         f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
+         "task.difficulty.length=100", "inner.llm_mutation_share=0", f"hydra.sweep.dir={sweep}"],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=960)
+    return sweep, proc
+
+
+def test_the_smoke_study_runs_every_arm_and_seed_to_the_same_budget(smoke_study) -> None:
+    sweep, proc = smoke_study
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = read_index(sweep)["jobs"]
+    assert [j["folder"] for j in jobs] == [f"{i}_{a}_seed{s}" for i, (a, s) in
+                                           enumerate((a, s) for a in ARMS for s in (0, 1))]
+    assert all(j["status"] == "ok" and j["stop_reason"] == "outer.budget.rollouts" for j in jobs)
+    out = proc.stdout
+    assert "ablation study: 6 run(s) of 3 arm(s), seeds 0,1;" in out
+    assert "equal budgets: every run stopped by outer.budget.rollouts=40" in out
+    assert (sweep / STUDY_REPORT_NAME).is_file()
+
+
+def test_archive_sweep_prints_the_same_table_and_its_json_shows_equal_budgets(smoke_study, capsys,
+                                                                               tmp_path: Path) -> None:
+    sweep, proc = smoke_study
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    capsys.readouterr()
+    assert archive_main(["sweep", str(sweep), "--json"]) == 0
+    study = json.loads(capsys.readouterr().out)["study"]
+    assert study["arms"] == ARMS and study["budgets_equal"] and study["runs"] == 6
+    rows = study["rows"]
+    assert [r["label"] for r in rows] == [f"{a}: final best − best seed" for a in ARMS] + [
+        "coevolve − frozen_harness", "coevolve − random_harness"]
+    for r in rows:
+        assert r["seeds"] == [0, 1]
+        assert r["heldout"] is not None and r["heldout"]["runs"] == 2 and r["heldout"]["n"] >= 1
+        assert r["transfer"] is not None and r["transfer"]["n"] == 2  # task.transfer_limit=2
+    for r in rows[:3]:
+        assert r["budgets"] == [40, 40] and all(n >= 40 for n in r["rollouts"])
+        assert all(isinstance(s, float) and s > 0 for s in r["seconds"]) and r["transfer_plain"] is not None
+    html = tmp_path / "study.html"
+    assert archive_main(["sweep", str(sweep), "--html", str(html)]) == 0
+    text = capsys.readouterr().out
+    assert "ablation study: 6 run(s) of 3 arm(s), seeds 0,1;" in text and "│ coevolve − random_harness │" in text
+    assert 'id="study-plot"' in html.read_text()
