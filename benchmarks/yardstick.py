@@ -23,6 +23,9 @@ items and the 13 other seeds on 60 of them, then the 14 seeds on 60 unseen windo
 at 3-4 s per rollout of a long real window on 2 cores, roughly 1.5-2 hours. --quick: 16 rollouts, a few
 minutes with model loading. --from-json: scoring only, a minute or two.
 
+Rollouts are checkpointed per chunk of 48 to ``benchmarks/results/yardstick-rollouts.jsonl`` (``--checkpoint``,
+git-ignored): a killed benchmark rerun with the same command rolls out only what is missing.
+
 The JSON (``benchmarks/results/yardstick-<commit>-<time>.json``) keeps every output text, so ``--from-json``
 recomputes every figure under the metric of the checked-out commit without the model. Windows longer than
 ``model.max_context`` have the middle of the transcript cut by the backend, as in a run.
@@ -105,6 +108,10 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--from-json", help="recompute every figure from a saved JSON's outputs (no model)")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"), help="folder of the JSON")
     ap.add_argument("--no-json", action="store_true", help="print only")
+    ap.add_argument("--checkpoint", default=str(ROOT / "benchmarks" / "results" / "yardstick-rollouts.jsonl"),
+                    help="JSONL of finished rollouts, appended per chunk; a rerun skips them (keyed by prompt "
+                         "and sampling, so a changed prompt rolls out again)")
+    ap.add_argument("--no-checkpoint", action="store_true", help="neither read nor write the checkpoint")
     args = ap.parse_args(argv)
     if args.items is None:
         args.items = 4 if args.quick else TARGET_ITEMS
@@ -172,8 +179,33 @@ def _plan(args: argparse.Namespace, seeds: list[str], selection: list[Any], unse
             "probe": sel if args.quick else [t.task_id for t in selection]}
 
 
-def _roll_out(cfg: Any, family: Any, plan: dict, by_id: dict[str, Any], log: Any) -> list[dict]:
-    """Every (seed, item) output the plan needs, one batched ``roll_out`` call per phase."""
+def _request_key(req: Any) -> str:
+    """A request's checkpoint key: SHA-1 of its messages and sampling (a prompt or decoding change misses)."""
+    import hashlib
+
+    return hashlib.sha1(repr((req.messages, req.sampling)).encode("utf-8")).hexdigest()
+
+
+def _load_checkpoint(path: Path) -> dict[str, str]:
+    """Outputs already rolled out, by request key (a torn last line, from a kill mid-write, is skipped)."""
+    done: dict[str, str] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[row["key"]] = row["output"]
+    return done
+
+
+def _roll_out(cfg: Any, family: Any, plan: dict, by_id: dict[str, Any], log: Any, checkpoint: Path | None,
+              chunk: int = 48) -> list[dict]:
+    """Every (seed, item) output the plan needs, rolled out in batched chunks of ``chunk`` requests.
+
+    Each chunk's outputs are appended to ``checkpoint`` (JSONL) as they finish, so a killed benchmark goes
+    on where it stopped: requests whose key (:func:`_request_key`) is already there are not rolled out again.
+    """
     from evotrainer.rollout import sampling_for
     from evotrainer.runtime import build_llm, sampling_from
     from evotrainer.tasks.base import RolloutRequest
@@ -183,21 +215,36 @@ def _roll_out(cfg: Any, family: Any, plan: dict, by_id: dict[str, Any], log: Any
     phases = {"selection": [(plan["policy"], t) for t in plan["probe"]]
               + [(s, t) for s in others for t in plan["selection"]],
               "unseen": [(s, t) for s in plan["seeds"] for t in plan["unseen"]]}
+    done = _load_checkpoint(checkpoint) if checkpoint is not None else {}
+    reqs = {phase: [RolloutRequest(tuple(family.build_messages(seeds[s].sections, by_id[t])),
+                                   sampling_for(seeds[s], base), None, tuple(seeds[s].sections), by_id[t], s)
+                    for s, t in pairs] for phase, pairs in phases.items()}
+    keys = {phase: [_request_key(r) for r in rs] for phase, rs in reqs.items()}
+    todo = sum(k not in done for ks in keys.values() for k in ks)
     n = sum(map(len, phases.values()))
-    log(f"{n} rollouts: about {n * 3 / 60:.1f}-{n * 4 / 60:.1f} min at 3-4 s each (an estimate)")
-    llm = build_llm(cfg.model, progress=True)
+    log(f"{n} rollouts, {n - todo} of them in the checkpoint {checkpoint}; {todo} to go")
+    llm = build_llm(cfg.model, progress=True) if todo else None
     out = []
     for phase, pairs in phases.items():
-        t0 = time.perf_counter()
-        log(f"{phase}: {len(pairs)} rollouts")
-        reqs = [RolloutRequest(tuple(family.build_messages(seeds[s].sections, by_id[t])),
-                               sampling_for(seeds[s], base), None, tuple(seeds[s].sections), by_id[t], s)
-                for s, t in pairs]
-        gens = family.roll_out(llm, reqs)
-        out += [{"policy": s, "item": t, "set": phase, "output": g.text}
-                for (s, t), g in zip(pairs, gens, strict=True)]
-        took = time.perf_counter() - t0
-        log(f"{phase}: {took:.0f} s ({took / max(len(pairs), 1):.1f} s per rollout)")
+        t0, ran = time.perf_counter(), 0
+        missing = [i for i, k in enumerate(keys[phase]) if k not in done]
+        log(f"{phase}: {len(pairs)} rollouts, {len(missing)} to go")
+        for c in range(0, len(missing), chunk):
+            idx = missing[c:c + chunk]
+            gens = family.roll_out(llm, [reqs[phase][i] for i in idx])
+            lines = []
+            for i, g in zip(idx, gens, strict=True):
+                done[keys[phase][i]] = g.text
+                lines.append(json.dumps({"key": keys[phase][i], "policy": pairs[i][0], "item": pairs[i][1],
+                                         "output": g.text}, ensure_ascii=False) + "\n")
+            if checkpoint is not None:
+                with checkpoint.open("a", encoding="utf-8") as fh:
+                    fh.write("".join(lines))
+            ran += len(idx)
+            took = time.perf_counter() - t0
+            log(f"{phase}: {ran}/{len(missing)} in {took:.0f} s ({took / ran:.1f} s per rollout)")
+        out += [{"policy": s, "item": t, "set": phase, "output": done[k]}
+                for (s, t), k in zip(pairs, keys[phase], strict=True)]
     return out
 
 
@@ -320,7 +367,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         plan, rows = saved["plan"], saved["outputs"]
     else:
         plan = _plan(args, list(_seeds(cfg)), selection, unseen)
-        rows = _roll_out(cfg, family, plan, by_id, log)
+        checkpoint = None if args.no_checkpoint else Path(args.checkpoint)
+        if checkpoint is not None:
+            checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        rows = _roll_out(cfg, family, plan, by_id, log, checkpoint)
     outputs = {(r["policy"], r["item"]): r["output"] for r in rows}
     log(f"scoring {len(rows)} outputs and the probes")
     scorer = _Scorer(family)

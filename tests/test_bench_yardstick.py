@@ -33,3 +33,24 @@ def test_targets_measured_only_at_full_size():
     rank["items"]["unseen"] = 59
     assert {t["metric"]: t["status"] for t in targets(probes, rank)}["yardstick.spearman.mm-4"] == "NOT MEASURED"
     assert status(None, True) == "NOT MEASURED"
+
+
+def test_checkpoint_skips_a_torn_last_line(tmp_path):
+    from benchmarks.yardstick import _load_checkpoint
+
+    path = tmp_path / "ck.jsonl"
+    path.write_text('{"key": "a", "output": "x"}\n{"key": "b", "outp', encoding="utf-8")
+    assert _load_checkpoint(path) == {"a": "x"}
+    assert _load_checkpoint(tmp_path / "missing.jsonl") == {}
+
+
+def test_checkpoint_key_changes_with_prompt_and_sampling():
+    from types import SimpleNamespace
+
+    from benchmarks.yardstick import _request_key
+
+    a = SimpleNamespace(messages=({"role": "user", "content": "hi"},), sampling={"temperature": 0.0})
+    b = SimpleNamespace(messages=({"role": "user", "content": "ho"},), sampling={"temperature": 0.0})
+    c = SimpleNamespace(messages=a.messages, sampling={"temperature": 0.7})
+    assert len({_request_key(a), _request_key(b), _request_key(c)}) == 3
+    assert _request_key(a) == _request_key(SimpleNamespace(messages=a.messages, sampling=dict(a.sampling)))
