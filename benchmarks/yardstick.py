@@ -180,10 +180,10 @@ def _plan(args: argparse.Namespace, seeds: list[str], selection: list[Any], unse
 
 
 def _request_key(req: Any) -> str:
-    """A request's checkpoint key: SHA-1 of its messages and sampling (a prompt or decoding change misses)."""
+    """A request's checkpoint key: SHA-1 of its messages and decoding params (a prompt or decoding change misses)."""
     import hashlib
 
-    return hashlib.sha1(repr((req.messages, req.sampling)).encode("utf-8")).hexdigest()
+    return hashlib.sha1(repr((req.messages, req.params)).encode("utf-8")).hexdigest()
 
 
 def _load_checkpoint(path: Path) -> dict[str, str]:

@@ -49,8 +49,8 @@ def test_checkpoint_key_changes_with_prompt_and_sampling():
 
     from benchmarks.yardstick import _request_key
 
-    a = SimpleNamespace(messages=({"role": "user", "content": "hi"},), sampling={"temperature": 0.0})
-    b = SimpleNamespace(messages=({"role": "user", "content": "ho"},), sampling={"temperature": 0.0})
-    c = SimpleNamespace(messages=a.messages, sampling={"temperature": 0.7})
+    a = SimpleNamespace(messages=({"role": "user", "content": "hi"},), params={"temperature": 0.0})
+    b = SimpleNamespace(messages=({"role": "user", "content": "ho"},), params={"temperature": 0.0})
+    c = SimpleNamespace(messages=a.messages, params={"temperature": 0.7})
     assert len({_request_key(a), _request_key(b), _request_key(c)}) == 3
-    assert _request_key(a) == _request_key(SimpleNamespace(messages=a.messages, sampling=dict(a.sampling)))
+    assert _request_key(a) == _request_key(SimpleNamespace(messages=a.messages, params=dict(a.params)))
