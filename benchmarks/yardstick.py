@@ -111,6 +111,9 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--checkpoint", default=str(ROOT / "benchmarks" / "results" / "yardstick-rollouts.jsonl"),
                     help="JSONL of finished rollouts, appended per chunk; a rerun skips them (keyed by prompt "
                          "and sampling, so a changed prompt rolls out again)")
+    ap.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Hydra override of the main job's config, repeatable (e.g. model.threads=2: the thread "
+                         "count otherwise follows the machine's load at start)")
     ap.add_argument("--no-checkpoint", action="store_true", help="neither read nor write the checkpoint")
     args = ap.parse_args(argv)
     if args.items is None:
@@ -120,14 +123,14 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
-def _config() -> Any:
+def _config(overrides: Sequence[str] = ()) -> Any:
     from hydra import compose, initialize_config_dir
 
     from evotrainer.config import PACKAGE_DATA, register_configs, to_config
 
     register_configs()
     with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
-        return to_config(compose(config_name="config", overrides=["+experiment=meeting_minutes"]))
+        return to_config(compose(config_name="config", overrides=["+experiment=meeting_minutes", *overrides]))
 
 
 def _rest(cfg: Any, family: Any, qmsum: str) -> list[Any]:
@@ -358,7 +361,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from evotrainer.runtime import build_family
 
     started, t0 = datetime.now(), time.perf_counter()
-    cfg = _config()
+    cfg = _config(args.override)
     family = build_family(cfg)
     selection, unseen = _items(cfg, family, args.qmsum)
     by_id = {t.task_id: t for t in [*selection, *unseen]}
