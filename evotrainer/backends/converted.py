@@ -104,15 +104,20 @@ def load_converted(folder: Path, dtype: torch.dtype):
     if not mark.is_file():
         return None
     try:
-        fingerprint = json.loads(mark.read_text(encoding="utf-8")).get("fingerprint")
+        record = json.loads(mark.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        log.warning("ignoring the converted-model cache %s (%s); converting the GGUF again", folder, exc)
+        return None
+    fingerprint = record.get("fingerprint") if isinstance(record, dict) else None
+    if not fingerprint:
+        log.warning("converted-model cache %s has no logit fingerprint (written by an older version, which could "
+                    "leave out an untied output layer); converting the GGUF again", folder)
+        return None
+    try:
         tokenizer = AutoTokenizer.from_pretrained(str(folder))
         model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=dtype)
     except (OSError, ValueError) as exc:  # a damaged cache entry
         log.warning("ignoring the converted-model cache %s (%s); converting the GGUF again", folder, exc)
-        return None
-    if not fingerprint:
-        log.warning("converted-model cache %s has no logit fingerprint (written by an older version, which could "
-                    "leave out an untied output layer); converting the GGUF again", folder)
         return None
     try:
         gap = _fingerprint_gap(model, fingerprint, dtype)
