@@ -113,7 +113,7 @@ def gemma3_folder(work_dir: Path, threads: int | None) -> tuple[Path, dict]:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from evotrainer.backends.hf import _save_plain  # the backend's own GGUF -> plain-folder writer
+    from evotrainer.backends.converted import save_plain  # the backend's own GGUF -> plain-folder writer
 
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
@@ -124,7 +124,7 @@ def gemma3_folder(work_dir: Path, threads: int | None) -> tuple[Path, dict]:
     tmp = folder.with_name(folder.name + ".tmp")
     tmp.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(str(tmp))
-    _save_plain(model, tmp)
+    save_plain(model, tmp)
     notes["workaround"] = ("converted to a plain transformers folder with Gemma 3's instruct chat template; "
                            f"end-of-turn ids {eos}")
     (tmp / done.name).write_text(json.dumps({"notes": {k: notes[k] for k in ("direct_gguf_load", "workaround")}}))

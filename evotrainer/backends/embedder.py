@@ -54,7 +54,17 @@ class MiniLMEmbedder:
         self.dim = int(dim_of())
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed ``texts``.
+        """Embed ``texts``; a text's vector does not depend on the other texts of the call.
+
+        sentence-transformers pads each batch to its longest text, and the padded positions change the
+        last bits of the others' vectors (up to 2e-7 per component, 4e-7 in a cosine, measured on the
+        meeting-minutes pairs; sentence-transformers#2312, #3197). The vectors feed cosine-threshold
+        decisions (near-duplicate children at ``inner.near_duplicate_cosine``, paraphrased action items
+        at ``PARAPHRASE_THRESHOLD``) and memos filled by whichever call saw a text first, so a padded
+        batch could decide differently from a resumed run. Texts are therefore batched only with texts
+        of the same token count: no padding, and the vector of each text equals the one it gets when
+        encoded alone (bit for bit on CPU with one thread, checked by
+        ``tests/backends/test_embedder_batches.py``).
 
         Args:
             texts: sentences or short passages (longer inputs are truncated by the model).
@@ -67,6 +77,7 @@ class MiniLMEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         import torch
 
+        texts = list(texts)
         # One torch thread while encoding, whatever the run's thread count: the last bits of a float sum
         # depend on how the work is split over threads, the run's count follows the machine's load
         # (evotrainer/threads.py), and vectors feed archived values and cosine-threshold decisions that must
@@ -74,16 +85,31 @@ class MiniLMEmbedder:
         previous = torch.get_num_threads()
         torch.set_num_threads(ENCODE_THREADS)
         try:
-            vectors = self.model.encode(
-                list(texts),
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            out = np.empty((len(texts), self.dim), dtype=np.float32)  # (n, dim)
+            for rows in self._same_length_rows(texts):
+                for start in range(0, len(rows), self.batch_size):
+                    chunk = rows[start : start + self.batch_size]
+                    out[chunk] = self.model.encode(
+                        [texts[i] for i in chunk],
+                        batch_size=len(chunk),
+                        normalize_embeddings=True,
+                        convert_to_numpy=True,
+                        show_progress_bar=False,
+                    )
         finally:
             torch.set_num_threads(previous)
-        return np.asarray(vectors, dtype=np.float32)
+        return out
+
+    def _same_length_rows(self, texts: list[str]) -> list[list[int]]:
+        """Indices of ``texts`` grouped by token count after the model's own truncation, groups in order
+        of first appearance."""
+        preprocess = getattr(self.model, "preprocess", None) or self.model.tokenize  # tokenize: ST < 6
+        groups: dict[int, list[int]] = {}
+        for start in range(0, len(texts), 1024):  # bounded padded tensors while counting
+            mask = preprocess(texts[start : start + 1024])["attention_mask"]  # (b, longest)
+            for offset, length in enumerate(mask.sum(dim=1).tolist()):
+                groups.setdefault(int(length), []).append(start + offset)
+        return list(groups.values())
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:

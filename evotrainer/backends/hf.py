@@ -39,6 +39,7 @@ import torch
 
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.converted import converted_dir, load_converted, save_converted
 from evotrainer.backends.embedded import embedded_gguf
 from evotrainer.backends.logits import build_processors
 from evotrainer.backends.prefix import PrefixStore, plan_prefixes
@@ -261,72 +262,6 @@ def _plain_kv_cache(model: torch.nn.Module) -> bool:
     return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
 
 
-_CONVERTED_MARK = "evotrainer-converted.json"
-
-
-def _converted_dir(source: str, gguf_file: str | None, dtype: torch.dtype) -> Path | None:
-    """Where the transformers form of a GGUF model is cached, or None (not a GGUF, or caching off).
-
-    Converting SmolLM2's GGUF (de-quantising every tensor) takes most of a model load; the result is
-    saved once with ``save_pretrained`` and loaded from there afterwards. The folder name carries the
-    GGUF's name, size and modification time, the dtype and the transformers version, so any change
-    converts again. ``EVOTRAINER_MODEL_CACHE`` sets the root (default ``~/.cache/evotrainer/models``);
-    ``EVOTRAINER_MODEL_CACHE=off`` disables it.
-    """
-    import os
-
-    import transformers
-
-    root = os.environ.get("EVOTRAINER_MODEL_CACHE", str(Path.home() / ".cache" / "evotrainer" / "models"))
-    if not gguf_file or root.strip().lower() in ("", "off", "0", "false", "none"):
-        return None
-    gguf = Path(source) / gguf_file
-    if not gguf.is_file():
-        return None
-    st = gguf.stat()
-    tag = f"{gguf.stem}-{st.st_size}-{st.st_mtime_ns}-{str(dtype).removeprefix('torch.')}-tf{transformers.__version__}"
-    return Path(root).expanduser() / re.sub(r"[^\w.-]", "_", tag)
-
-
-def _save_converted(folder: Path, tokenizer, model) -> None:
-    """Save a converted model atomically (a temporary folder renamed into place); failures only warn."""
-    import json
-    import shutil
-    import tempfile
-
-    try:
-        folder.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=folder.parent))
-        try:
-            tokenizer.save_pretrained(str(tmp))
-            _save_plain(model, tmp)
-            (tmp / _CONVERTED_MARK).write_text(json.dumps({"source": model.name_or_path}) + "\n", encoding="utf-8")
-            if folder.exists():  # another process converted it meanwhile, or a damaged entry
-                if (folder / _CONVERTED_MARK).is_file():
-                    return
-                shutil.rmtree(folder, ignore_errors=True)
-            tmp.rename(folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-    except (OSError, ValueError, RuntimeError) as exc:  # read-only home, full disk: convert again next time
-        log.warning("could not cache the converted model in %s: %s", folder, exc)
-
-
-def _save_plain(model, folder: Path) -> None:
-    """Save a de-quantised GGUF model as a plain transformers folder (``save_pretrained`` refuses models
-    loaded from GGUF): its config without the GGUF quantisation entry, generation config, safetensors."""
-    from safetensors.torch import save_file
-
-    config = model.config.to_dict()
-    config.pop("quantization_config", None)
-    type(model.config).from_dict(config).save_pretrained(str(folder))
-    if getattr(model, "generation_config", None) is not None:
-        model.generation_config.save_pretrained(str(folder))
-    tied = set(getattr(model, "_tied_weights_keys", None) or ())
-    state = {k: v.contiguous() for k, v in model.state_dict().items() if k not in tied}
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-
-
 @contextlib.contextmanager
 def _quiet_loading() -> Iterator[None]:
     """Silence transformers' weight-loading and GGUF de-quantisation progress bars, then restore them."""
@@ -440,14 +375,12 @@ class HFBackend:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-        converted = _converted_dir(source, gguf_file, dtype)
-        if converted is not None and (converted / _CONVERTED_MARK).is_file():
-            try:  # the GGUF converted once already: a safetensors load instead of a de-quantisation
-                with _quiet_loading():
-                    return (AutoTokenizer.from_pretrained(str(converted)),
-                            AutoModelForCausalLM.from_pretrained(str(converted), dtype=dtype))
-            except (OSError, ValueError) as exc:  # a damaged cache entry: convert again
-                log.warning("ignoring the converted-model cache %s (%s)", converted, exc)
+        converted = converted_dir(source, gguf_file, dtype)
+        if converted is not None:  # the GGUF converted once already: a safetensors load, fingerprint-checked
+            with _quiet_loading():
+                cached = load_converted(converted, dtype)
+            if cached is not None:
+                return cached
         try:
             with _quiet_loading():
                 tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
@@ -460,7 +393,7 @@ class HFBackend:
         if not getattr(tokenizer, "chat_template", None):
             raise ModelError(f"model {source!r} has no chat template; use an instruction-tuned model")
         if converted is not None:
-            _save_converted(converted, tokenizer, model)
+            save_converted(converted, tokenizer, model)
         return tokenizer, model
 
     def _stop_ids(self) -> tuple[int, ...]:

@@ -139,7 +139,7 @@ def test_token_budget_closes_chunks(tiny_model_dir: Path) -> None:
 
 
 def test_converted_model_cache_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evotrainer.backends.hf import _converted_dir
+    from evotrainer.backends.converted import converted_dir as _converted_dir
 
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"GGUF")
