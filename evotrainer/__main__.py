@@ -14,11 +14,15 @@ generation boundary with its summary (``evotrainer/run_control.py``).
 In a Hydra multirun (``-m``) a failing job raises instead of exiting: ``sys.exit`` inside a job ends
 the whole sweep (hydra#2551), while an exception is recorded by Hydra's launcher as that job's failure,
 the other jobs run, and the sweep exits non-zero at the end (Hydra's basic sweeper re-raises the first
-failure after its batch). The error line is also logged to the failing job's own log file.
+failure after its batch). The error line is also logged to the failing job's own log file (with the
+traceback when it was not an ``EvoTrainerError``). The sweep then ends with one line per failed job and
+the exit status 1, and a bad key or value (Hydra's own composition errors included) with one line and
+status 2, not Hydra's multi-line report (:mod:`evotrainer.cli_errors`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -28,9 +32,10 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
+from evotrainer.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
 from evotrainer.config import register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
-from evotrainer.resume import find_resumable, plan_resume, run_config, wants_resume
+from evotrainer.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
 
 register_configs()
 log = logging.getLogger("evotrainer")
@@ -41,6 +46,11 @@ def _run(dcfg: DictConfig) -> None:
 
     cfg = to_config(dcfg)
     run_dir = HydraConfig.get().runtime.output_dir
+    if _multirun():
+        from evotrainer.executor import refuse_parallel_local_ray
+        from evotrainer.threads import parallel_jobs
+
+        refuse_parallel_local_ray(cfg.executor, parallel_jobs(os.cpu_count() or 1))
     plan = None
     if wants_resume(cfg.resume):
         if cfg.mode != "evolve":
@@ -51,6 +61,8 @@ def _run(dcfg: DictConfig) -> None:
                            archive_name=cfg.archive.path)
         if plan.changed:
             log.warning("resume_force: resuming despite config changes in %s", ", ".join(plan.changed))
+        for line in resume_threads(cfg, plan):  # the recorded thread count where model.threads is null
+            log.warning("%s", line)
         run_dir = str(plan.run_dir)
     if cfg.mode == "evaluate":
         from evotrainer.evaluate import run_evaluate
@@ -94,6 +106,10 @@ def _app(dcfg: DictConfig) -> None:
         print(f"error: {exc}", file=sys.stderr)
         print("(run with debug=true for the full traceback)", file=sys.stderr)
         sys.exit(2)
+    except Exception as exc:
+        if not debug and _multirun():  # the sweep's report gives one line; the job's log keeps the traceback
+            log.exception("error: %s: %s", type(exc).__name__, exc)
+        raise
     except KeyboardInterrupt:
         print("interrupted; the archive keeps everything written so far", file=sys.stderr)
         sys.exit(130)
@@ -146,8 +162,22 @@ def main() -> None:
     """Console entry point (``evotrainer ...``), same as ``python -m evotrainer``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    sys.argv[1:] = _resume_argv(sys.argv[1:])
-    _app()
+    sys.argv[1:] = argv = _resume_argv(sys.argv[1:])
+    if wants_traceback(argv):  # debug=true or the user's HYDRA_FULL_ERROR=1: Python's full traceback
+        os.environ["HYDRA_FULL_ERROR"] = "1"
+        _app()
+        return
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra re-raises instead of printing: reported below in one line
+    multirun = is_multirun(argv)
+    try:
+        with hidden_job_banner() if multirun else contextlib.nullcontext():
+            _app()
+    except Exception as exc:  # noqa: BLE001 - every error ends here, reported once (evotrainer/cli_errors.py)
+        from evotrainer.sweep_callback import launched_sweep
+
+        sys.exit(report(exc, multirun=multirun, sweep_dir=launched_sweep()))
+    finally:
+        os.environ.pop("HYDRA_FULL_ERROR", None)
 
 
 if __name__ == "__main__":

@@ -126,6 +126,7 @@ from evotrainer.runtime import (
 from evotrainer.screening import planned_requests
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
+from evotrainer.threads import COMPUTE_PHASE, threads_in_use
 from evotrainer.tracking import open_tracker
 from evotrainer.transfer import TransferReport, score_transfer
 from evotrainer.validation_split import screening_subset, split_validation
@@ -534,6 +535,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                   f"meta-validation items ({len(selection)} selection of which {len(screen_items)} screen, "
                   f"{len(heldout)} held out), harness of {space.dim} params ({', '.join(space.names)}), "
                   f"archive {db_path}")
+    rec.emit(PhaseEvent(name=COMPUTE_PHASE, fields=threads_in_use(policy_llm)))  # a resume reuses the count
     for line in setup_probes.lines() if probes else ():
         console.print(line if setup_probes.ok else f"[red]{line}[/]", highlight=False)
     objective = LLMObjective(

@@ -24,6 +24,14 @@ Ray workers. Sampled text depends only on each request's own seed.
 
 A Ray cluster: ``executor.ray.address=auto`` (or the head's ``host:port``) joins it instead of starting a
 local instance; every node needs this package and the model (README, "Running on a Ray cluster").
+
+**One local instance per machine at a time.** Without an address each run starts its own local Ray
+instance and shuts it down when it ends, so jobs run one after another (the basic launcher) each get a
+fresh one, and so do several executors opened and closed in turn in one process. Several instances at once
+on one machine are not supported by Ray: each picks its ports at random and two can take the same one
+(ray#53906). So ``executor=ray`` without an address inside a parallel sweep (the joblib launcher running
+several jobs at once) is refused before any model loads (:func:`refuse_parallel_local_ray`); the jobs can
+share one instance started beforehand (``ray start --head``) with ``executor.ray.address=auto``.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.backends.prefix import plan_prefixes
 from evotrainer.errors import ConfigError, ModelError
 
-__all__ = ["RayExecutor", "split_requests"]
+__all__ = ["RayExecutor", "refuse_parallel_local_ray", "split_requests"]
 
 log = logging.getLogger(__name__)
 _PIP = "pip install 'evotrainer[ray]'"
@@ -70,6 +78,25 @@ def split_requests(requests: Sequence[GenerationRequest], parts: int) -> list[li
         out.append(order[start:end])
         start = end
     return out
+
+
+def refuse_parallel_local_ray(executor: Any, jobs: int) -> None:
+    """Refuse ``executor=ray`` with a local instance (no ``executor.ray.address``) when ``jobs`` sweep jobs
+    run at once on this machine: each would start its own local Ray instance (module docstring, ray#53906).
+
+    Args:
+        executor: ``executor.*`` (an :class:`~evotrainer.config.ExecutorConfig`).
+        jobs: jobs of the running multirun that run at once (:func:`evotrainer.threads.parallel_jobs`), >= 1.
+
+    Raises:
+        ConfigError: one line naming ``executor``, ``executor.ray.address`` and ``hydra.launcher.n_jobs``.
+    """
+    if executor.kind == "ray" and executor.ray.address is None and jobs > 1:
+        raise ConfigError(
+            f"config keys 'executor' and 'hydra.launcher.n_jobs': executor=ray would start a local Ray instance in "
+            f"each of the {jobs} jobs running at once, and several local instances on one machine can collide on "
+            "a port (ray#53906); use hydra.launcher.n_jobs=1, or executor=local, or start one instance with "
+            "`ray start --head` and pass executor.ray.address=auto")
 
 
 def _import_ray() -> Any:

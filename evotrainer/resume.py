@@ -11,14 +11,19 @@ same final best as an uninterrupted one. Stop decisions inside the replayed part
 
 Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
 keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, ``model.threads`` /
-``mutator.threads`` (thread counts change speed, not text), and ``tracking.*`` (it only watches the run,
+``mutator.threads`` (checked on their own, below), and ``tracking.*`` (it only watches the run,
 so tracking can be switched on for the resumed part; ``archive.live_report`` does count: it archives a
 ``report`` phase event per refresh, which the replay checks); Hydra's own keys are never part of the run
 config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
 that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
 A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
 the process dies, ``kill -9`` included), so a run still being written is neither resumed nor picked by
-``resume=true``. Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
+``resume=true``.
+Thread counts: results may depend on them (pytorch#88718; measured bit-identical at 1-8 threads here, see
+``evotrainer/threads.py``), and with ``model.threads=null`` the count follows the machine's load. The run
+records the count it used (the ``compute`` phase event); a resume with ``model.threads=null`` (and
+``executor.ray.threads=null``) uses the recorded count, and one given another count goes on with a warning
+that names the key to pass (:func:`resume_threads`). Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
 (``inner.adapter_mutation_share > 0``: adapter training is not logged), a Hydra multirun.
 """
 
@@ -27,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -40,9 +45,10 @@ from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run_control import STOP_FILE, RunControl
+from evotrainer.threads import COMPUTE_PHASE
 
 __all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
-           "plan_resume", "run_config", "wants_resume"]
+           "plan_resume", "resume_threads", "run_config", "wants_resume"]
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
@@ -67,6 +73,8 @@ class ResumePlan:
         run_id: the stored run's id (reused even when a forced config changes the id the config hashes to).
         elapsed_s: wall-clock seconds the earlier process(es) spent, >= 0 (budget seconds continue from it).
         changed: dotted keys whose values differ from the stored config (empty unless forced).
+        threads: the thread counts the run recorded (:func:`evotrainer.threads.threads_in_use`: ``threads``,
+            and ``worker_threads`` with Ray workers); empty for a run written before they were recorded.
     """
 
     run_dir: Path
@@ -74,6 +82,7 @@ class ResumePlan:
     run_id: str
     elapsed_s: float
     changed: tuple[str, ...] = field(default_factory=tuple)
+    threads: Mapping[str, int] = field(default_factory=dict)
 
 
 def wants_resume(value: Any) -> bool:
@@ -118,15 +127,18 @@ def _run_state(store: ArchiveStore, run_id: str) -> dict[str, Any]:
         conn.execute(f"SELECT max(created_at) FROM {t} WHERE run_id = ?", (run_id,)).fetchone()
         for t in ("policies", "evaluations", "harness_candidates", "events")) if r[0] is not None), default=created)
     elapsed = (_parse(last) - _parse(created)).total_seconds()
+    threads: dict[str, int] = {}
     for (body,) in conn.execute("SELECT payload_json FROM events WHERE run_id = ? AND kind = 'phase' ORDER BY id",
                                 (run_id,)):
         payload = json.loads(body)
+        if payload.get("name") == COMPUTE_PHASE and not threads:  # the first process's counts
+            threads = {k: v for k, v in payload.items() if k in ("threads", "worker_threads") and isinstance(v, int)}
         if payload.get("name") == RESUME_MARKER and "process_started_at" in payload:
             # the latest resumed process: its carried-over time plus its own, not the pause before it
             elapsed = float(payload.get("elapsed_before_s", 0.0)) + (
                 _parse(last) - _parse(payload["process_started_at"])).total_seconds()
     return {"config": json.loads(config_json), "created_at": created, "finished": finished,
-            "elapsed_s": max(elapsed, 0.0)}
+            "elapsed_s": max(elapsed, 0.0), "threads": threads}
 
 
 def lock_path(archive: Path, run_id: str) -> Path:
@@ -214,7 +226,42 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
         raise ConfigError(f"resume: the config differs from run {run_id}'s in {shown}; use the same overrides, "
                           "or resume_force=true to resume anyway")
     return ResumePlan(run_dir=run_dir, archive=archive, run_id=run_id, elapsed_s=state["elapsed_s"],
-                      changed=tuple(changed))
+                      changed=tuple(changed), threads=state["threads"])
+
+
+def resume_threads(cfg: Any, plan: ResumePlan) -> list[str]:
+    """Give the resumed process the thread counts the run recorded, where the config leaves them automatic.
+
+    ``model.threads`` null becomes the recorded ``threads`` (the mutator's too when it is the policy model's
+    config); ``executor.ray.threads`` null becomes the recorded ``worker_threads``. ``cfg`` (a
+    :class:`~evotrainer.config.Config`) is changed in place.
+
+    Returns:
+        Warning lines, one per count given explicitly that differs from the recorded one, naming the key and
+        value to pass to continue exactly as the run would have; empty when none differs.
+    """
+    out: list[str] = []
+    recorded, workers = plan.threads.get("threads"), plan.threads.get("worker_threads")
+    why = ("results may depend on the thread count (pytorch#88718; bit-identical at 1-8 threads where measured, "
+           "evotrainer/threads.py)")
+    if recorded is not None:
+        if cfg.model.threads is None:
+            same = cfg.mutator == cfg.model
+            cfg.model = replace(cfg.model, threads=recorded)
+            if same:
+                cfg.mutator = replace(cfg.mutator, threads=recorded)
+        elif cfg.model.threads != recorded:
+            out.append(f"resume: run {plan.run_id} ran with {recorded} compute threads, this process with "
+                       f"model.threads={cfg.model.threads}; {why}: pass model.threads={recorded} to continue "
+                       "exactly as the run would have")
+    if workers is not None and cfg.executor.kind == "ray":
+        if cfg.executor.ray.threads is None:
+            cfg.executor = replace(cfg.executor, ray=replace(cfg.executor.ray, threads=workers))
+        elif cfg.executor.ray.threads != workers:
+            out.append(f"resume: run {plan.run_id}'s Ray workers ran with {workers} threads each, this process's "
+                       f"with executor.ray.threads={cfg.executor.ray.threads}; {why}: pass "
+                       f"executor.ray.threads={workers} to continue exactly as the run would have")
+    return out
 
 
 def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,

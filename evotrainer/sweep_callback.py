@@ -17,6 +17,13 @@ job's figures are read from its archive (the ``summary`` and ``generalisation`` 
 (or ``on_multirun_end``) sets the sweep's status and end time: Hydra's basic sweeper re-raises the first
 failed job's exception after its batch, so ``on_multirun_end`` is not called when a job failed.
 
+A job killed by the OS (out of memory, joblib#812, hydra#3458) never reaches ``on_job_end``: each job's
+process holds a lock on ``.job.lock`` in its folder while it runs, and the launching process one on
+``.sweep.lock`` in the sweep folder, so readers of the index tell a dead job from a live one and report it
+as ``killed`` (:func:`evotrainer.sweep_index.mark_dead`). :func:`launched_sweep` gives the launching process
+the folder of the sweep it started, so the command line can close the index and report each failed job
+when the sweep itself ends with an error.
+
 A problem with the index (an unwritable folder, a held lock) is logged as a warning and never ends a job
 or the sweep. Single runs (no ``-m``) are left alone.
 """
@@ -25,6 +32,8 @@ from __future__ import annotations
 
 import datetime as _dt
 import logging
+import os
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -34,12 +43,45 @@ from omegaconf import DictConfig, OmegaConf
 
 import evotrainer.resolvers  # noqa: F401  (registers ${evotrainer_unique:} in a joblib worker too)
 from evotrainer.events import SelfEvolveSummaryEvent, SummaryEvent
-from evotrainer.sweep_index import now_iso, planned_jobs, update_index
+from evotrainer.sweep_index import (
+    JOB_LOCK_NAME,
+    SWEEP_LOCK_NAME,
+    hold_lock,
+    now_iso,
+    planned_jobs,
+    update_index,
+)
 
-__all__ = ["SweepIndexCallback", "error_line", "job_figures"]
+__all__ = ["SweepIndexCallback", "error_line", "job_figures", "launched_sweep"]
 
 log = logging.getLogger(__name__)
 _MAX_ERROR_CHARS = 500
+_held: dict[str, int] = {}  # lock file -> descriptor held by this process (the sweep's, the running job's)
+_launched: list[Path] = []  # the sweep folder this process launched (on_multirun_start), at most one
+
+
+def launched_sweep() -> Path | None:
+    """The folder of the multirun this process launched (its ``on_multirun_start`` ran here), or None."""
+    return _launched[-1] if _launched else None
+
+
+def _hold(path: Path) -> bool:
+    """Hold the lock at ``path`` until :func:`_release` or this process ends; False when it cannot."""
+    if str(path) in _held:
+        return True
+    fd = hold_lock(path)
+    if fd is None:
+        log.warning("sweep index: no lock on %s (this filesystem may have no locks); a killed process is "
+                    "then told by its pid", path)
+        return False
+    _held[str(path)] = fd
+    return True
+
+
+def _release(path: Path) -> None:
+    fd = _held.pop(str(path), None)
+    if fd is not None:
+        os.close(fd)
 
 
 def error_line(exc: BaseException) -> str:
@@ -134,11 +176,13 @@ def _job(doc: dict[str, Any], num: int) -> dict[str, Any]:
 
 
 def _close_if_done(doc: dict[str, Any], *, force: bool = False) -> None:
+    """Set the sweep's status and end time once no job runs and every planned job has ended (or ``force``):
+    ``failed`` when a job failed or was killed, else ``ok``."""
     statuses = [j.get("status") for j in doc["jobs"]]
     planned = doc.get("planned_jobs")
     done = "running" not in statuses and (force or (isinstance(planned, int) and len(statuses) >= planned))
     if done:
-        doc["status"] = "failed" if "failed" in statuses else "ok"
+        doc["status"] = "failed" if {"failed", "killed"} & set(statuses) else "ok"
         doc["ended"] = now_iso()
 
 
@@ -150,31 +194,48 @@ class SweepIndexCallback(Callback):
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Create the index: the sweep's overrides, launcher and planned job count."""
+        """Create the index: the sweep's overrides, launcher and planned job count; hold the sweep's lock."""
+        sweep_dir = _sweep_dir(config)
+        _launched[:] = [sweep_dir]
+        host, locked = socket.gethostname(), False
+        try:
+            sweep_dir.mkdir(parents=True, exist_ok=True)
+            locked = _hold(sweep_dir / SWEEP_LOCK_NAME)
+        except OSError as exc:
+            log.warning("sweep index: %s", error_line(exc))
+
         def start(doc: dict[str, Any]) -> None:
             overrides = [str(o) for o in OmegaConf.to_container(config.hydra.overrides.task) or []]
             params = OmegaConf.select(config, "hydra.sweeper.params")
             params = OmegaConf.to_container(params) if params is not None else None
             counted = planned_jobs(overrides, params, OmegaConf.select(config, "hydra.sweeper.max_batch_size"))
             target = str(OmegaConf.select(config, "hydra.sweeper._target_") or "")
-            doc.update(overrides=overrides, started=now_iso(), ended=None, status="running",
+            doc.update(overrides=overrides, started=now_iso(), ended=None, status="running", host=host,
+                       pid=os.getpid(), lock=locked,
                        launcher=str(OmegaConf.select(config, "hydra.launcher._target_") or "").rsplit(".", 1)[-1],
                        planned_jobs=counted[0] if counted and target.endswith("BasicSweeper") else None)
 
         self._update(config, start)
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        """Record the job as running, with its folder and overrides."""
+        """Record the job as running, with its folder, overrides, host and pid, after taking its lock."""
         if not _is_multirun(config):
             return
         sweep_dir, job_dir = _sweep_dir(config), _job_dir(config)
+        try:
+            job_dir.mkdir(parents=True, exist_ok=True)
+            locked = _hold(job_dir / JOB_LOCK_NAME)
+        except OSError as exc:
+            log.warning("sweep index: %s", error_line(exc))
+            locked = False
 
         def start(doc: dict[str, Any]) -> None:
             job = _job(doc, int(config.hydra.job.num))
             job.clear()
             job.update(num=int(config.hydra.job.num), folder=_folder(job_dir, sweep_dir),
                        overrides=[str(o) for o in OmegaConf.to_container(config.hydra.overrides.task) or []],
-                       status="running", error=None, started=now_iso(), ended=None, seconds=None)
+                       status="running", error=None, host=socket.gethostname(), pid=os.getpid(), lock=locked,
+                       started=now_iso(), ended=None, seconds=None)
 
         self._update(config, start)
 
@@ -207,10 +268,12 @@ class SweepIndexCallback(Callback):
             _close_if_done(doc)
 
         self._update(config, end)
+        _release(_job_dir(config) / JOB_LOCK_NAME)  # after the record says how it ended
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         """Close the index (reached only when no job failed: see the module docstring)."""
         self._update(config, lambda doc: _close_if_done(doc, force=True))
+        _release(_sweep_dir(config) / SWEEP_LOCK_NAME)
 
     @staticmethod
     def _archive_file(config: DictConfig) -> Path:

@@ -19,6 +19,15 @@ Measured on this 2-core machine (smoke experiment, 2 threads): quiet, ``PASSIVE`
 run each).
 Sleeping at once costs every quiet run about 13 % and bought nothing measurable, so it is not set; on a
 machine shared with other OpenMP jobs a user may still export ``OMP_WAIT_POLICY=PASSIVE``.
+
+**Does the count change results?** A BLAS library may split a sum differently over another number of
+threads, so results can depend on it (pytorch#88718; Intel MKL promises equal results only for an equal
+thread count unless its strict CNR mode is set). Measured here (torch 2.13 CPU with MKL, 2-core AVX2
+machine, the embedded SmolLM2-135M): the logits of 4 prompts of 376 tokens were bit-identical at 1, 2, 3, 4
+and 8 threads, and so were greedy and seeded-sampled texts (``tests/backends/test_thread_count.py`` keeps
+the 1-versus-2 check). Since that may not hold on another machine, an evolve run records the count it used
+(a ``phase`` event named :data:`COMPUTE_PHASE`, :func:`threads_in_use`), and a resume reuses it when
+``model.threads`` is null and warns when told another (``evotrainer/resume.py``).
 """
 
 from __future__ import annotations
@@ -33,12 +42,14 @@ from dataclasses import dataclass
 
 from evotrainer.errors import ConfigError
 
-__all__ = ["Machine", "apply_threads", "choose_threads", "own_load", "read_machine", "sample_busy_cores",
-           "sweep_batch", "sweep_jobs"]
+__all__ = ["COMPUTE_PHASE", "Machine", "apply_threads", "choose_threads", "own_load", "parallel_jobs",
+           "read_machine", "sample_busy_cores", "sweep_batch", "sweep_jobs", "threads_in_use"]
 
 log = logging.getLogger(__name__)
 _LOAD_WINDOW_S = 60.0  # the 1-minute load average is an exponential average over this many seconds
 _chosen: int | None = None  # the automatic choice, made once per process (torch's pool is process-wide)
+COMPUTE_PHASE = "compute"
+"""``name`` of the ``phase`` event in which an evolve run records its thread counts (:func:`threads_in_use`)."""
 
 
 @dataclass(frozen=True)
@@ -100,14 +111,21 @@ def own_load(cpu_s: float, wall_s: float) -> float:
 
 
 def sweep_jobs(cores: int) -> int:
+    """Jobs of the running Hydra multirun that share this machine's cores, in [1, cores]:
+    :func:`parallel_jobs` capped by ``cores``. 1 when not parallel."""
+    return min(parallel_jobs(cores), max(cores, 1))
+
+
+def parallel_jobs(cores: int) -> int:
     """Jobs of the running Hydra multirun that run at once, as its launcher starts them; 1 when not parallel.
 
     The joblib launcher (``hydra/launcher=joblib``) runs ``hydra.launcher.n_jobs`` jobs at a time, each in
     its own worker process; joblib's negative values count from the core count (-1 = all cores). It never
     runs more jobs at once than the sweeper hands it in one batch, so the count is capped by the batch
     size (:func:`sweep_batch`): a 2-job sweep with ``n_jobs=-1`` on 16 cores runs 2 jobs, 8 threads each.
-    The result is in [1, cores]. Outside a Hydra app, outside a multirun, or with a launcher that has no
-    ``n_jobs`` (the basic launcher runs one job after another): 1.
+    The result is >= 1 (it may exceed ``cores``: joblib starts ``n_jobs`` processes whatever the cores).
+    Outside a Hydra app, outside a multirun, or with a launcher that has no ``n_jobs`` (the basic launcher
+    runs one job after another): 1.
     """
     try:
         from hydra.core.hydra_config import HydraConfig
@@ -125,7 +143,7 @@ def sweep_jobs(cores: int) -> int:
     batch = sweep_batch(str(hc.sweep.dir))
     if batch is not None:
         n = min(n, batch)
-    return min(max(n, 1), max(cores, 1))
+    return max(n, 1)
 
 
 def sweep_batch(sweep_dir: str) -> int | None:
@@ -249,3 +267,19 @@ def apply_threads(override: int | None = None, machine: Machine | None = None) -
     with contextlib.suppress(RuntimeError):  # unused by generation; settable once, before any inter-op work
         torch.set_num_interop_threads(1)
     return n
+
+
+def threads_in_use(llm: object = None) -> dict[str, int]:
+    """The thread counts this process computes with, as an evolve run records them.
+
+    Returns:
+        ``{"threads": torch's intra-op threads in this process}``, plus ``"worker_threads"`` (torch threads
+        of each Ray worker) when ``llm`` is a :class:`~evotrainer.executor.RayExecutor`.
+    """
+    import torch
+
+    out = {"threads": int(torch.get_num_threads())}
+    worker = getattr(llm, "threads", None)  # RayExecutor: threads per worker; a backend has no such attribute
+    if isinstance(worker, int) and not isinstance(worker, bool):
+        out["worker_threads"] = worker
+    return out

@@ -1,8 +1,11 @@
-"""Ray executor (issue 16, item 3): same fitness values as the local executor; deterministic split; errors."""
+"""Ray executor (issue 16, item 3): same fitness values as the local executor; deterministic split; errors;
+no local Ray instance per job of a parallel sweep, and repeated open/close in one process (issue 26, item 7)."""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -12,9 +15,9 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.coevolution import run_evolve
-from evotrainer.config import Config, ExecutorConfig, ModelConfig, RayConfig, to_config
+from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig, ModelConfig, RayConfig, to_config
 from evotrainer.errors import ConfigError
-from evotrainer.executor import split_requests
+from evotrainer.executor import refuse_parallel_local_ray, split_requests
 from evotrainer.runtime import build_llm
 
 _NO_RAY = importlib.util.find_spec("ray") is None
@@ -131,3 +134,51 @@ def test_executor_is_a_hydra_choice() -> None:
         cfg = to_config(compose("config", overrides=["executor=ray", "executor.ray.address=auto",
                                                      "executor.ray.workers=3"]))
     assert cfg.executor == ExecutorConfig(kind="ray", ray=RayConfig(address="auto", workers=3))
+
+
+def test_local_ray_in_a_parallel_sweep_is_refused_with_one_line_naming_the_keys() -> None:
+    with pytest.raises(ConfigError) as err:
+        refuse_parallel_local_ray(ExecutorConfig(kind="ray"), jobs=2)
+    message = str(err.value)
+    assert "\n" not in message and "ray#53906" in message
+    for key in ("'executor'", "'hydra.launcher.n_jobs'", "hydra.launcher.n_jobs=1", "executor=local",
+                "executor.ray.address=auto"):
+        assert key in message
+    refuse_parallel_local_ray(ExecutorConfig(kind="ray"), jobs=1)  # jobs one after another: fine
+    refuse_parallel_local_ray(ExecutorConfig(kind="ray", ray=RayConfig(address="auto")), jobs=4)  # one shared
+    refuse_parallel_local_ray(ExecutorConfig(kind="local"), jobs=4)
+
+
+def test_executor_ray_in_a_parallel_sweep_is_refused_before_any_model_loads(tmp_path: Path) -> None:
+    if importlib.util.find_spec("hydra_plugins.hydra_joblib_launcher") is None:
+        pytest.skip("hydra-joblib-launcher is not installed (pip install -e '.[sweep]')")
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(
+        [sys.executable, "-m", "evotrainer", "-m", "+experiment=meeting_minutes", "executor=ray", "seed=0,1",
+         "hydra/launcher=joblib", "hydra.launcher.n_jobs=2", f"hydra.sweep.dir={tmp_path}"],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("error: job ")]
+    assert len(lines) == 2 and all("executor=ray would start a local Ray instance" in line for line in lines)
+    assert "ray executor:" not in proc.stderr + proc.stdout  # no worker was started
+
+
+@pytest.mark.skipif(_NO_RAY, reason="ray is not installed (pip install -e '.[ray]')")
+def test_a_local_ray_instance_opens_and_closes_twice_in_one_process(tiny_model_dir: Path) -> None:
+    import ray
+
+    from evotrainer.executor import RayExecutor
+
+    model = ModelConfig(path=str(tiny_model_dir), max_context=1024)
+    request = GenerationRequest(({"role": "user", "content": "Say OK."},), SamplingParams(max_new_tokens=4))
+    texts = []
+    try:
+        for _ in range(2):  # e.g. two runs one after another in one process (the basic launcher's jobs)
+            executor = RayExecutor(model, RayConfig(workers=1, threads=1))
+            texts.append(executor.generate([request])[0].text)
+            executor.close()
+            assert not ray.is_initialized()
+    finally:
+        ray.shutdown()
+    assert texts[0] == texts[1]

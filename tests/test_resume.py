@@ -1,5 +1,6 @@
 """Crash-safe resume and the STOP file (issue 16): a run killed with SIGKILL and resumed ends with the same
-archive rows (timings aside) and the same final best as an uninterrupted run.
+archive rows (timings aside) and the same final best as an uninterrupted run; the thread count is recorded
+and a resume reuses it or warns (issue 26, item 4).
 
 The runs are real ``python -m evotrainer`` processes on the tiny random model, so the kill is a real
 ``SIGKILL`` (chosen deterministically with the test-only ``EVOTRAINER_TEST_KILL_AT`` hook,
@@ -19,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.config import PROJECT_ROOT
+from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig
 from evotrainer.errors import ConfigError
 from evotrainer.harness.stopping import StopReason
-from evotrainer.resume import config_diff, find_resumable, plan_resume
+from evotrainer.resume import ResumePlan, config_diff, find_resumable, plan_resume, resume_threads
 from evotrainer.run_control import RunControl, StopRequested
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -150,6 +151,43 @@ def test_resume_true_picks_the_newest_resumable_run_of_the_same_config(tiny_mode
     proc = _cli([*args, "resume=true"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _events(new, "summary") and not _events(old, "summary") and not _events(other, "summary")
+
+
+def test_a_resume_told_another_thread_count_warns_with_the_key_to_pass(full_run, tiny_model_dir: Path,
+                                                                      tmp_path: Path) -> None:
+    _, full, _ = full_run
+    run_dir = tmp_path / "run"
+    args = _overrides(tiny_model_dir)
+    killed = _cli([*args, "model.threads=1", f"hydra.run.dir={run_dir}"], kill_at="event:task_batch:2+1")
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    (compute,) = [e for e in _events(run_dir, "phase") if e.payload.get("name") == "compute"]
+    assert compute.payload["threads"] == 1  # recorded with the run, before the first inner evaluation
+    resumed = _cli([*args, "model.threads=2", f"resume={run_dir}"])
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    out = resumed.stdout + resumed.stderr
+    assert "ran with 1 compute threads, this process with model.threads=2" in out and "pass model.threads=1" in out
+    dump = _dump(run_dir)
+    assert json.loads(dump["run"]["config_json"])["model"]["threads"] == 1  # the stored config is kept, and its id
+    # measured: going on at 2 threads gives the rows an uninterrupted run (automatic threads) wrote
+    assert {k: v for k, v in dump.items() if k != "run"} == {k: v for k, v in full.items() if k != "run"}
+
+
+def test_a_resume_with_automatic_threads_reuses_the_recorded_count() -> None:
+    plan = ResumePlan(run_dir=Path("r"), archive=Path("r/archive.db"), run_id="run-x", elapsed_s=0.0,
+                      threads={"threads": 3, "worker_threads": 2})
+    cfg = Config()  # model.threads null; the mutator is the policy model's config
+    assert resume_threads(cfg, plan) == []
+    assert cfg.model.threads == 3 and cfg.mutator == cfg.model  # still one model, not a second load
+    told = Config()
+    told.model.threads = 2
+    (line,) = resume_threads(told, plan)
+    assert told.model.threads == 2 and "model.threads=2" in line and "pass model.threads=3" in line
+    ray = Config()
+    ray.executor = ExecutorConfig(kind="ray")
+    assert resume_threads(ray, plan) == [] and ray.executor.ray.threads == 2
+    older = Config()  # a run written before the count was recorded: nothing to reuse
+    assert resume_threads(older, ResumePlan(Path("r"), Path("r/archive.db"), "run-x", 0.0)) == []
+    assert older.model.threads is None
 
 
 def test_config_diff_names_dotted_keys_and_ignores_threads_and_resume_keys() -> None:

@@ -1,5 +1,6 @@
 """Robust sweeps (issue 16, item 2): unique sweep and run folders, the sweep index, the side-by-side table,
-a non-zero exit when a job failed, and the joblib launcher with threads divided between the jobs.
+a non-zero exit when a job failed, and the joblib launcher with threads divided between the jobs; a job
+killed by the OS is reported as killed, not running (issue 26, item 5).
 
 The sweeps run the real ``python -m evotrainer -m ...`` on the tiny random model; jobs that must fail do so
 on a missing validation file, after Hydra started them.
@@ -10,8 +11,11 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +25,15 @@ from evotrainer import resolvers, threads
 from evotrainer.archive.cli import main as archive_main
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.sweep_callback import error_line
-from evotrainer.sweep_index import INDEX_NAME, planned_jobs, read_index, update_index
+from evotrainer.sweep_index import (
+    INDEX_NAME,
+    JOB_LOCK_NAME,
+    KILLED_ERROR,
+    hold_lock,
+    planned_jobs,
+    read_index,
+    update_index,
+)
 
 _FAST_FAIL = ("+experiment=meeting_minutes", "mode=evaluate", "outer.race.level=2,3")  # fails the config check
 
@@ -242,3 +254,89 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_with_threads_divided(tiny_mod
     for job in ("0_seed0", "1_seed1"):
         log = "".join(f.read_text() for f in (sweep / job).glob("*.log"))
         assert "2 parallel jobs" in log  # each job counts its sibling (threads.sweep_jobs)
+
+
+def _running_pid(sweep: Path, num: int, proc: subprocess.Popen) -> int | None:
+    """The pid of job ``num`` once the index lists it as running; None when the sweep ended first."""
+    while proc.poll() is None:
+        try:
+            for job in read_index(sweep)["jobs"]:
+                if job["num"] == num and job["status"] == "running" and job.get("pid"):
+                    return int(job["pid"])
+        except (OSError, ValueError):  # not written yet
+            pass
+        time.sleep(0.1)
+    return None
+
+
+def test_a_parallel_sweep_job_killed_by_the_os_is_reported_killed_not_running(tiny_model_dir: Path, tmp_path: Path,
+                                                                                capsys) -> None:
+    if not _has_joblib():
+        pytest.skip("hydra-joblib-launcher is not installed (pip install -e '.[sweep]')")
+    sweep = tmp_path / "s"
+    proc = _start("-m", *_tiny(tiny_model_dir), "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+                  f"hydra.sweep.dir={sweep}")
+    pid = _running_pid(sweep, 1, proc)
+    assert pid is not None, "job 1 never ran"
+    os.kill(pid, signal.SIGKILL)  # what the out-of-memory killer does to a joblib worker
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 1, err[-3000:]
+    on_disk = read_index(sweep, check_live=False)  # the file itself, as the launcher closed it
+    assert on_disk["status"] == "failed" and on_disk["ended"]
+    killed = on_disk["jobs"][1]
+    assert (killed["num"], killed["status"], killed["error"]) == (1, "killed", KILLED_ERROR)
+    assert {j["status"] for j in on_disk["jobs"]} <= {"ok", "killed"}  # the sibling finished or is marked
+    assert f"error: job 1 (seed=1): killed: {KILLED_ERROR}" in err.splitlines()
+    assert "Traceback" not in err
+    code, out = _archive_cli(capsys, "sweep", str(sweep), "--json")
+    assert code == 0 and json.loads(out)["jobs"][1]["status"] == "killed"
+    _, out = _archive_cli(capsys, "sweep", str(sweep))
+    assert "killed" in out and "running" not in out
+
+
+def test_a_sweep_killed_with_its_job_reads_as_killed_not_running(tiny_model_dir: Path, tmp_path: Path,
+                                                                 capsys) -> None:
+    # the basic launcher runs each job in the sweep's own process: the kill ends both, and nobody writes
+    sweep = tmp_path / "s"
+    proc = _start("-m", *_tiny(tiny_model_dir), "seed=0,1", f"hydra.sweep.dir={sweep}")
+    pid = _running_pid(sweep, 0, proc)
+    assert pid is not None, "job 0 never ran"
+    os.kill(pid, signal.SIGKILL)
+    proc.communicate(timeout=300)
+    on_disk = read_index(sweep, check_live=False)
+    assert on_disk["status"] == "running" and on_disk["jobs"][0]["status"] == "running"  # as the kill left it
+    index = read_index(sweep)
+    assert index["status"] == "killed" and [(j["num"], j["status"]) for j in index["jobs"]] == [(0, "killed")]
+    code, out = _archive_cli(capsys, "sweep", str(sweep), "--json")
+    assert code == 0 and [j["status"] for j in json.loads(out)["jobs"]] == ["killed"]
+    _, out = _archive_cli(capsys, "sweep", str(sweep))
+    assert "killed" in out and "running" not in out
+
+
+def test_only_a_dead_writer_on_this_host_is_marked_killed(tmp_path: Path) -> None:
+    for name in ("live", "dead"):
+        (tmp_path / name).mkdir()
+    fd = hold_lock(tmp_path / "live" / JOB_LOCK_NAME)  # a live job: this process holds its lock
+    assert fd is not None
+    (tmp_path / "dead" / JOB_LOCK_NAME).touch()  # its holder ended without reporting
+    ended = int(subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                               text=True, check=True).stdout)
+    here = socket.gethostname()
+    jobs = [{"num": 0, "folder": "live", "status": "running", "host": here, "lock": True},
+            {"num": 1, "folder": "dead", "status": "running", "host": here, "lock": True},
+            {"num": 2, "folder": "dead", "status": "running", "host": "another-machine", "lock": True},
+            {"num": 3, "folder": "x", "status": "running", "host": here, "lock": False, "pid": ended},
+            {"num": 4, "folder": "x", "status": "running", "host": here, "lock": False, "pid": os.getpid()},
+            {"num": 5, "folder": "dead", "status": "ok", "host": here, "lock": True, "error": None},
+            {"num": 6, "folder": "dead", "status": "running"}]  # written before jobs recorded a host
+    try:
+        update_index(tmp_path, lambda doc: doc["jobs"].extend(jobs))
+        expected = ["running", "killed", "running", "killed", "running", "ok", "running"]
+        assert [j["status"] for j in read_index(tmp_path)["jobs"]] == expected
+        assert [j["status"] for j in read_index(tmp_path, check_live=False)["jobs"]][1] == "running"
+        update_index(tmp_path, lambda doc: None)  # the next write records what the reader saw
+        assert [j["status"] for j in read_index(tmp_path, check_live=False)["jobs"]] == expected
+        assert read_index(tmp_path)["jobs"][1]["error"] == KILLED_ERROR
+    finally:
+        os.close(fd)
+    assert read_index(tmp_path)["jobs"][0]["status"] == "killed"  # its lock is free now

@@ -562,7 +562,8 @@ def sweep(
                 n = sum(j["sweep"] == folder for j in jobs)
                 console.print(Text(terminal_safe(
                     f"sweep {folder}: {st['status']}, {n} of {st['planned_jobs'] or '?'} jobs listed, "
-                    f"{st['launcher'] or 'launcher ?'}, {st['started']} to {st['ended'] or '(not ended)'}")))
+                    f"{st['launcher'] or 'launcher ?'}, {st['started']} to {st['ended'] or '(not ended)'}"
+                    + (f"; {st['error']}" if st.get("error") else ""))))
     pct = f"{round(level * 100)}%"
     if summary["runs"]:
         t = Table(title=f"final best vs best seed per run (paired differences, {pct} intervals; higher is better)",

@@ -22,7 +22,7 @@ from evotrainer.sweep_index import INDEX_NAME, find_index, read_index
 
 __all__ = ["index_jobs", "render_jobs", "sweep_status"]
 
-_STATUS_STYLE = {"ok": "green", "failed": "red", "running": "yellow"}
+_STATUS_STYLE = {"ok": "green", "failed": "red", "killed": "red", "running": "yellow"}
 _MAX_INDEXES = 1000
 
 
@@ -70,12 +70,13 @@ def index_jobs(folders: Iterable[str | Path]) -> list[dict[str, Any]]:
 
 
 def sweep_status(folder: str | Path) -> dict[str, Any] | None:
-    """The sweep-level fields of ``folder``'s index (status, planned_jobs, started, ended, launcher), or None."""
+    """The sweep-level fields of ``folder``'s index (status, planned_jobs, started, ended, launcher, error), or
+    None. A sweep whose launching process died is ``killed`` (:func:`evotrainer.sweep_index.mark_dead`)."""
     path = find_index(folder)
     if path is None:
         return None
     doc = read_index(path)
-    return {k: doc.get(k) for k in ("status", "planned_jobs", "started", "ended", "launcher")}
+    return {k: doc.get(k) for k in ("status", "planned_jobs", "started", "ended", "launcher", "error")}
 
 
 def _num(x: Any) -> str:

@@ -52,7 +52,8 @@ def model_identity(model: Any) -> str:
 
     Backend, weights (``path``, ``gguf_file``), ``dtype``, ``max_context`` (prompt truncation) and ``device``.
     Batch size, threads, prefix sharing and the KV cache kind are left out: the backends give the same text
-    whatever they are (``evotrainer/backends/hf.py``).
+    whatever they are (``evotrainer/backends/hf.py``; for threads measured at 1-8 on one machine, not promised
+    by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/threads.py``).
     """
     get = model.get if isinstance(model, Mapping) else (lambda k, d=None: getattr(model, k, d))
     return json.dumps({k: get(k, None) for k in _IDENTITY_KEYS}, sort_keys=True, default=str)
