@@ -218,6 +218,10 @@ def _roll_out(cfg: Any, family: Any, plan: dict, by_id: dict[str, Any], log: Any
     phases = {"selection": [(plan["policy"], t) for t in plan["probe"]]
               + [(s, t) for s in others for t in plan["selection"]],
               "unseen": [(s, t) for s in plan["seeds"] for t in plan["unseen"]]}
+    # Item-major order: the seeds reading one transcript share a chunk, so the backend's prefix sharing
+    # (transcript-first layout) computes each transcript's key/value states once, not once per seed.
+    first = {t: i for i, t in enumerate(dict.fromkeys(t for pairs in phases.values() for _, t in pairs))}
+    phases = {phase: sorted(pairs, key=lambda p: first[p[1]]) for phase, pairs in phases.items()}
     done = _load_checkpoint(checkpoint) if checkpoint is not None else {}
     reqs = {phase: [RolloutRequest(tuple(family.build_messages(seeds[s].sections, by_id[t])),
                                    sampling_for(seeds[s], base), None, tuple(seeds[s].sections), by_id[t], s)
