@@ -17,10 +17,10 @@ beside the file, whether the folder is writable, and whether a writer holds a ru
   ``PRAGMA query_only``; a writer may start later (a resumed run) and append and checkpoint while this
   reader is open, which only a connection that takes SQLite's locks sees correctly; the last connection
   to close removes the side files, so none is left behind;
-- the same in a read-only folder where no run lock is held: nothing can write it, so it is opened
-  ``immutable=1`` (sqlite.org/uri.html: read-only, no locks, no side files). Only there: an ``immutable``
-  reader of a file that a writer then appends to and checkpoints counts wrong rows, then raises "database
-  disk image is malformed" (issue 26, line 8);
+- the same in a read-only folder where no run lock is held (no run is writing it): ``immutable=1``
+  (sqlite.org/uri.html: read-only, no locks, no side files). Only there, because an ``immutable`` reader
+  of a file that a writer then appends to and checkpoints counts wrong rows, then raises "database disk
+  image is malformed" (issue 26, line 8);
 - ``-wal`` and ``-shm``, or a read-only folder where a writer may be live: ``mode=ro`` shares the writer's
   WAL (reads a read-only ``-shm`` on a read-only mount; SQLite >= 3.22);
 - ``-wal`` without ``-shm`` (a killed run's files copied without it), or ``mode=ro`` failing: the file (and
