@@ -18,7 +18,7 @@ config. A difference is refused with one line naming the keys unless ``resume_fo
 that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
 A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
 the process dies, ``kill -9`` included), so a run still being written is neither resumed nor picked by
-``resume=true``.
+``resume=true`` (:mod:`evotrainer.run_lock`; where the filesystem has no ``flock``, a warning instead).
 Thread counts: results may depend on them (pytorch#88718; measured bit-identical at 1-8 threads here, see
 ``evotrainer/threads.py``), and with ``model.threads=null`` the count follows the machine's load. The run
 records the count it used (the ``compute`` phase event); a resume with ``model.threads=null`` (and
@@ -45,6 +45,7 @@ from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run_control import STOP_FILE, RunControl
+from evotrainer.run_lock import lock_path, probe, take
 from evotrainer.threads import COMPUTE_PHASE
 
 __all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
@@ -141,33 +142,10 @@ def _run_state(store: ArchiveStore, run_id: str) -> dict[str, Any]:
             "elapsed_s": max(elapsed, 0.0), "threads": threads}
 
 
-def lock_path(archive: Path, run_id: str) -> Path:
-    """The lock file a running process holds for ``run_id`` (beside its archive)."""
-    return Path(archive).parent / f".{run_id}.lock"
-
-
-def _flock(fd: int, exclusive: bool) -> bool:
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: no run locks
-        return True
-    try:
-        fcntl.flock(fd, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
 def _running(archive: Path, run_id: str) -> bool:
-    """Whether a live process holds ``run_id``'s lock (a killed one's lock is released by the kernel)."""
-    try:
-        fd = os.open(lock_path(archive, run_id), os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        return not _flock(fd, exclusive=False)
-    finally:
-        os.close(fd)
+    """Whether a live process holds ``run_id``'s lock (a killed one's lock is released by the kernel; on a
+    filesystem without ``flock`` this cannot be known, and the run counts as not running)."""
+    return probe(lock_path(archive, run_id)) is True
 
 
 def _archive_of(run_dir: Path, archive_name: str) -> Path:
@@ -329,17 +307,17 @@ class RunFiles:
 
     def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
         """The archive for writing (a :class:`ReplayingStore` when resuming), after taking the run's lock
-        (:func:`lock_path`, an ``flock`` held until :meth:`close` or the process ends).
+        (:func:`~evotrainer.run_lock.lock_path`, an ``flock`` held until :meth:`close` or the process ends;
+        on a filesystem without ``flock`` the run goes on unlocked with a warning naming the filesystem,
+        :mod:`evotrainer.run_lock`).
 
         Raises:
             ConfigError: another live process holds the run's lock (it is writing the same run).
+            OSError: the lock file cannot be created or locked for another reason (the message names it).
         """
         lock = lock_path(Path(path), run_id)
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-        if not _flock(self._lock, exclusive=True):
-            os.close(self._lock)
-            self._lock = None
+        self._lock = take(lock)
+        if self._lock is None:
             raise ConfigError(f"run {run_id} in {lock.parent} is being written by another process ({lock})")
         if self.resume is None:
             return ArchiveStore(path)

@@ -29,8 +29,14 @@ to ``tracking.mlflow_uri``, by default the SQLite file ``<run dir>/mlflow.db`` (
 --backend-store-uri sqlite:///<run dir>/mlflow.db``). SQLite, not a ``./mlruns`` folder: MLflow 3 keeps the
 file store in maintenance mode and refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set (mlflow#23634);
 a ``file:`` URI still works for a user who sets that. Libraries load lazily; a missing one with its key on
-fails at start with the pip command. A sink that fails during the run is logged and dropped: tracking
-never stops a run.
+fails at start with the pip command. A sink that fails during the run, its start included, is logged and
+dropped: tracking never stops a run.
+
+Parallel jobs on one SQLite file (``tracking.mlflow_uri`` shared by a sweep's jobs): MLflow creates its
+schema with Alembic migrations on a file's first use, and two processes migrating the same fresh file at
+once fail ("duplicate column name", "table _alembic_tmp_... already exists"; issue 26, line 6). So the
+first client calls (store and schema creation, the experiment) run under a :class:`filelock.FileLock` on
+``<file>.lock`` beside the SQLite file; where that lock cannot be taken, they are retried once.
 """
 
 from __future__ import annotations
@@ -41,7 +47,8 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -64,6 +71,7 @@ log = logging.getLogger(__name__)
 _PIP = "pip install 'evotrainer[track]'"
 _MLFLOW_PARAM_CHARS = 6000  # MLflow's limit on one param value (MAX_PARAM_VAL_LENGTH)
 _MLFLOW_BATCH = 100  # params per log_batch call (MLflow's limit)
+_SCHEMA_LOCK_TIMEOUT_S = 300.0  # MLflow's migrations of a fresh file take seconds; a slow machine, more
 
 
 class MetricSink(Protocol):
@@ -129,8 +137,52 @@ class TensorBoardSink:
         self._writer.close()
 
 
+def _sqlite_file(uri: str) -> Path | None:
+    """The database file of a ``sqlite:`` tracking URI (relative to the working folder as SQLAlchemy reads
+    it), or None for another scheme or an in-memory database."""
+    if not uri.startswith("sqlite:"):
+        return None
+    from sqlalchemy.engine import make_url
+
+    try:
+        database = make_url(uri).database
+    except Exception:  # SQLAlchemy's ArgumentError and friends: MLflow reports the bad URI itself
+        return None
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return None
+    return Path(database)
+
+
+@contextmanager
+def _schema_lock(uri: str) -> Iterator[bool]:
+    """Hold a :class:`filelock.FileLock` on ``<file>.lock`` beside a ``sqlite:`` store while MLflow creates it
+    (module docstring); yields whether the lock is held (False: not SQLite, or the lock could not be taken:
+    e.g. a read-only folder, filelock < 4 on a filesystem without ``flock``, or a 300 s wait)."""
+    db = _sqlite_file(uri)
+    if db is None:
+        yield False
+        return
+    from filelock import FileLock
+
+    lock = FileLock(f"{db}.lock", timeout=_SCHEMA_LOCK_TIMEOUT_S)
+    try:
+        lock.acquire()
+    except (OSError, NotImplementedError) as exc:  # filelock.Timeout is a TimeoutError, an OSError
+        log.warning("tracking: cannot lock %s.lock (%s: %s); creating the MLflow store unlocked", db,
+                    type(exc).__name__, exc)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        lock.release()
+
+
 class MLflowSink:
     """Params, metrics and tags to MLflow through ``MlflowClient`` (no global MLflow state is touched).
+
+    The client is created in :meth:`start`, under the schema lock (module docstring), so parallel jobs can
+    share one fresh SQLite file.
 
     Args:
         uri: tracking URI (``sqlite:///...`` or any other MLflow accepts).
@@ -138,24 +190,38 @@ class MLflowSink:
     """
 
     def __init__(self, uri: str, experiment: str) -> None:
+        self.uri, self.experiment = uri, experiment
+        self._client: Any = None
+        self.run_id: str | None = None
+
+    def _open(self) -> str:
+        """Create the client (MLflow creates or migrates the store here) and find or create the experiment;
+        returns its id."""
         from mlflow.tracking import MlflowClient
 
-        self.uri, self.experiment = uri, experiment
-        self._client = MlflowClient(tracking_uri=uri)
-        self.run_id: str | None = None
+        c = self._client = MlflowClient(tracking_uri=self.uri)
+        found = c.get_experiment_by_name(self.experiment)
+        if found is not None:
+            return found.experiment_id
+        try:
+            return c.create_experiment(self.experiment)
+        except Exception:  # another job of a sweep created it meanwhile
+            return c.get_experiment_by_name(self.experiment).experiment_id
 
     def start(self, run_name: str, params: Mapping[str, str], config: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
-        c = self._client
-        found = c.get_experiment_by_name(self.experiment)
-        if found is not None:
-            experiment_id = found.experiment_id
-        else:
+        with _schema_lock(self.uri) as locked:
             try:
-                experiment_id = c.create_experiment(self.experiment)
-            except Exception:  # another job of a sweep created it meanwhile
-                experiment_id = c.get_experiment_by_name(self.experiment).experiment_id
+                experiment_id = self._open()
+            except Exception as exc:
+                if locked:
+                    raise
+                log.warning("tracking: MLflow store %s failed to open (%s: %s); retrying once", self.uri,
+                            type(exc).__name__, exc)
+                time.sleep(1.0)  # let a concurrent job finish its migration
+                experiment_id = self._open()
+        c = self._client
         self.run_id = c.create_run(experiment_id, run_name=run_name).info.run_id
         items = [Param(k, v) for k, v in params.items()]
         for i in range(0, len(items), _MLFLOW_BATCH):

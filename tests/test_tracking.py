@@ -141,3 +141,64 @@ def test_resume_attempts_are_counted_without_tensorboard_too(tmp_path: Path) -> 
         tracker = open_tracker(TrackingConfig(mlflow=True), tmp_path, resumed=True)
         assert tracker is not None and tracker.suffix == f" (resume {k})"
         tracker.close()
+
+
+# --- issue 26, line 6: parallel jobs sharing one fresh MLflow SQLite file ------------------------------------
+
+_RACE_JOBS = 2
+
+
+def _race_job(uri: str, run_dir: str, k: int, ready, result) -> None:
+    """One sweep job: opens MLflow tracking on ``uri`` together with the others, logs one metric, closes."""
+    ready.wait()  # every job's first MLflow call (schema creation) at once
+    tracker = open_tracker(TrackingConfig(mlflow=True, mlflow_uri=uri, experiment="race"), run_dir)
+    assert tracker is not None
+    tracker.start(f"job{k}", k, {"seed": k})
+    tracker.event(InnerGenerationEvent(record={"max": 0.5, "mean": 0.25}))
+    kept = len(tracker.sinks)
+    tracker.close(ok=True)
+    result.put((k, kept))
+
+
+@pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
+def test_parallel_jobs_on_one_fresh_mlflow_sqlite_all_log_their_run(tmp_path: Path) -> None:
+    """Jobs creating MLflow's schema in the same new file at once raced in Alembic's migrations ("duplicate
+    column name: step", "table _alembic_tmp_tags already exists"), and the losers' ``open_tracker`` raised,
+    ending the job (2 jobs: 3 of 3 tries before the fix). Every job's run must be in the store, finished,
+    with its metric."""
+    import multiprocessing as mp
+
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'shared' / 'mlflow.db'}"
+    (tmp_path / "shared").mkdir()
+    ctx = mp.get_context("spawn")
+    ready, result = ctx.Barrier(_RACE_JOBS), ctx.Queue()
+    procs = [ctx.Process(target=_race_job, args=(uri, str(tmp_path / f"job{k}"), k, ready, result))
+             for k in range(_RACE_JOBS)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=600)
+    assert [p.exitcode for p in procs] == [0] * _RACE_JOBS
+    kept = dict(result.get(timeout=10) for _ in range(_RACE_JOBS))
+    assert kept == {k: 1 for k in range(_RACE_JOBS)}, "a job's MLflow sink was dropped"
+    client = MlflowClient(tracking_uri=uri)
+    experiment = client.get_experiment_by_name("race")
+    runs = client.search_runs([experiment.experiment_id])
+    assert sorted(r.info.run_name for r in runs) == [f"job{k}" for k in range(_RACE_JOBS)]
+    assert all(r.info.status == "FINISHED" and r.data.metrics["inner/best_fitness"] == 0.5 for r in runs)
+
+
+@pytest.mark.skipif(bool(_MISSING), reason=f"tracking packages missing: {_MISSING} (pip install -e '.[track]')")
+def test_mlflow_schema_lock_sits_beside_the_sqlite_file(tmp_path: Path) -> None:
+    from evotrainer.tracking import _schema_lock, _sqlite_file
+
+    assert _sqlite_file(f"sqlite:///{tmp_path / 'm.db'}") == tmp_path / "m.db"
+    assert _sqlite_file("sqlite:///runs/m.db?timeout=20") == Path("runs/m.db")
+    assert _sqlite_file("sqlite://") is None and _sqlite_file("sqlite:///:memory:") is None
+    assert _sqlite_file("http://localhost:5000") is None and _sqlite_file("file:///tmp/mlruns") is None
+    with _schema_lock(f"sqlite:///{tmp_path / 'm.db'}") as locked:
+        assert locked and (tmp_path / "m.db.lock").exists()
+    with _schema_lock("http://localhost:5000") as locked:
+        assert not locked  # a server serialises its own schema creation

@@ -7,17 +7,24 @@ a run is going) neither block the writer nor take a write lock; closing a writer
 the file. There is no UPDATE or DELETE in this package: only INSERT (and ``INSERT OR IGNORE`` for
 idempotent policy inserts).
 
-Reading never writes beside the archive (:meth:`ArchiveStore._connect_read_only`): ``mode=ro`` on a WAL
-file creates ``-wal`` and ``-shm`` files when they are missing, and fails in a read-only folder
-(sqlite.org/wal.html, "Read-Only Databases"), so a reader picks one of three ways by what lies beside
-the file:
+Reading leaves the run folder as it found it (:meth:`ArchiveStore._connect_read_only`): ``mode=ro`` on a
+WAL file creates ``-wal`` and ``-shm`` files when they are missing, leaves them behind, and fails in a
+read-only folder (sqlite.org/wal.html, "Read-Only Databases"), so a reader picks its way by what lies
+beside the file, whether the folder is writable, and whether a writer holds a run lock there
+(``.<run id>.lock``, :mod:`evotrainer.run_lock`):
 
-- no ``-wal`` (or an empty one and no ``-shm``): nothing is connected to it and every row is in the file,
-  so it is opened ``immutable=1`` (sqlite.org/uri.html: read-only, no locks, no side files);
-- ``-wal`` and ``-shm``: a writer may be running, so ``mode=ro`` shares its WAL (reads a read-only
-  ``-shm`` on a read-only mount; SQLite >= 3.22);
-- ``-wal`` without ``-shm`` (a killed run's files copied without it): the file and its WAL are copied to
-  a temporary folder and read there.
+- no ``-wal`` (or an empty one and no ``-shm``) in a writable folder: a plain connection with
+  ``PRAGMA query_only``; a writer may start later (a resumed run) and append and checkpoint while this
+  reader is open, which only a connection that takes SQLite's locks sees correctly; the last connection
+  to close removes the side files, so none is left behind;
+- the same in a read-only folder where no run lock is held (no run is writing it): ``immutable=1``
+  (sqlite.org/uri.html: read-only, no locks, no side files). Only there, because an ``immutable`` reader
+  of a file that a writer then appends to and checkpoints counts wrong rows, then raises "database disk
+  image is malformed" (issue 26, line 8);
+- ``-wal`` and ``-shm``, or a read-only folder where a writer may be live: ``mode=ro`` shares the writer's
+  WAL (reads a read-only ``-shm`` on a read-only mount; SQLite >= 3.22);
+- ``-wal`` without ``-shm`` (a killed run's files copied without it), or ``mode=ro`` failing: the file (and
+  its WAL) are copied to a temporary folder and read there.
 
 A file whose header says WAL but which holds no tables and has no ``-wal`` beside it is a copy of a
 killed run's ``archive.db`` without its ``archive.db-wal``: it is reported as such, never as empty.
@@ -25,6 +32,7 @@ killed run's ``archive.db`` without its ``archive.db-wal``: it is reported as su
 
 from __future__ import annotations
 
+import os
 import shutil
 import socket
 import sqlite3
@@ -48,6 +56,7 @@ from evotrainer.archive.selfevolve_store import SelfEvolveTables
 from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
+from evotrainer.run_lock import probe
 
 __all__ = ["DEFAULT_ARCHIVE_NAME", "ArchiveStore", "archive_path", "checkpoint_archive", "open_archive"]
 
@@ -86,6 +95,12 @@ def _missing_wal_error(path: Path) -> ArchiveError:
     )
 
 
+def _writer_may_be_live(folder: Path) -> bool:
+    """Whether a run lock in ``folder`` (``.<run id>.lock``, :mod:`evotrainer.run_lock`) is held by a live
+    process, or cannot be checked (a filesystem without ``flock``, an unreadable lock file)."""
+    return any(probe(lock) is not False for lock in folder.glob(".*.lock"))
+
+
 def _genome_json(policy: Policy) -> str:
     genome = {
         "sections": [list(s) for s in policy.sections],
@@ -100,8 +115,9 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
 
     Args:
         path: the SQLite file. Writing mode creates it and its parent folder when missing.
-        read_only: reads only, never a write lock, usable while a writer runs and on a read-only
-            mount; creates nothing beside the file (how: the module docstring).
+        read_only: reads only, never a write lock, usable while a writer runs (also one that starts
+            after this reader opened) and on a read-only mount; leaves nothing beside the file that was
+            not there (how: the module docstring).
 
     Raises:
         ArchiveError: the file is missing (read-only), not SQLite or corrupt, a SQLite file of another
@@ -119,6 +135,7 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
         self.path = Path(path)
         self.read_only = bool(read_only)
         self._copy_dir: Path | None = None  # temporary copy of a file and its WAL (read-only, no -shm)
+        self._wal_found = False  # (read-only) a -wal lay beside the file before this reader opened it
         self._conn = self._connect()
         try:
             self._check_and_migrate()
@@ -156,22 +173,31 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
         path = self.path.resolve()
         wal, shm = _side_file(path, "-wal"), _side_file(path, "-shm")
         wal_size = wal.stat().st_size if wal.is_file() else None
-        if wal_size is None or (wal_size == 0 and not shm.exists()):
+        self._wal_found = wal_size is not None
+        at_rest = wal_size is None or (wal_size == 0 and not shm.exists())  # every row in the file, no -shm
+        writable = os.access(path.parent, os.W_OK)
+        if at_rest and writable:
+            conn = _connect_uri(path, "mode=rw")
+            conn.execute("PRAGMA query_only = ON")
+            return conn
+        frozen = not writable and not _writer_may_be_live(path.parent)
+        if at_rest and frozen:
             return _connect_uri(path, "mode=ro&immutable=1")
-        if shm.exists():
+        if shm.exists() or at_rest:
             conn = _connect_uri(path, "mode=ro")
             try:
                 conn.execute("SELECT count(*) FROM sqlite_master").fetchone()  # SQLite opens the WAL lazily
                 return conn
-            except sqlite3.OperationalError:  # e.g. a -shm no process can map; read a copy instead
+            except sqlite3.OperationalError:  # e.g. a -shm no process can map or create; read a copy instead
                 conn.close()
-            if wal_size == 0:
+            if wal_size == 0 and frozen:
                 return _connect_uri(path, "mode=ro&immutable=1")
         self._copy_dir = Path(tempfile.mkdtemp(prefix="evotrainer-archive-"))
         try:
             copy = self._copy_dir / path.name
             shutil.copyfile(path, copy)
-            shutil.copyfile(wal, _side_file(copy, "-wal"))
+            if wal_size is not None:
+                shutil.copyfile(wal, _side_file(copy, "-wal"))
         except OSError as exc:
             self._drop_copy()
             raise ArchiveError(f"{self.path}: cannot copy the archive and its WAL to read them ({exc})") from None
@@ -203,7 +229,7 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
             )
         if self.read_only:
             if fresh:
-                if _wal_header(self.path) and not _side_file(self.path.resolve(), "-wal").is_file():
+                if _wal_header(self.path) and not self._wal_found:  # the plain connection may have made one
                     raise _missing_wal_error(self.path)
                 raise ArchiveError(f"{self.path}: not an EvoTrainer archive: an empty SQLite file")
             if version < SCHEMA_VERSION:

@@ -244,3 +244,111 @@ def test_cli_report_and_evaluate_archive_open_a_read_only_folder(layout: str) ->
                              str(out / "r.html"))
             assert rep.returncode == 0, rep.stderr
         assert _listing(db.parent) == before
+
+
+# --- issue 26, line 8: a long-lived reader while a writer appends and checkpoints -----------------------------
+
+_ROWS_PER_BATCH, _LOCKSTEP_ROUNDS, _FREE_BATCHES = 40, 9, 30
+
+
+def _batch(k: int) -> list[EvaluationRow]:
+    return [EvaluationRow("s0", "fitness", f"b{k}-{i}", 0.5, components={f"c{j}": j / 30 for j in range(30)})
+            for i in range(_ROWS_PER_BATCH)]
+
+
+def _appending_writer(path: str, go, done, finished) -> None:
+    """A run (holding its run lock) that appends batches and checkpoints its WAL after each, as a long run
+    does past 1,000 WAL pages; every third round it closes and reopens, as a killed run resumed does. The
+    first rounds go in lockstep with the reader (``go`` / ``done``), the rest as fast as they can."""
+    from evotrainer.resume import RunFiles
+
+    db = Path(path)
+
+    def open_run() -> tuple[RunFiles, ArchiveStore]:
+        files = RunFiles(db.parent, None, None)
+        return files, files.archive(db, RUN)
+
+    files, store = open_run()
+    for k in range(_LOCKSTEP_ROUNDS + _FREE_BATCHES):
+        if k < _LOCKSTEP_ROUNDS:
+            go.wait()
+            go.clear()
+        store.add_evaluations(RUN, _batch(k))
+        store._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        if k % 3 == 2:
+            store.close()
+            files.close()
+            files, store = open_run()
+        if k < _LOCKSTEP_ROUNDS:
+            done.set()
+    store.close()
+    files.close()
+    finished.set()
+
+
+def test_reader_opened_before_a_writer_appends_and_checkpoints_never_sees_a_malformed_image(tmp_path: Path) -> None:
+    """A reader opened on a closed run's archive (no -wal) was ``immutable=1``: once a writer appended and
+    checkpointed, it counted wrong rows, then raised "database disk image is malformed" (from the first
+    round, on the code before the fix). It must see every committed batch, whole, and never raise."""
+    import multiprocessing as mp
+
+    db = tmp_path / "run" / "archive.db"
+    with ArchiveStore(db) as store:
+        _write_some(store, n=1)
+    assert _listing(db.parent) == ["archive.db"]
+    reader = open_archive(db)
+    ctx = mp.get_context("spawn")
+    go, done, finished = ctx.Event(), ctx.Event(), ctx.Event()
+    writer = ctx.Process(target=_appending_writer, args=(str(db), go, done, finished))
+    writer.start()
+    try:
+        for k in range(_LOCKSTEP_ROUNDS):  # each batch committed and checkpointed before the reader counts
+            go.set()
+            assert done.wait(timeout=300), "the writer stopped"
+            done.clear()
+            assert len(reader.evaluations(RUN, kind="fitness")) == (k + 1) * _ROWS_PER_BATCH
+        seen = [_LOCKSTEP_ROUNDS * _ROWS_PER_BATCH]
+        while not finished.is_set() and writer.is_alive():  # reads racing the writer's commits and checkpoints
+            n = len(reader.evaluations(RUN, kind="fitness"))
+            assert n % _ROWS_PER_BATCH == 0 and n >= seen[-1], (n, seen[-1])  # whole batches, never fewer
+            seen.append(n)
+        writer.join(timeout=300)
+        assert writer.exitcode == 0
+        assert len(reader.evaluations(RUN, kind="fitness")) == (_LOCKSTEP_ROUNDS + _FREE_BATCHES) * _ROWS_PER_BATCH
+        assert len(reader.policies(RUN)) == 1
+    finally:
+        reader.close()
+        if writer.is_alive():
+            writer.kill()
+    assert _listing(db.parent) == [f".{RUN}.lock", "archive.db"]  # the run's lock stays; no side file left
+
+
+_READ_WAY = (
+    "import sys; from evotrainer.archive import open_archive\n"
+    "with open_archive(sys.argv[1]) as s: print(len(s.policies(sys.argv[2])), 'copy' if s._copy_dir else 'file')"
+)
+
+
+@pytest.mark.parametrize("writer", ["none", "live"])
+def test_read_only_folder_opens_immutable_only_without_a_live_writer(writer: str) -> None:
+    """A read-only run folder still opens; ``immutable=1`` (the file read in place, no locks) only when no
+    process holds a run lock there, else a private copy (``mode=ro`` cannot create the -shm it needs)."""
+    import fcntl
+
+    with _read_only_tree() as (root, prefix):
+        db = root / "run" / "archive.db"
+        with ArchiveStore(db) as store:
+            _write_some(store)
+        lock = db.parent / f".{RUN}.lock"
+        lock.touch()
+        for p in [root, *root.rglob("*")]:
+            p.chmod(0o755 if p.is_dir() else 0o644)
+        _freeze(db.parent)
+        before = _listing(db.parent)
+        with open(lock) as held:
+            if writer == "live":
+                fcntl.flock(held, fcntl.LOCK_EX)  # a live writer (e.g. another user with write access)
+            proc = _as_reader(prefix, "-c", _READ_WAY, str(db), RUN)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["3", "file" if writer == "none" else "copy"]
+        assert _listing(db.parent) == before
