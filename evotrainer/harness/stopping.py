@@ -2,7 +2,8 @@
 
 Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
 (or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
-``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.patience``, ``outer.generations``.
+``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.budget.usd``, ``outer.patience``,
+``outer.generations``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ class BudgetLimits:
         seconds: wall-clock seconds since the run started.
         tokens: generated tokens (policy rollouts and mutator calls), not prompt tokens.
         evaluations: harness-candidate evaluations (one inner run + screening each).
+        usd: cost of the model calls in US dollars, from the configured prices (issue 28).
     """
 
     seconds: float | None = None
     tokens: int | None = None
     evaluations: int | None = None
+    usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class Usage:
     seconds: float = 0.0
     tokens: int = 0
     evaluations: int = 0
+    usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -46,8 +50,8 @@ class StopReason:
 
 
 def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
-    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations."""
-    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations")):
+    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations, usd."""
+    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations"), ("usd", "USD")):
         limit = getattr(limits, name)
         used = getattr(usage, name)
         if limit is not None and used >= limit:
