@@ -171,7 +171,7 @@ class _Tally:
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": self.requests, "sent": dict(self.sent), "approximated": dict(self.approximated),
-                    "dropped": dict(self.dropped), "prefill": dict(self.prefill), "truncated": self.truncated,
+                    "dropped": dict(self.dropped), "prefilled": dict(self.prefill), "truncated": self.truncated,
                     "usage_missing": self.usage_missing}
 
 
