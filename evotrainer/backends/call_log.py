@@ -14,8 +14,8 @@ The file is append-only (``INSERT OR IGNORE``: an answer is never replaced).
 
 A backend whose requests are independent of each other (``independent_requests``: a server, issue 28) is
 sent only the requests the log has no answer for, each distinct request once, so a resumed run never pays
-twice for a logged answer; when such a call fails part-way (``PartialGenerationError``), the answers it did
-receive are logged before the error goes on.
+twice for a logged answer; when such a call fails part-way, the answers it did receive (the error's ``done``)
+are logged before the error goes on.
 """
 
 from __future__ import annotations

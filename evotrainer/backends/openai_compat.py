@@ -6,11 +6,14 @@ Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`
 - **Requests run concurrently**, at most ``concurrency`` in flight (a thread pool; the ``openai`` client is
   thread-safe), and come back in request order. Each is independent of the others, so the call log sends only
   the requests it has no answer for (:class:`~evotrainer.backends.call_log.LoggedLLM`), and when a call fails
-  the answers already received are handed to it (:class:`PartialGenerationError`): nothing paid for is lost.
+  the error carries the answers already received (``done``: request index -> answer) and the call log keeps
+  them: nothing paid for is lost.
 - **Retries** of 408/409/429/5xx answers and dropped connections are the ``openai`` client's own (exponential
   backoff from 0.5 s to 8 s with jitter, or the server's ``Retry-After``), ``max_retries`` times; then one line
-  says what failed (:func:`error_line`): an unreachable server, a refused key, an unknown model, a refused
-  request, a rate limit that did not lift.
+  says what failed (:func:`error_line`): an unreachable server, a refused key, an unknown model, a rate limit
+  that did not lift, server errors raise :class:`~evotrainer.errors.ServerError` (the run stops); a request the
+  server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain ``ModelError``, which
+  fails that evaluation only.
 - **The key** is read from the environment variable named by ``api_key_env`` when the backend is built, and
   is never stored, logged or shown (error messages are scrubbed of it).
 - **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; what each field became
@@ -51,9 +54,9 @@ from evotrainer.backends.openai_fields import (
     request_fields,
     unsupported,
 )
-from evotrainer.errors import ConfigError, ModelError
+from evotrainer.errors import ConfigError, ModelError, ServerError
 
-__all__ = ["OpenAIBackend", "OpenAIBackendConfig", "PartialGenerationError", "error_line"]
+__all__ = ["OpenAIBackend", "OpenAIBackendConfig", "error_line", "is_systemic"]
 
 log = logging.getLogger(__name__)
 
@@ -95,24 +98,23 @@ class OpenAIBackendConfig:
     role: str = "model"
 
 
-class PartialGenerationError(ModelError):
-    """A call failed after some of its requests were answered.
-
-    Attributes:
-        done: the answers received, by request index (the caller may keep them: they were paid for).
-    """
-
-    def __init__(self, message: str, done: dict[int, Generation]) -> None:
-        super().__init__(message)
-        self.done = done
-
-
 def _scrub(text: str, secret: str | None) -> str:
     """``text`` on one line, at most 300 characters, with ``secret`` replaced by ``***``."""
     if secret:
         text = text.replace(secret, "***")
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def is_systemic(exc: BaseException) -> bool:
+    """Whether an ``openai`` error means the server is unusable for the run (no connection, timeouts after the
+    retries, HTTP 401/403/404/429/5xx), not that one request was refused."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
+        return True
+    status = getattr(exc, "status_code", None)
+    return status is not None and (status in (401, 403, 404, 429) or status >= 500)
 
 
 def error_line(exc: BaseException, cfg: OpenAIBackendConfig, secret: str | None = None, where: str = "") -> str:
@@ -240,11 +242,11 @@ class OpenAIBackend:
         except openai.NotFoundError:  # a server without /models: nothing to check
             return "generic"
         except openai.APIError as exc:
-            raise ModelError(error_line(exc, cfg, self._secret, "listing the models")) from None
+            raise ServerError(error_line(exc, cfg, self._secret, "listing the models")) from None
         ids = [str(getattr(m, "id", "")) for m in entries]
         if ids and cfg.model not in ids:
             shown = ", ".join(repr(i) for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            raise ModelError(f"{cfg.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
+            raise ServerError(f"{cfg.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
                              f"it serves {shown}")
         owned = {str(getattr(m, "owned_by", "")) for m in entries}
         extra: set[str] = set()
@@ -336,8 +338,8 @@ class OpenAIBackend:
 
         Raises:
             DataError: a malformed chat. ConfigError: ``max_new_tokens`` leaves no room in ``max_context``.
-            PartialGenerationError: a request failed (one line, :func:`error_line`) after others were answered;
-            ModelError: the same with none answered, or a prefill / adapter this server cannot take.
+            ServerError: the server is unusable (one line, :func:`error_line`). ModelError: it refused a request,
+            or a prefill / adapter it cannot take. Either carries ``done``: the answers received before it.
         """
         requests = list(requests)
         futures: dict[Future, int] = {self._pool.submit(self._one, i, r): i for i, r in enumerate(requests)}
@@ -362,8 +364,7 @@ class OpenAIBackend:
                         results[futures[fut]] = fut.result()
                 break
         if failure is not None:
-            if results and isinstance(failure, ModelError):
-                raise PartialGenerationError(str(failure), results) from None
+            failure.done = results  # type: ignore[attr-defined]  # paid for: the call log keeps them
             raise failure
         return [results[i] for i in range(len(requests))]
 
@@ -397,7 +398,8 @@ class OpenAIBackend:
                 choice = resp.choices[0]
                 text = choice.message.content or ""
         except openai.APIError as exc:
-            raise ModelError(error_line(exc, self.cfg, self._secret, f"request {i}")) from None
+            kind = ServerError if is_systemic(exc) else ModelError
+            raise kind(error_line(exc, self.cfg, self._secret, f"request {i}")) from None
         except (IndexError, AttributeError, TypeError) as exc:  # an answer without a choice or a message
             raise ModelError(f"{self.cfg.role}: the server at {self.cfg.base_url} sent a malformed answer "
                              f"(request {i}): {type(exc).__name__}: {_scrub(str(exc), self._secret)}") from None
@@ -479,7 +481,8 @@ class OpenAIBackend:
                 except openai.APIError as exc:
                     hint = ("; start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
                             if getattr(exc, "status_code", None) in (404, 405) else "")
-                    raise ModelError(error_line(exc, self.cfg, self._secret, f"loading adapter {folder}") + hint) from None
+                    kind = ServerError if is_systemic(exc) else ModelError
+                    raise kind(error_line(exc, self.cfg, self._secret, f"loading adapter {folder}") + hint) from None
                 self._adapters[folder] = name
             return self._adapters[folder]
 

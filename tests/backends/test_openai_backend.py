@@ -10,10 +10,10 @@ import pytest
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.call_log import CallLog, LoggedLLM, call_key, model_identity
-from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig, PartialGenerationError
+from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
 from evotrainer.backends.openai_fields import PROFILES, detect_server, request_fields, unsupported
 from evotrainer.config import ModelConfig
-from evotrainer.errors import ConfigError, ModelError
+from evotrainer.errors import ConfigError, ModelError, ServerError
 from tests.backends._fake_openai import FakeServer, fake_answer
 
 GREEDY = SamplingParams(max_new_tokens=32, no_repeat_ngram_size=0)
@@ -209,7 +209,7 @@ def test_a_failure_mid_call_keeps_the_answers_already_paid_for(tmp_path: Path) -
     with FakeServer(fail="500", fail_from=2) as server:
         llm = _backend(server, max_retries=0, concurrency=1)
         requests = [_req(f"item {i}") for i in range(5)]
-        with pytest.raises(PartialGenerationError) as err:
+        with pytest.raises(ServerError) as err:
             llm.generate(requests)
         assert "failed with HTTP 500" in _one_line(err.value) and sorted(err.value.done) == [0, 1]
         # through the call log: the two answers are logged, and the next call sends only what is missing
