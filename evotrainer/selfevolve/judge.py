@@ -133,7 +133,8 @@ def judge_samples(
         rng: source of the repeats' sampling seeds.
 
     Returns:
-        One :class:`Verdict` per item, in order. Never raises for a failing sample or judge call.
+        One :class:`Verdict` per item, in order. Never raises for a failing sample or judge call, except a
+        :class:`~evotrainer.errors.ServerError` (the judge's server unusable: the run stops with its line).
     """
     rules: list[tuple[float, dict[str, float], str | None, str | None]] = []
     for task, output in items:

@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["FakeServer", "fake_answer"]
@@ -46,6 +47,7 @@ class FakeServer:
         attempts: generation requests received. max_in_flight: most generation requests handled at once.
         lora_loads: the bodies of ``/v1/load_lora_adapter`` calls.
         usage: answers sent, and the prompt and completion tokens their ``usage`` reported, in all.
+        answer: ``(messages, request body) -> text``, the fake model (:func:`fake_answer` by default).
     """
 
     model: str = "fake-model"
@@ -60,6 +62,7 @@ class FakeServer:
     max_in_flight: int = 0
     lora_loads: list[dict[str, Any]] = field(default_factory=list)
     usage: list[int] = field(default_factory=lambda: [0, 0, 0])  # answers, prompt and completion tokens reported
+    answer: Callable[[list[dict[str, str]], dict[str, Any]], str] = fake_answer  # the fake model
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -143,15 +146,15 @@ class FakeServer:
                     return
                 if self.path == "/v1/completions":
                     prompt = str(body.get("prompt", ""))
-                    text = fake_answer([{"role": "user", "content": prompt}], body)
+                    text = fake.answer([{"role": "user", "content": prompt}], body)
                     choice: dict[str, Any] = {"index": 0, "text": " " + text, "finish_reason": "stop"}
                     obj, prompt_words = "text_completion", len(prompt.split())
                 else:
                     messages = body.get("messages", [])
                     if messages and messages[-1]["role"] == "assistant" and body.get("continue_final_message"):
-                        text = " continued " + fake_answer(messages[:-1], body)  # continues the prefill
+                        text = " continued " + fake.answer(messages[:-1], body)  # continues the prefill
                     else:
-                        text = fake_answer(messages, body)
+                        text = fake.answer(messages, body)
                     choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
                     obj, prompt_words = "chat.completion", sum(len(m["content"].split()) for m in messages)
                 words = len(text.split()) + 1
