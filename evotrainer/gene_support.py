@@ -45,7 +45,7 @@ def _values(gene: DecodingGene) -> tuple[float, ...]:
     return (gene.low, gene.default, gene.high)
 
 
-def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequence[DecodingGene]) -> list[str]:
+def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequence[DecodingGene] | None) -> list[str]:
     """Reasons the policy backend ``llm`` cannot run this configuration (empty: it can, or it cannot tell).
 
     Args:
@@ -53,7 +53,8 @@ def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequenc
             ``adapter_refusal`` when it may refuse anything).
         cfg: the run config (``decoding.*``, ``inner.*_mutation_share``).
         population: the policies the run starts from (their decoding genes, prefills, adapters).
-        genes: the decoding genes the decoding mutation may change (``inner_config(cfg).genes``).
+        genes: the decoding genes the decoding mutation may change (``inner_config(cfg).genes``); None when
+            nothing mutates (``mode=evaluate``): then the ``inner.*`` shares are not checked either.
     """
     unsupported = getattr(llm, "unsupported", None)
     if unsupported is None:
@@ -63,13 +64,14 @@ def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequenc
         why = unsupported(name, float(getattr(cfg.decoding, name)))
         if why:
             out.append(f"decoding.{name}: {why}")
-    if cfg.inner.decoding_mutation_share > 0:
+    evolving = genes is not None
+    if evolving and cfg.inner.decoding_mutation_share > 0:
         for gene in genes:
             why = next((w for v in _values(gene) if (w := unsupported(gene.name, float(v)))), None)
             if why:
                 out.append(f"inner.decoding_genes[{gene.name}] (range {gene.low:g}..{gene.high:g}): {why}")
     prefill_why = getattr(llm, "prefill_refusal", None)
-    if prefill_why and cfg.inner.prefill_mutation_share > 0:
+    if evolving and prefill_why and cfg.inner.prefill_mutation_share > 0:
         out.append(f"inner.prefill_mutation_share={cfg.inner.prefill_mutation_share:g}: {prefill_why}; or set "
                    "inner.prefill_mutation_share=0")
     adapter_why = getattr(llm, "adapter_refusal", None)
@@ -86,8 +88,9 @@ def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequenc
 
 
 def check_policy_backend(llm: Any, cfg: Config, population: Sequence[Policy],
-                         genes: Sequence[DecodingGene] = ()) -> None:
-    """Raise the :func:`refusals` of ``llm`` (unwrapped from any meter or call log) as one ConfigError line.
+                         genes: Sequence[DecodingGene] | None = None) -> None:
+    """Raise the :func:`refusals` of ``llm`` (unwrapped from any meter or call log) as one ConfigError line
+    (``genes`` None: nothing mutates, as in ``mode=evaluate``).
 
     Raises:
         ConfigError: ``model.backend=<backend> (<name>) cannot honour: <reason>; <reason>; ...``.

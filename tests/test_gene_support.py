@@ -61,6 +61,8 @@ def test_refusals_name_each_setting_and_what_to_change() -> None:
         assert "inner.prefill_mutation_share=0.25" in text and "set inner.prefill_mutation_share=0" in text
         assert "policy prefilled: answer prefill" in text and "policy loopy: decoding gene no_repeat_ngram_size=3" in text
         assert "policy tuned: adapter" in text and "plain" not in text
+        evaluate_only = refusals(llm, cfg, [_policy("plain")], None)  # mode=evaluate: no mutation shares checked
+        assert len(evaluate_only) == 1 and evaluate_only[0].startswith("decoding.no_repeat_ngram_size")
         with pytest.raises(ConfigError) as err:
             check_policy_backend(llm, cfg, population, genes)
         assert "\n" not in str(err.value) and str(err.value).startswith("model.backend=openai (openai:generic:")
