@@ -80,6 +80,7 @@ from rich.console import Console
 from evotrainer.archive import HarnessCandidateRow, archive_path
 from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.budget_check import check_gen0_budget
 from evotrainer.config import Config, OuterConfig
 from evotrainer.console_view import ConsoleView
@@ -99,6 +100,7 @@ from evotrainer.events import (
     SummaryEvent,
     YardstickEvent,
 )
+from evotrainer.gene_support import check_policy_backend
 from evotrainer.generalisation import Generalisation, compare, to_payload
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
@@ -204,7 +206,7 @@ def run_outer_loop(
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at
     limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations,
-                          cfg.budget.rollouts)
+                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd)
     r = cfg.rollback
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
     check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
@@ -452,6 +454,7 @@ class EvolveSummary:
     generated_tokens: int = 0
     generalisation: Generalisation | None = None  # the final best vs the best seed, paired, per split
     transfer: TransferReport | None = None  # final best, best seed, plain prompt on task.transfer_path
+    usage: dict[str, Any] = field(default_factory=dict)  # per role: requests, prompt/completion tokens, cost
 
 
 def _run_id(cfg: Config, config_dict: dict) -> str:
@@ -508,12 +511,18 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
 
     t0 = time.perf_counter()
     counter = [0]  # generated tokens of the policy model and the mutator together
+    usage = RunUsage()  # prompt and completion tokens and cost per role (the summary, outer.budget.usd)
     policy_llm = build_llm(cfg.model, executor=cfg.executor)
-    stack.callback(getattr(policy_llm, "close", lambda: None))  # Ray workers end with the run
-    llm = TokenMeter(files.logged(policy_llm, cfg.model), counter)  # each call logged for resume
-    mutator = llm if cfg.mutator == cfg.model else TokenMeter(
-        files.logged(build_llm(cfg.mutator, role="mutator"), cfg.mutator), counter)
+    stack.callback(getattr(policy_llm, "close", lambda: None))  # Ray workers, server connections end with the run
+    llm = TokenMeter(usage.wrap(files.logged(policy_llm, cfg.model), "model", cfg.model), counter)  # calls logged
+    if cfg.mutator == cfg.model:
+        mutator = llm
+    else:
+        mutator_llm = build_llm(cfg.mutator, role="mutator")
+        stack.callback(getattr(mutator_llm, "close", lambda: None))
+        mutator = TokenMeter(usage.wrap(files.logged(mutator_llm, cfg.mutator), "mutator", cfg.mutator), counter)
     timings["model load"] = time.perf_counter() - t0
+    check_policy_backend(policy_llm, cfg, population, inner_config(cfg).genes)  # every gene works, or stop here
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
     run_id = resume.run_id if resume is not None else _run_id(cfg, config_dict)
@@ -525,6 +534,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                       subscribers=[ConsoleView(console)])  # inner generations, races, style changes
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
+    if any(m.backend == "openai" for m in (cfg.model, cfg.mutator)):  # what each server was found to accept
+        rec.emit(PhaseEvent(name="backend", fields={m.role: describe_backend(m) for m in usage.meters}))
     probes = yardstick.probe_values(family, val_items)  # S_val's own hacking check (harness/yardstick.py)
     rec.emit(SetupEvent(validation_items=len(val_items), selection_items=tuple(t.task_id for t in selection),
                         heldout_items=tuple(t.task_id for t in heldout),
@@ -546,7 +557,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     live = LiveReport(rec, db_path.parent / REPORT_NAME, enabled=cfg.archive.live_report)
     if live.enabled:
         console.print(f"report (rewritten after each outer generation): {live.path}", markup=False, highlight=False)
-    control = files.control(rec, o)
+    control = files.control(rec, o, cost=usage.cost_usd)
     objective.stop_check = control.inner_boundary
 
     # ---- 2. generation 0 ------------------------------------------------------------------------
@@ -576,6 +587,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     def after_generation(g: int) -> None:
         if g == 0 and probes:  # the probes against the best seed's minutes on the selection items
             _probe_gen0(probes, val_items, selection, objective, keep[0], rec, console)
+        rec.emit(PhaseEvent(name="usage", fields={"outer_generation": g, **usage.as_dict()}))
         live.refresh(g)
 
     out = run_outer_loop(objective, start, harness0, space, search, o, rec, console=console, started_at=t_run,
@@ -594,7 +606,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
         selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=llm.tokens, generalisation=gen, transfer=transfer,
+        generated_tokens=llm.tokens, generalisation=gen, transfer=transfer, usage=usage.as_dict(),
     )
     rec.emit(SummaryEvent(
         initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,
@@ -603,6 +615,9 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         current_curve=tuple(out.current_curve), rollbacks=len(out.rollbacks), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=llm.tokens,
         archive=tuple((p.harness_id, p.s_val) for p in out.pairs)))
+    rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **summary.usage}))
+    if any(m.backend == "openai" for m in (cfg.model, cfg.mutator)):  # the fields each server was sent, in all
+        rec.emit(PhaseEvent(name="backend", fields={m.role: describe_backend(m) for m in usage.meters}))
     steps = {k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()}
     rec.emit(PhaseEvent(name="totals", fields={"seconds": time.perf_counter() - t_run, **steps}))
     rec.emit(OperatorStatsEvent(harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict()))

@@ -7,6 +7,7 @@ DictConfig. :func:`validate` fails early with a :class:`ConfigError` naming the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "ExecutorConfig",
     "InnerConfig",
     "ModelConfig",
+    "OpenAIConfig",
     "BudgetConfig",
     "HackCheckConfig",
     "KnobSpec",
@@ -55,7 +57,38 @@ PACKAGE_DATA = Path(__file__).resolve().parent
 ``populations/`` (seed policies) and ``validation_set/`` (the meta-validation set, its ``SHA256SUMS`` and
 ``README.md``) are folders of the ``evotrainer`` package, installed as package data."""
 MODES = ("evaluate", "evolve", "selfevolve")
+BACKENDS = ("hf", "vllm", "openai")
+OPENAI_SERVERS = ("auto", "vllm", "llamacpp", "ollama", "transformers", "openai", "generic")
+OPENAI_PREFILL = ("auto", "continue", "completions", "none")
 EXECUTORS = ("local", "ray")
+
+
+@dataclass
+class OpenAIConfig:
+    """The OpenAI-compatible server a role's model runs on (``<role>.backend=openai``; issue 28,
+    ``evotrainer/backends/openai_compat.py``). The API key itself is never in the config or the archive:
+    only the name of the environment variable that holds it."""
+
+    base_url: str | None = None  # e.g. http://127.0.0.1:8000/v1 (vLLM), :8080/v1 (llama.cpp), :11434/v1 (Ollama)
+    model: str | None = None  # the served model's name (the requests' `model` field)
+    api_key_env: str | None = None  # name of the environment variable holding the key; null = no key (local)
+    # which request fields and answer-prefill path the server has: auto (from its /models list) | vllm |
+    # llamacpp | ollama | transformers (`transformers serve`) | openai (the hosted API) | generic
+    server: str = "auto"
+    # answer prefill: auto (the server's own way, else refused) | continue (the server continues a final
+    # assistant message) | completions (/completions with the chat template applied here) | none (refused)
+    prefill: str = "auto"
+    # tokenizer (local folder or cached hub id) for prefill=completions and prompt fitting (model.max_context);
+    # null = the served model's name when that is a local folder
+    tokenizer: str | None = None
+    # decoding fields sent as the server's own variant, the difference archived (repetition_penalty: the
+    # server's penalty also counts prompt tokens); any other setting the server lacks is refused up front
+    approximate: list[str] = field(default_factory=list)
+    concurrency: int = 8  # requests in flight at once
+    timeout_s: float = 120.0  # seconds per request attempt
+    max_retries: int = 4  # retries of 429 / 5xx / connection failures, exponential backoff (the openai client's)
+    price_prompt: float | None = None  # USD per million prompt tokens (the cost line, outer.budget.usd); null = none
+    price_completion: float | None = None  # USD per million completion tokens; null = none
 
 
 @dataclass
@@ -64,7 +97,8 @@ class ModelConfig:
 
     path: str | None = None  # HF folder or hub id; None = the embedded SmolLM2-135M-Instruct GGUF
     gguf_file: str | None = None  # GGUF file name inside `path`, when `path` holds GGUFs
-    backend: str = "hf"  # "hf" (transformers, CPU or GPU) or "vllm" (GPU extra)
+    # "hf" (transformers, CPU or GPU), "vllm" (GPU extra) or "openai" (a server: the `openai` keys below)
+    backend: str = "hf"
     dtype: str = "float32"  # fp32 on the CPU path
     batch_size: int = 32  # requests per forward batch (8 policies x 3 meetings fit one batch)
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
@@ -79,6 +113,7 @@ class ModelConfig:
     kv_cache: str = "static"  # hf backend: static (preallocated, written in place) | dynamic (grows each step)
     # cap on rows x (prompt + new tokens) per forward batch, bounds the KV cache's memory; null = rows only
     max_batch_tokens: int | None = 32768
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)  # backend=openai only
 
 
 @dataclass
@@ -210,6 +245,7 @@ class BudgetConfig:
     # policy rollouts counted from the archive: uncached fitness, meta_screen and meta_val rows, one per task
     # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)
     rollouts: int | None = None
+    usd: float | None = None  # cost of the model calls, from the model.openai / mutator.openai prices
 
 
 @dataclass
@@ -388,12 +424,13 @@ def validate(cfg: Config) -> None:
     for role, m in (("model", cfg.model), ("mutator", cfg.mutator)):
         if m is None:
             continue
-        _check(m.backend in ("hf", "vllm"), f"{role}.backend", "'hf' or 'vllm'", m.backend)
+        _check(m.backend in BACKENDS, f"{role}.backend", f"one of {BACKENDS}", m.backend)
         _check(m.batch_size >= 1, f"{role}.batch_size", ">= 1", m.batch_size)
         _check(m.max_context is None or m.max_context >= 256, f"{role}.max_context", ">= 256 or null",
                m.max_context)
         _check(m.dtype in ("float32", "bfloat16", "float16"), f"{role}.dtype",
                "float32, bfloat16 or float16", m.dtype)
+        _validate_openai(role, m)
     d = cfg.decoding
     _check(d.max_new_tokens >= 1, "decoding.max_new_tokens", ">= 1", d.max_new_tokens)
     _check(d.temperature >= 0, "decoding.temperature", ">= 0", d.temperature)
@@ -442,6 +479,35 @@ def validate(cfg: Config) -> None:
     _validate_evaluate(cfg.evaluate)
 
 
+def _validate_openai(role: str, m: ModelConfig) -> None:
+    """``<role>.openai.*`` when ``<role>.backend=openai`` (issue 28); nothing is checked for other backends."""
+    if m.backend != "openai":
+        return
+    o, key = m.openai, f"{role}.openai"
+    _check(isinstance(o.base_url, str) and o.base_url.startswith(("http://", "https://")), f"{key}.base_url",
+           "the server's URL, e.g. http://127.0.0.1:8000/v1", o.base_url)
+    _check(isinstance(o.model, str) and o.model.strip() != "", f"{key}.model", "the served model's name", o.model)
+    _check(o.api_key_env is None or (isinstance(o.api_key_env, str)
+                                     and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", o.api_key_env) is not None),
+           f"{key}.api_key_env",
+           "the NAME of an environment variable (never the key itself) or null", "<hidden>")
+    _check(o.server in OPENAI_SERVERS, f"{key}.server", f"one of {OPENAI_SERVERS}", o.server)
+    _check(o.prefill in OPENAI_PREFILL, f"{key}.prefill", f"one of {OPENAI_PREFILL}", o.prefill)
+    _check(set(o.approximate) <= {"repetition_penalty"}, f"{key}.approximate",
+           "a list of [repetition_penalty] (no server has another setting to approximate with)", list(o.approximate))
+    _check(o.concurrency >= 1, f"{key}.concurrency", ">= 1", o.concurrency)
+    _check(o.timeout_s > 0, f"{key}.timeout_s", "> 0 seconds", o.timeout_s)
+    _check(o.max_retries >= 0, f"{key}.max_retries", ">= 0", o.max_retries)
+    for name in ("price_prompt", "price_completion"):
+        value = getattr(o, name)
+        _check(value is None or value >= 0, f"{key}.{name}", "USD per million tokens >= 0, or null", value)
+
+
+def _priced(m: ModelConfig | None) -> bool:
+    return m is not None and m.backend == "openai" and (m.openai.price_prompt is not None
+                                                       or m.openai.price_completion is not None)
+
+
 def _validate_run_services(cfg: Config) -> None:
     """``tracking.*`` and ``executor.*`` (issue 16)."""
     _check(bool(cfg.tracking.experiment.strip()), "tracking.experiment", "a non-empty name", cfg.tracking.experiment)
@@ -450,6 +516,17 @@ def _validate_run_services(cfg: Config) -> None:
     _check(x.ray.workers >= 1, "executor.ray.workers", ">= 1", x.ray.workers)
     _check(x.ray.threads is None or x.ray.threads >= 1, "executor.ray.threads", ">= 1 or null", x.ray.threads)
     _check(x.ray.gpus >= 0, "executor.ray.gpus", ">= 0", x.ray.gpus)
+    if cfg.model.backend == "openai":  # the server runs the policy model; nothing of it is in this process
+        _check(x.kind == "local", "executor", "local with model.backend=openai (the server does the work; set "
+               "model.openai.concurrency)", x.kind)
+        _check(cfg.mode != "selfevolve", "model.backend", "hf or vllm with mode=selfevolve (it trains the policy "
+               "model in this process; selfevolve.judge may be openai)", cfg.model.backend)
+        _check(cfg.inner.adapter_mutation_share == 0, "inner.adapter_mutation_share",
+               "0 with model.backend=openai (adapter genes are trained on the policy model in this process)",
+               cfg.inner.adapter_mutation_share)
+    usd = cfg.outer.budget.usd
+    _check(usd is None or (usd > 0 and (_priced(cfg.model) or _priced(cfg.mutator))), "outer.budget.usd",
+           "null, or > 0 with a price (model.openai.price_* or mutator.openai.price_*) on an openai role", usd)
     if x.kind == "ray":  # LoRA training needs the policy model in this process
         _check(cfg.mode != "selfevolve", "executor", "local with mode=selfevolve (it trains the model here)", x.kind)
         _check(cfg.inner.adapter_mutation_share == 0, "executor",
@@ -532,7 +609,8 @@ def _validate_selfevolve(s: SelfEvolveConfig) -> None:
     _check(s.val_limit is None or s.val_limit >= 1, "selfevolve.val_limit", ">= 1 or null", s.val_limit)
     j = s.judge
     if j is not None:
-        _check(j.backend in ("hf", "vllm"), "selfevolve.judge.backend", "'hf' or 'vllm'", j.backend)
+        _check(j.backend in BACKENDS, "selfevolve.judge.backend", f"one of {BACKENDS}", j.backend)
+        _validate_openai("selfevolve.judge", j)
         _check(j.batch_size >= 1, "selfevolve.judge.batch_size", ">= 1", j.batch_size)
     c = s.curriculum
     _check(0 <= c.lower_below <= c.raise_above <= 1, "selfevolve.curriculum.lower_below",

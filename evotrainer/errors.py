@@ -14,6 +14,7 @@ __all__ = [
     "EvoTrainerError",
     "ModelError",
     "OperatorError",
+    "ServerError",
 ]
 
 
@@ -31,6 +32,12 @@ class DataError(EvoTrainerError, ValueError):
 
 class ModelError(EvoTrainerError, RuntimeError):
     """A model or embedder cannot be located or loaded."""
+
+
+class ServerError(ModelError):
+    """A model server failed in a way no retry or other request mends (unreachable, a refused key, an unknown
+    model, a rate limit that did not lift): systemic, so the code that gives a failing example a fallback score
+    lets it through and the run stops with its one line (issue 28)."""
 
 
 class ArchiveError(EvoTrainerError, RuntimeError):

@@ -40,6 +40,7 @@ from evotrainer.evaluate_report import (
     write_results,
 )
 from evotrainer.evaluate_stats import bootstrap_interval
+from evotrainer.gene_support import check_policy_backend
 from evotrainer.genome import load_population
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
@@ -236,9 +237,10 @@ def run_evaluate(
         llm = build_llm(cfg.model, executor=cfg.executor)  # progress: the evotrainer.progress task below
     load_s = time.perf_counter() - t0
 
+    policies = [r.policy for r in refs]
+    check_policy_backend(llm, cfg, policies)  # a server that cannot honour a policy's genes: refused here
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
     t0 = time.perf_counter()
-    policies = [r.policy for r in refs]
     with task(f"evaluate: {len(refs)} policies on {len(items)} items",
               len({p.genome_hash for p in policies}) * len(items), console=console):
         evaluations: list[MetaEvaluation] = evaluator.meta_evaluate(policies, items)

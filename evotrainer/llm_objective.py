@@ -38,6 +38,7 @@ from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.events import InnerGenerationEvent, OperatorStatsEvent, PhaseEvent, TaskBatchEvent
+from evotrainer.gene_support import remote_decoding_genes
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult
@@ -99,10 +100,12 @@ class TokenMeter:
 
 
 def inner_config(cfg: Config) -> InnerConfig:
-    """``cfg.inner`` itself, or a copy whose null ``decoding_genes`` are the defaults centred on ``cfg.decoding``."""
+    """``cfg.inner`` itself, or a copy whose null ``decoding_genes`` are the defaults centred on ``cfg.decoding``
+    (those the policy's server honours with ``model.backend=openai``: ``gene_support.remote_decoding_genes``)."""
     if cfg.inner.decoding_genes is not None:
         return cfg.inner
-    return replace(cfg.inner, decoding_genes=list(decoding_genes_for(sampling_from(cfg.decoding))))
+    genes = remote_decoding_genes(decoding_genes_for(sampling_from(cfg.decoding)), cfg.model)
+    return replace(cfg.inner, decoding_genes=genes)
 
 
 def lora_workshop(
@@ -216,8 +219,8 @@ class LLMObjective:
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
             backend = evaluator.llm
-            while isinstance(backend, TokenMeter):
-                backend = backend.wrapped
+            while (inner := getattr(backend, "wrapped", None)) is not None:  # TokenMeter, UsageMeter
+                backend = inner
             self.adapter_backend = backend
             self.adapters_root = Path(adapters_root) if adapters_root is not None else (
                 Path(rec.store.path).resolve().parent / "adapters")

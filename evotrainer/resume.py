@@ -11,7 +11,8 @@ same final best as an uninterrupted one. Stop decisions inside the replayed part
 
 Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
 keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, ``model.threads`` /
-``mutator.threads`` (checked on their own, below), and ``tracking.*`` (it only watches the run,
+``mutator.threads`` (checked on their own, below), ``model.openai`` / ``mutator.openai`` ``concurrency``,
+``timeout_s`` and ``max_retries`` (they change speed, not text), and ``tracking.*`` (it only watches the run,
 so tracking can be switched on for the resumed part; ``archive.live_report`` does count: it archives a
 ``report`` phase event per refresh, which the replay checks); Hydra's own keys are never part of the run
 config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
@@ -54,8 +55,11 @@ __all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "Run
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
 
-IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads"})
-"""Dotted keys :func:`config_diff` leaves out."""
+IGNORED_KEYS = frozenset({*RESUME_KEYS, "debug", "model.threads", "mutator.threads",
+                          *(f"{role}.openai.{key}" for role in ("model", "mutator")
+                            for key in ("concurrency", "timeout_s", "max_retries"))})
+"""Dotted keys :func:`config_diff` leaves out (thread counts, a server's concurrency, timeouts and retries
+change speed, not text)."""
 
 IGNORED_PREFIXES = ("tracking.",)
 """Key prefixes :func:`config_diff` leaves out (tracking watches the run, it does not steer it)."""
@@ -326,12 +330,14 @@ class RunFiles:
             "forced_keys": list(self.resume.changed)})
         return self.replay
 
-    def control(self, rec: Any, outer: Any) -> RunControl:
-        """Stop decisions for ``outer.budget.*``, the STOP file and the replay."""
+    def control(self, rec: Any, outer: Any, cost: Any = None) -> RunControl:
+        """Stop decisions for ``outer.budget.*``, the STOP file and the replay; ``cost()``: the run's model-call
+        cost so far in US dollars (``outer.budget.usd``), None without prices."""
         b = outer.budget
-        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, b.rollouts), stop_file=self.run_dir / STOP_FILE,
+        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, rollouts=b.rollouts, usd=b.usd),
+                          stop_file=self.run_dir / STOP_FILE,
                           elapsed_before_s=self.resume.elapsed_s if self.resume is not None else 0.0,
-                          replay=self.replay)
+                          replay=self.replay, cost=cost)
 
     def close(self) -> None:
         """Close the call log and release the run's lock (idempotent)."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 
 from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
-from evotrainer.errors import DataError
+from evotrainer.errors import DataError, ServerError
 from evotrainer.genome import Policy
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
@@ -371,6 +371,8 @@ class RolloutEvaluator:
             generations = self.family.roll_out(self.llm, requests)
             if len(generations) != len(requests):
                 raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} requests")
+        except ServerError:  # a server unusable for the run (errors.ServerError) stops it with its one line
+            raise
         except Exception as exc:  # the whole batch failed: every affected evaluation gets None
             error = f"generation failed: {type(exc).__name__}: {exc}"
             for gh in dict.fromkeys(owners):

@@ -19,6 +19,7 @@ boundary. It is left in place; remove it before starting another run in that fol
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -48,11 +49,13 @@ class RunControl:
         stop_file: the ``STOP`` path to watch, or None.
         elapsed_before_s: wall-clock seconds spent by the earlier processes of a resumed run, >= 0.
         replay: the resumed run's replaying store, or None.
+        cost: the run's model-call cost so far in US dollars (``outer.budget.usd``), or None (no cost).
     """
 
     def __init__(self, rec: Any, limits: BudgetLimits, *, stop_file: str | Path | None = None,
-                 elapsed_before_s: float = 0.0, replay: Any = None) -> None:
+                 elapsed_before_s: float = 0.0, replay: Any = None, cost: Callable[[], float] | None = None) -> None:
         self.rec = rec
+        self.cost = cost
         self.limits = limits
         self.stop_file = None if stop_file is None else Path(stop_file)
         self.elapsed_before_s = float(elapsed_before_s)
@@ -91,7 +94,8 @@ class RunControl:
         if replaying:
             return self._record(stored, where)
         total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
-                      int(getattr(self.rec, "rollouts", usage.rollouts)))
+                      int(getattr(self.rec, "rollouts", usage.rollouts)),
+                      self.cost() if self.cost is not None else usage.usd)
         return self._record(budget_stop(total, self.limits) or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:

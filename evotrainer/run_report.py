@@ -7,6 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evotrainer.backends.usage import usage_lines
 from evotrainer.generalisation import render_table
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
@@ -78,6 +79,8 @@ def print_summary(console: Console, s: Any, incumbent: Any) -> None:
                   f"{fmt_harness(incumbent.harness)}")
     console.print(f"evaluations: {s.candidates} harness candidates, {s.policy_evaluations} policy evaluations "
                   f"on task batches, {s.rollouts} rollouts, {s.generated_tokens} generated tokens")
+    for line in usage_lines(getattr(s, "usage", None) or {}):
+        console.print(f"model usage: {line}", markup=False, highlight=False)
     console.print("timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in s.timings.items()))
     console.print(f"archive: {s.archive}")
     console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")

@@ -27,7 +27,10 @@ log = logging.getLogger(__name__)
 
 def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model",
               executor: ExecutorConfig | None = None) -> LLM:
-    """Load the backend of one model role (``model`` = policy model, ``mutator``).
+    """Load the backend of one model role (``model`` = policy model, ``mutator``, ``selfevolve.judge``).
+
+    ``backend=openai`` connects to the server of ``<role>.openai`` instead
+    (:class:`~evotrainer.backends.openai_compat.OpenAIBackend`: the server is asked for its models here).
 
     The transformers backend gets ``model.threads`` torch CPU threads, or when it is None the count
     :func:`evotrainer.threads.apply_threads` chooses from the cores free now. With ``executor.kind ==
@@ -36,12 +39,24 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model",
 
     Raises:
         ConfigError: ``model.threads`` is below 1; ``executor=ray`` without the ray package.
-        ModelError: the model cannot be located or loaded (the message names the path).
+        ModelError: the model cannot be located or loaded (the message names the path); an openai server
+            cannot be reached, refuses the key or does not serve the model (one line).
     """
     if executor is not None and executor.kind == "ray":
         from evotrainer.executor import RayExecutor
 
         return RayExecutor(cfg, executor.ray)
+    if cfg.backend == "openai":
+        from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+
+        o = cfg.openai
+        if not o.base_url or not o.model:
+            raise ConfigError(f"{role}.openai.base_url and {role}.openai.model name the server and its model for "
+                              "the openai backend")
+        return OpenAIBackend(OpenAIBackendConfig(
+            base_url=o.base_url, model=o.model, api_key_env=o.api_key_env, server=o.server, prefill=o.prefill,
+            tokenizer=o.tokenizer, approximate=tuple(o.approximate), concurrency=o.concurrency,
+            timeout_s=o.timeout_s, max_retries=o.max_retries, max_context=cfg.max_context, role=role))
     if cfg.backend == "vllm":
         from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.errors import ServerError
 from evotrainer.events import StyleLibraryEvent
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.mutation_prompts import MutationStyle
@@ -67,6 +68,8 @@ class StyleLibrary:
             return
         try:
             text = self.mutator.generate([plan.request])[0].text
+        except ServerError:  # the server is gone: the run stops with its line
+            raise
         except Exception as exc:  # a failing mutator never stops the run: the library stays as it is
             self.rec.emit(StyleLibraryEvent(harness_id=hid, outer_generation=g, accepted=False, error=repr(exc)))
             return

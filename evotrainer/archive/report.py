@@ -261,8 +261,29 @@ def _summary_html(ov: dict[str, Any]) -> str:
                     _e(k["generated_tokens"]), f"{k['seconds']:.0f}"] for kind, k in [*b["by_kind"].items(), ("total", b)]]
     budget = _table(["kind", "evaluations", "computed", "failed", "rollouts", "generated tokens", "seconds"], budget_rows)
     config = _table(["config", "value"], [[_e(k), _e(v)] for k, v in ov["config"].items()])
-    return (f"<div class='row'><div>{left}</div><div>{budget}<details><summary>config (selected entries)</summary>"
-            f"{config}</details></div></div>")
+    return (f"<div class='row'><div>{left}</div><div>{budget}{_usage_html(ov.get('usage'), ov.get('backends'))}"
+            f"<details><summary>config (selected entries)</summary>{config}</details></div></div>")
+
+
+def _usage_html(usage: dict[str, Any] | None, backends: dict[str, Any] | None) -> str:
+    """The model calls per role (requests, the server's prompt and completion tokens, cost) and, for servers,
+    what each was sent (``usage`` and ``backend`` phase events); empty for a run archived without them."""
+    if not usage:
+        return ""
+    rows = [[_e(role), _e(d.get("backend")), _e(d.get("requests")), _e(d.get("sent")), _e(d.get("prompt_tokens")),
+             _e(d.get("completion_tokens")), _e("-" if d.get("cost_usd") is None else f"{d['cost_usd']:.4f}")]
+            for role, d in usage.get("roles", {}).items()]
+    table = _table(["role", "backend", "requests", "sent", "prompt tokens", "completion tokens", "cost (USD)"], rows)
+    servers = ""
+    if backends:
+        srows = [[_e(role), _e(d.get("server")), _e(d.get("model")), _e(d.get("base_url")), _e(d.get("sent")),
+                  _e(d.get("approximated")), _e(d.get("dropped")), _e(d.get("prefill") or d.get("prefill_refusal")),
+                  _e(d.get("seed"))] for role, d in backends.items() if d.get("backend") == "openai"]
+        if srows:
+            servers = ("<details><summary>what each server was sent</summary>"
+                       + _table(["role", "server", "model", "URL", "sent", "approximated", "dropped", "prefill",
+                                 "seed"], srows) + "</details>")
+    return table + servers
 
 
 def _generalisation_html(g: Generalisation | None, problem: str | None = None) -> str:

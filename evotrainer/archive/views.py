@@ -134,7 +134,9 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         outer_generations (completed, from harness candidates), incumbents (outer generation, policy,
         S_val), budget (evaluations / rollouts / generated tokens / seconds, per kind and in total;
         rollouts are model calls for policies, counted from the non-cached evaluation rows),
-        summary_rollouts (the engine's own count from the summary event, or None), rollbacks.
+        summary_rollouts (the engine's own count from the summary event, or None), rollbacks, usage (the last
+        ``usage`` phase event: requests, prompt and completion tokens and cost per model role, or None) and
+        backends (the last ``backend`` phase event: what each server was sent, or None).
     """
     rid = run.run_id
     events = store.events(rid)
@@ -174,7 +176,15 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         "budget": _budget(evals),
         "summary_rollouts": coevo.rollouts,
         "rollbacks": sum(e.kind == "rollback" for e in events),
+        "usage": _last_phase(events, "usage"),
+        "backends": _last_phase(events, "backend"),
     }
+
+
+def _last_phase(events: list[EventRow], name: str) -> dict[str, Any] | None:
+    """The payload (without ``name``) of the last ``phase`` event called ``name``, or None."""
+    found = [e.payload for e in events if e.kind == "phase" and e.payload.get("name") == name]
+    return {k: v for k, v in found[-1].items() if k != "name"} if found else None
 
 
 # --- policies -----------------------------------------------------------------------------------------

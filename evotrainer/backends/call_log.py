@@ -11,6 +11,11 @@ A call with any request missing from the log runs as a whole on the real backend
 uninterrupted run would have sent), and requests the log already held keep their logged answers. Each
 call's new answers are written in one transaction, so a killed process leaves whole calls or nothing.
 The file is append-only (``INSERT OR IGNORE``: an answer is never replaced).
+
+A backend whose requests are independent of each other (``independent_requests``: a server, issue 28) is
+sent only the requests the log has no answer for, each distinct request once, so a resumed run never pays
+twice for a logged answer; when such a call fails part-way, the answers it did receive (the error's ``done``)
+are logged before the error goes on.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from typing import Any
 from evotrainer import testhooks
 from evotrainer.backends.base import LLM, Generation, GenerationRequest
 from evotrainer.backends.replay import request_hash
-from evotrainer.errors import ArchiveError
+from evotrainer.errors import ArchiveError, ModelError
 
 __all__ = ["CALL_LOG_NAME", "CallLog", "LoggedLLM", "call_key", "model_identity"]
 
@@ -35,6 +40,7 @@ CALL_LOG_NAME = "llm_calls.db"
 """File name of the call log, beside the run's ``archive.db``."""
 
 _IDENTITY_KEYS = ("backend", "path", "gguf_file", "dtype", "max_context", "device")
+_OPENAI_IDENTITY_KEYS = ("model", "server", "prefill", "tokenizer", "approximate")
 _SCHEMA = """CREATE TABLE IF NOT EXISTS calls (
     key TEXT PRIMARY KEY,
     text TEXT NOT NULL,
@@ -53,10 +59,19 @@ def model_identity(model: Any) -> str:
     Backend, weights (``path``, ``gguf_file``), ``dtype``, ``max_context`` (prompt truncation) and ``device``.
     Batch size, threads, prefix sharing and the KV cache kind are left out: the backends give the same text
     whatever they are (``evotrainer/backends/hf.py``; for threads measured at 1-8 on one machine, not promised
-    by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/threads.py``).
+    by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/threads.py``). With
+    ``backend=openai`` the served model's name and the ``openai`` keys that change text (``server``, ``prefill``,
+    ``tokenizer``, ``approximate``) are added; its URL, key variable, concurrency, timeouts and prices are not (a
+    moved server answers the same).
     """
     get = model.get if isinstance(model, Mapping) else (lambda k, d=None: getattr(model, k, d))
-    return json.dumps({k: get(k, None) for k in _IDENTITY_KEYS}, sort_keys=True, default=str)
+    identity = {k: get(k, None) for k in _IDENTITY_KEYS}
+    if identity["backend"] == "openai":
+        o = get("openai", None) or {}
+        oget = o.get if isinstance(o, Mapping) else (lambda k, d=None: getattr(o, k, d))
+        identity["openai"] = {k: oget(k, None) for k in _OPENAI_IDENTITY_KEYS}
+        identity["openai"]["approximate"] = sorted(identity["openai"]["approximate"] or [])
+    return json.dumps(identity, sort_keys=True, default=str)
 
 
 def call_key(identity: str, request: GenerationRequest) -> str:
@@ -155,11 +170,30 @@ class LoggedLLM:
             self.replayed += len(keys)
             return [logged[k] for k in keys]
         testhooks.reached("llm_call")
+        if getattr(self.inner, "independent_requests", False):
+            return self._missing_only(requests, keys, logged)
         fresh = self.inner.generate(requests)
         self.generated += len(keys)
         new = {k: g for k, g in zip(keys, fresh, strict=True) if k not in logged}
         self.log.put_many(list(new.items()))
         return [logged.get(k, g) for k, g in zip(keys, fresh, strict=True)]
+
+    def _missing_only(self, requests: Sequence[GenerationRequest], keys: list[str],
+                      logged: dict[str, Generation]) -> list[Generation]:
+        """Send each distinct unlogged request once; log what came back, also when the call failed part-way."""
+        todo = list(dict.fromkeys(k for k in keys if k not in logged))
+        first = {k: i for i, k in reversed(list(enumerate(keys)))}
+        try:
+            fresh = self.inner.generate([requests[first[k]] for k in todo])
+        except ModelError as exc:
+            done = getattr(exc, "done", None) or {}
+            self.log.put_many([(todo[j], g) for j, g in sorted(done.items())])
+            self.generated += len(done)
+            raise
+        self.generated += len(todo)
+        self.log.put_many(list(zip(todo, fresh, strict=True)))
+        answers = {**logged, **dict(zip(todo, fresh, strict=True))}
+        return [answers[k] for k in keys]
 
     def __getattr__(self, item: str) -> Any:
         return getattr(self.inner, item)

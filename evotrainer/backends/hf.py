@@ -52,6 +52,7 @@ __all__ = [
     "ensure_system_turn",
     "fit_messages",
     "load_backend",
+    "save_served_folder",
 ]
 
 log = logging.getLogger(__name__)
@@ -829,6 +830,40 @@ class HFBackend:
             finish_reason=reason,
             prompt_truncated=prepared.truncated,
         )
+
+
+def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:
+    """Write ``backend``'s model as a plain transformers folder another process can serve (issue 28), e.g.
+    ``transformers serve FOLDER`` or ``vllm serve FOLDER``: the embedded GGUF cannot be served as it is (its
+    config names no architecture).
+
+    The folder holds the tokenizer with its chat template, the config with ``architectures`` set, the weights
+    as safetensors (de-quantised, in the backend's dtype: the same numbers the in-process backend runs), and a
+    generation config with ``do_sample: true, top_k: 0`` so that a request with temperature > 0 samples
+    (``transformers serve`` applies the temperature without switching sampling on; temperature 0 still decodes
+    greedily) with no top-k cut, as the in-process sampler.
+
+    Args:
+        backend: a loaded backend.
+        folder: where to write (created; existing files are overwritten).
+
+    Returns:
+        The folder.
+    """
+    import json
+
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    backend.tokenizer.save_pretrained(str(out))
+    _save_plain(backend.model, out)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["architectures"] = [type(backend.model).__name__]
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    gen_path = out / "generation_config.json"
+    generation = json.loads(gen_path.read_text(encoding="utf-8")) if gen_path.is_file() else {}
+    generation.update(do_sample=True, top_k=0, eos_token_id=list(backend.stop_token_ids))
+    gen_path.write_text(json.dumps(generation, indent=2) + "\n", encoding="utf-8")
+    return out
 
 
 def load_backend(cfg: HFBackendConfig | None = None) -> HFBackend:

@@ -2,7 +2,7 @@
 
 Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
 (or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
-``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.patience``,
+``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.budget.usd``, ``outer.patience``,
 ``outer.generations``.
 """
 
@@ -24,12 +24,14 @@ class BudgetLimits:
         evaluations: harness-candidate evaluations (one inner run + screening each).
         rollouts: policy rollouts as the archive counts them (``archive.schema.BUDGET_KINDS``): one per
             task or selection item of every uncached training and meta-validation evaluation.
+        usd: cost of the model calls in US dollars, from the configured prices (issue 28).
     """
 
     seconds: float | None = None
     tokens: int | None = None
     evaluations: int | None = None
     rollouts: int | None = None
+    usd: float | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Usage:
     tokens: int = 0
     evaluations: int = 0
     rollouts: int = 0
+    usd: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,10 @@ class StopReason:
 
 
 def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
-    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations, rollouts."""
+    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations, rollouts,
+    usd."""
     for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations"),
-                       ("rollouts", "rollouts")):
+                       ("rollouts", "rollouts"), ("usd", "USD")):
         limit = getattr(limits, name)
         used = getattr(usage, name)
         if limit is not None and used >= limit:

@@ -20,7 +20,7 @@ import numpy as np
 from deap import base, tools
 
 from evotrainer.backends.base import LLM, Embedder
-from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError, ServerError
 from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
@@ -501,6 +501,8 @@ def _generate(mutator: LLM | None, requests: list) -> tuple[list[str | None], st
     """One batched mutator call; on an exception every answer is None and the error is returned."""
     try:
         generations = mutator.generate(requests)  # type: ignore[union-attr]
+    except ServerError:  # the mutator's server is gone: the run stops with its line
+        raise
     except Exception as exc:  # a failing mutator batch never stops the loop: children fall back
         logger.warning("mutator call failed for %d requests: %r", len(requests), exc)
         return [None] * len(requests), f"{type(exc).__name__}: {exc}"

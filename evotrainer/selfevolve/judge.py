@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
+from evotrainer.errors import ServerError
 from evotrainer.tasks.base import MeetingTask, TaskFamily
 
 __all__ = ["JUDGE_SYSTEM", "JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
@@ -132,7 +133,8 @@ def judge_samples(
         rng: source of the repeats' sampling seeds.
 
     Returns:
-        One :class:`Verdict` per item, in order. Never raises for a failing sample or judge call.
+        One :class:`Verdict` per item, in order. Never raises for a failing sample or judge call, except a
+        :class:`~evotrainer.errors.ServerError` (the judge's server unusable: the run stops with its line).
     """
     rules: list[tuple[float, dict[str, float], str | None, str | None]] = []
     for task, output in items:
@@ -166,6 +168,8 @@ def judge_samples(
                 raise RuntimeError(f"judge returned {len(replies)} replies for {len(requests)} requests")
             for i, reply in zip(owners, replies, strict=True):
                 grades.setdefault(i, []).append(parse_grade(reply.text))
+        except ServerError:  # the judge's server is gone: the run stops with its line
+            raise
         except Exception as exc:  # the judge failed: rules only, with the reason
             judge_error = f"model judge: {type(exc).__name__}: {exc}"
             grades = {i: [None] * settings.repeats for i in set(owners)}

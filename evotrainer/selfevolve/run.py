@@ -21,6 +21,7 @@ from rich.console import Console
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.archive.schema import RoundRow
 from evotrainer.archive.store import ArchiveStore, archive_path
+from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
 from evotrainer.events import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
@@ -158,10 +159,11 @@ def run_selfevolve(
 
     t0 = time.perf_counter()
     counter = [0]
+    usage = RunUsage()  # prompt and completion tokens per role (a selfevolve.judge server's usage)
     backend = build_llm(cfg.model)  # progress: evotrainer.progress tasks around each phase
-    llm = TokenMeter(backend, counter)
-    judge = llm if s.judge is None else TokenMeter(build_llm(s.judge, role="selfevolve.judge"),
-                                                   counter)
+    llm = TokenMeter(usage.wrap(backend, "model", cfg.model), counter)
+    judge = llm if s.judge is None else TokenMeter(
+        usage.wrap(build_llm(s.judge, role="selfevolve.judge"), "selfevolve.judge", s.judge), counter)
     embedder = shared_embedder()
     load_seconds = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
@@ -225,10 +227,15 @@ def run_selfevolve(
         final_adapter=_rel_or_none(state.policy.adapter, run_dir),
         rounds=tuple((r.round, r.status, r.dev_score, r.val_score) for r in rows), generated_tokens=llm.tokens))
     rec.emit(PhaseEvent(name="selfevolve totals", fields={"seconds": seconds}))
+    rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **usage.as_dict()}))
+    if s.judge is not None and s.judge.backend == "openai":  # what the judge's server was sent
+        rec.emit(PhaseEvent(name="backend", fields={m.role: describe_backend(m) for m in usage.meters}))
     store.close()
     console.print(round_table(rows, baseline_dev))
     console.print(f"final policy {state.policy.id} (adapter {_rel_or_none(state.policy.adapter, run_dir)}); "
                   f"{seconds:.0f} s, {llm.tokens} generated tokens; archive {db_path}")
+    for line in usage.lines():
+        console.print(f"model usage: {line}", markup=False, highlight=False)
     return summary
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 from evotrainer import progress
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
-from evotrainer.errors import ConfigError
+from evotrainer.errors import ConfigError, ServerError
 from evotrainer.tasks.tool_agent.env import ToolEnv
 from evotrainer.tasks.tool_agent.parse import parse_reply
 from evotrainer.tasks.tool_agent.reward import DEFAULT_WEIGHTS, check_weights, score_episode
@@ -160,6 +160,8 @@ def run_episodes(llm: LLM, episodes: Sequence[Episode], cfg: ToolRolloutConfig |
                 generations = llm.generate(requests)
             if len(generations) != len(requests):
                 raise RuntimeError(f"backend returned {len(generations)} results for {len(requests)} requests")
+        except ServerError:  # a server gone for good ends the run (its one line), not only these episodes
+            raise
         except Exception as exc:  # a failing backend ends these episodes, never the caller
             for _, ep in todo:
                 ep.stop, ep.error = "error", f"{type(exc).__name__}: {exc}"

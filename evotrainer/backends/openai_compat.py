@@ -1,0 +1,494 @@
+"""The OpenAI-compatible backend: a role's model served by vLLM, llama.cpp, Ollama, ``transformers serve`` or a
+hosted API, through the official ``openai`` client (issue 28).
+
+Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`):
+
+- **Requests run concurrently**, at most ``concurrency`` in flight (a thread pool; the ``openai`` client is
+  thread-safe), and come back in request order. Each is independent of the others, so the call log sends only
+  the requests it has no answer for (:class:`~evotrainer.backends.call_log.LoggedLLM`), and when a call fails
+  the error carries the answers already received (``done``: request index -> answer) and the call log keeps
+  them: nothing paid for is lost.
+- **Retries** of 408/409/429/5xx answers and dropped connections are the ``openai`` client's own (exponential
+  backoff from 0.5 s to 8 s with jitter, or the server's ``Retry-After``), ``max_retries`` times; then one line
+  says what failed (:func:`error_line`): an unreachable server, a refused key, an unknown model, a rate limit
+  that did not lift, server errors raise :class:`~evotrainer.errors.ServerError` (the run stops); a request the
+  server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain ``ModelError``, which
+  fails that evaluation only.
+- **The key** is read from the environment variable named by ``api_key_env`` when the backend is built, and
+  is never stored, logged or shown (error messages are scrubbed of it).
+- **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; what each field became
+  (sent, approximated, dropped) is counted and archived (:meth:`OpenAIBackend.describe`).
+- **Chat turns** are sent as the in-process backend renders them: an explicit empty system turn when the chat
+  has none (:func:`~evotrainer.backends.hf.ensure_system_turn`). With a tokenizer (``tokenizer``, or the served
+  model's name when that is a local folder) and ``max_context``, a prompt too long for the window has the
+  middle of its longest user message cut first (:func:`~evotrainer.backends.hf.fit_messages`), as in process.
+- **Answer prefill** (a trailing assistant message): ``continue`` sends it as the last chat message for the
+  server to continue (vLLM with ``continue_final_message``; llama.cpp natively); ``completions`` renders the
+  chat template here and sends prompt + prefill to ``/completions``; otherwise the request is refused.
+- **Adapters** (``GenerationRequest.adapter``, a PEFT folder the server can read): loaded into a vLLM server
+  once each through ``/v1/load_lora_adapter`` (the server needs ``--enable-lora`` and
+  ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) and requested by their name; refused on other servers.
+- **Usage**: ``Generation.prompt_tokens`` / ``generated_tokens`` are the server's ``usage`` figures (a local
+  count, or the answer's words without a tokenizer, when a server leaves ``usage`` out).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evotrainer import progress
+from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.openai_fields import (
+    PROFILES,
+    ServerProfile,
+    detect_server,
+    request_fields,
+    unsupported,
+)
+from evotrainer.errors import ConfigError, ModelError, ServerError
+
+__all__ = ["OpenAIBackend", "OpenAIBackendConfig", "error_line", "is_systemic"]
+
+log = logging.getLogger(__name__)
+
+_NO_KEY = "no-key"  # sent when no key is configured (the client needs one; local servers ignore it)
+_STANDARD_KEYS = {"id", "object", "created", "owned_by"}
+
+
+@dataclass(frozen=True)
+class OpenAIBackendConfig:
+    """Settings of :class:`OpenAIBackend` (the ``<role>.openai.*`` keys, see ``config.OpenAIConfig``).
+
+    Attributes:
+        base_url: the server's API root, e.g. ``http://127.0.0.1:8000/v1``.
+        model: the served model's name.
+        api_key_env: name of the environment variable holding the key; None = no key.
+        server: "auto" (from ``/models``) or a kind of :data:`~evotrainer.backends.openai_fields.PROFILES`.
+        prefill: "auto", "continue", "completions" or "none".
+        tokenizer: local tokenizer folder or cached hub id (prefill by completions, prompt fitting); None = the
+            served model's name when it is a local folder.
+        approximate: decoding settings the role accepts as the server's own variant (``repetition_penalty``).
+        concurrency: requests in flight at once, >= 1.
+        timeout_s: seconds per attempt, > 0.
+        max_retries: retries per request, >= 0.
+        max_context: context window in tokens for prompt fitting (needs a tokenizer); None = no fitting.
+        role: the config prefix errors name ("model", "mutator", "selfevolve.judge").
+    """
+
+    base_url: str
+    model: str
+    api_key_env: str | None = None
+    server: str = "auto"
+    prefill: str = "auto"
+    tokenizer: str | None = None
+    approximate: tuple[str, ...] = ()
+    concurrency: int = 8
+    timeout_s: float = 120.0
+    max_retries: int = 4
+    max_context: int | None = None
+    role: str = "model"
+
+
+def _scrub(text: str, secret: str | None) -> str:
+    """``text`` on one line, at most 300 characters, with ``secret`` replaced by ``***``."""
+    if secret:
+        text = text.replace(secret, "***")
+    text = " ".join(text.split())
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def is_systemic(exc: BaseException) -> bool:
+    """Whether an ``openai`` error means the server is unusable for the run (no connection, timeouts after the
+    retries, HTTP 401/403/404/429/5xx), not that one request was refused."""
+    import openai
+
+    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
+        return True
+    status = getattr(exc, "status_code", None)
+    return status is not None and (status in (401, 403, 404, 429) or status >= 500)
+
+
+def error_line(exc: BaseException, cfg: OpenAIBackendConfig, secret: str | None = None, where: str = "") -> str:
+    """One line saying what a failed ``openai`` call means for the run (the key scrubbed from it).
+
+    Args:
+        exc: the ``openai`` exception (another exception is described by its type and text).
+        cfg: the role's settings (the URL, model, key variable and retry count the line names).
+        secret: the key, removed from the server's message.
+        where: what was being done ("request 3", "listing the models").
+    """
+    import openai
+
+    at = f"{cfg.role}: the server at {cfg.base_url}"
+    what = f" ({where})" if where else ""
+    detail = _scrub(str(getattr(exc, "message", None) or exc), secret)
+    if isinstance(exc, openai.APITimeoutError):
+        return (f"{at} did not answer within {cfg.role}.openai.timeout_s={cfg.timeout_s:g} s, "
+                f"{cfg.max_retries} retries{what}")
+    if isinstance(exc, openai.APIConnectionError):
+        return (f"{at} cannot be reached after {cfg.max_retries} retries{what}: {detail}; is it running? "
+                f"({cfg.role}.openai.base_url)")
+    status = getattr(exc, "status_code", None)
+    if isinstance(exc, openai.AuthenticationError) or status == 401:
+        key = (f"the key in ${cfg.api_key_env}" if cfg.api_key_env
+               else f"no key (set {cfg.role}.openai.api_key_env to the name of the variable holding one)")
+        return f"{at} refused {key} (HTTP 401){what}: {detail}"
+    if isinstance(exc, openai.PermissionDeniedError):
+        return f"{at} denied access to model {cfg.model!r} (HTTP 403){what}: {detail}"
+    if isinstance(exc, openai.NotFoundError):
+        return (f"{at} does not know model {cfg.model!r} or this endpoint (HTTP 404){what}: {detail} "
+                f"({cfg.role}.openai.model)")
+    if isinstance(exc, openai.RateLimitError):
+        return (f"{at} kept refusing with HTTP 429 (rate limit or quota) after {cfg.max_retries} retries{what}: "
+                f"{detail}; lower {cfg.role}.openai.concurrency or raise {cfg.role}.openai.max_retries")
+    if isinstance(exc, openai.InternalServerError) or (status is not None and status >= 500):
+        return f"{at} failed with HTTP {status} after {cfg.max_retries} retries{what}: {detail}"
+    if isinstance(exc, openai.APIStatusError):
+        return f"{at} refused the request (HTTP {status}){what}: {detail}"
+    return f"{at}: {type(exc).__name__}{what}: {detail}"
+
+
+@dataclass
+class _Tally:
+    """What the backend did, for the archive: requests, per-field handling, prefill paths, missing usage."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    requests: int = 0
+    sent: Counter = field(default_factory=Counter)
+    approximated: Counter = field(default_factory=Counter)
+    dropped: Counter = field(default_factory=Counter)
+    prefill: Counter = field(default_factory=Counter)
+    truncated: int = 0
+    usage_missing: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        with self.lock:
+            return {"requests": self.requests, "sent": dict(self.sent), "approximated": dict(self.approximated),
+                    "dropped": dict(self.dropped), "prefilled": dict(self.prefill), "truncated": self.truncated,
+                    "usage_missing": self.usage_missing}
+
+
+class OpenAIBackend:
+    """Chat completion on an OpenAI-compatible server (implements :class:`~evotrainer.backends.base.LLM`).
+
+    Args:
+        cfg: the role's settings. The server is asked for its model list here (one request): an unreachable
+            server, a refused key or a model it does not serve fail now, before the run spends anything.
+        client: an ``openai.OpenAI``-like client to use instead of building one (tests).
+
+    Attributes:
+        name: ``openai:<server kind>:<model>``.
+        profile: what the server kind offers (:class:`~evotrainer.backends.openai_fields.ServerProfile`).
+        prefill_mode: "continue", "completions", or None (prefills refused: :attr:`prefill_refusal`).
+        independent_requests: True: a request's answer does not depend on the others of its call.
+
+    Raises:
+        ConfigError: the key variable is named but not set; ``prefill`` asks for a path the server or the
+            config lacks; ``server`` names an unknown kind.
+        ModelError: the server cannot be reached, refuses the key, or does not serve ``model`` (one line).
+    """
+
+    independent_requests = True
+
+    def __init__(self, cfg: OpenAIBackendConfig, client: Any = None) -> None:
+        self.cfg = cfg
+        self.approximate = frozenset(cfg.approximate)
+        self._secret: str | None = None
+        if cfg.api_key_env:
+            self._secret = os.environ.get(cfg.api_key_env) or None
+            if self._secret is None:
+                raise ConfigError(f"{cfg.role}.openai.api_key_env: the environment variable {cfg.api_key_env} is not "
+                                  "set (export it with the server's key)")
+        if client is None:
+            try:
+                import openai
+            except ImportError as exc:  # a dependency since issue 28; an old environment may lack it
+                raise ModelError("the openai package is not installed: pip install openai") from exc
+            client = openai.OpenAI(base_url=cfg.base_url, api_key=self._secret or _NO_KEY, timeout=cfg.timeout_s,
+                                   max_retries=cfg.max_retries)
+        self.client = client
+        self.tally = _Tally()
+        self._lock = threading.Lock()
+        self._adapters: dict[str, str] = {}  # adapter folder -> name loaded on the server
+        self._tok: Any = None
+        if cfg.server != "auto" and cfg.server not in PROFILES:
+            raise ConfigError(f"{cfg.role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
+                              f"got {cfg.server!r}")
+        detected = self._probe()  # a reachable server, the key accepted, the model served
+        kind = detected if cfg.server == "auto" else cfg.server
+        self.profile: ServerProfile = PROFILES[kind]
+        self.name = f"openai:{kind}:{cfg.model}"
+        self.prefill_mode, self.prefill_refusal = self._prefill_mode()
+        self._pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="openai")
+
+    # ------------------------------------------------------------------ set-up
+    def _probe(self) -> str:
+        """List the served models; check ``model`` is among them; the server kind they suggest."""
+        import openai
+
+        cfg = self.cfg
+        try:
+            page = self.client.models.list()
+            entries = list(getattr(page, "data", page))
+        except openai.NotFoundError:  # a server without /models: nothing to check
+            return "generic"
+        except openai.APIError as exc:
+            raise ServerError(error_line(exc, cfg, self._secret, "listing the models")) from None
+        ids = [str(getattr(m, "id", "")) for m in entries]
+        if ids and cfg.model not in ids:
+            shown = ", ".join(repr(i) for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+            raise ServerError(f"{cfg.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
+                             f"it serves {shown}")
+        owned = {str(getattr(m, "owned_by", "")) for m in entries}
+        extra: set[str] = set()
+        for m in entries:
+            dumped = m.model_dump() if hasattr(m, "model_dump") else dict(getattr(m, "__dict__", {}))
+            extra |= set(dumped) - _STANDARD_KEYS
+        return detect_server(owned, extra, cfg.base_url)
+
+    def _tokenizer_source(self) -> str | None:
+        if self.cfg.tokenizer:
+            return self.cfg.tokenizer
+        return self.cfg.model if Path(self.cfg.model).expanduser().is_dir() else None
+
+    def _prefill_mode(self) -> tuple[str | None, str | None]:
+        """``(mode, refusal)``: how an answer prefill is sent, or None and why it cannot be."""
+        cfg, p = self.cfg, self.profile
+        key = f"{cfg.role}.openai.prefill"
+        source = self._tokenizer_source()
+        if cfg.prefill == "continue" and p.kind in ("transformers", "openai"):
+            raise ConfigError(f"{key}=continue: a {p.kind} server ends a final assistant message as a finished "
+                              "turn instead of continuing it; use completions (transformers) or none")
+        if cfg.prefill == "completions":
+            if not p.completions and p.kind != "generic":
+                raise ConfigError(f"{key}=completions: a {p.kind} server has no raw-prompt /completions endpoint")
+            if source is None:
+                raise ConfigError(f"{key}=completions needs {cfg.role}.openai.tokenizer (the served model's "
+                                  "tokenizer folder, to apply its chat template here)")
+        mode = cfg.prefill
+        if mode == "auto":
+            mode = ("continue" if p.continue_prefill else "completions" if p.completions and source else "none")
+        if mode != "none":
+            return mode, None
+        why = (f"the answer prefill gene needs a server that continues the assistant turn (vLLM, llama.cpp) or "
+               f"/completions with the chat template applied here; this {p.kind} server has "
+               + ("/completions but no tokenizer: set " + f"{cfg.role}.openai.tokenizer" if p.completions
+                  else "neither") + f" ({key}={cfg.prefill})")
+        return None, why
+
+    def tokenizer(self) -> Any:
+        """The served model's tokenizer (loaded once, offline), or None without a source.
+
+        Raises:
+            ModelError: the source names no loadable tokenizer.
+        """
+        source = self._tokenizer_source()
+        if source is None:
+            return None
+        with self._lock:
+            if self._tok is None:
+                from transformers import AutoTokenizer
+
+                try:
+                    self._tok = AutoTokenizer.from_pretrained(source)
+                except (OSError, ValueError) as exc:
+                    raise ModelError(f"{self.cfg.role}.openai.tokenizer: cannot load a tokenizer from {source!r} "
+                                     f"(runs are offline: a local folder or a cached hub id): {exc}") from None
+        return self._tok
+
+    # ------------------------------------------------------------------ what the server honours
+    def unsupported(self, name: str, value: float) -> str | None:
+        """Why the decoding setting ``name=value`` is not honoured by this server, or None (sent or approximated
+        with the role's consent; :func:`~evotrainer.backends.openai_fields.unsupported`)."""
+        return unsupported(name, value, self.profile, self.approximate)
+
+    @property
+    def adapter_refusal(self) -> str | None:
+        """Why adapters cannot run on this server, or None (vLLM: loaded at first use)."""
+        if self.profile.runtime_lora:
+            return None
+        return (f"adapter genes need a server that loads LoRA adapters while it runs (vLLM's "
+                f"/v1/load_lora_adapter); a {self.profile.kind} server has none")
+
+    def describe(self) -> dict[str, Any]:
+        """What the archive records about this backend: server kind, model, URL, key variable (never the key),
+        how decoding fields are mapped, the prefill path, seeds, and the counts so far (:class:`_Tally`)."""
+        p = self.profile
+        return {
+            "backend": "openai", "server": p.kind, "model": self.cfg.model, "base_url": self.cfg.base_url,
+            "api_key_env": self.cfg.api_key_env, "seed": p.seed, "prefill": self.prefill_mode,
+            "prefill_refusal": self.prefill_refusal, "max_tokens_field": p.max_tokens_field,
+            "approximate": {"repetition_penalty": p.repetition[1]} if p.repetition and self.approximate else {},
+            "adapters": "runtime LoRA loading" if p.runtime_lora else None, "notes": list(p.notes),
+            "concurrency": self.cfg.concurrency, **self.tally.as_dict(),
+        }
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        """Run all requests, ``concurrency`` at a time; the i-th result answers the i-th request.
+
+        Raises:
+            DataError: a malformed chat. ConfigError: ``max_new_tokens`` leaves no room in ``max_context``.
+            ServerError: the server is unusable (one line, :func:`error_line`). ModelError: it refused a request,
+            or a prefill / adapter it cannot take. Either carries ``done``: the answers received before it.
+        """
+        requests = list(requests)
+        futures: dict[Future, int] = {self._pool.submit(self._one, i, r): i for i, r in enumerate(requests)}
+        results: dict[int, Generation] = {}
+        pending = set(futures)
+        failure: BaseException | None = None
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                exc = fut.exception()
+                if exc is None:
+                    results[futures[fut]] = fut.result()
+                    progress.advance(1)  # the phase's progress line (evotrainer.progress), if one is open
+                elif failure is None:
+                    failure = exc
+            if failure is not None:
+                for fut in pending:
+                    fut.cancel()  # not started yet: never sent
+                wait(pending)  # those in flight finish (their answers are kept)
+                for fut in pending:
+                    if not fut.cancelled() and fut.exception() is None:
+                        results[futures[fut]] = fut.result()
+                break
+        if failure is not None:
+            failure.done = results  # type: ignore[attr-defined]  # paid for: the call log keeps them
+            raise failure
+        return [results[i] for i in range(len(requests))]
+
+    def _one(self, i: int, request: GenerationRequest) -> Generation:
+        """One request: fit, send (chat, or completions for a prefill), read text and usage."""
+        import openai
+
+        from evotrainer.backends.hf import ensure_system_turn
+
+        chat, prefill = split_prefill(ensure_system_turn(request.messages, where=f"request {i}"))
+        if prefill and self.prefill_mode is None:
+            raise ModelError(f"{self.cfg.role}: request {i} starts its answer with a prefill: {self.prefill_refusal}")
+        params = request.params
+        chat, cut = self._fit(chat, prefill, params.max_new_tokens, i)
+        fields = request_fields(params, self.profile, self.approximate)
+        model = self._adapter_model(request.adapter)
+        extra = dict(fields.extra)
+        try:
+            if prefill and self.prefill_mode == "completions":
+                prompt = self._render(chat) + prefill
+                resp = self.client.completions.create(model=model, prompt=prompt, **fields.body,
+                                                      extra_body=extra or None)
+                choice = resp.choices[0]
+                text = choice.text or ""
+            else:
+                messages: list[Message] = [*chat, {"role": "assistant", "content": prefill}] if prefill else chat
+                if prefill:
+                    extra.update(dict(self.profile.continue_fields))
+                resp = self.client.chat.completions.create(model=model, messages=messages, **fields.body,
+                                                           extra_body=extra or None)
+                choice = resp.choices[0]
+                text = choice.message.content or ""
+        except openai.APIError as exc:
+            kind = ServerError if is_systemic(exc) else ModelError
+            raise kind(error_line(exc, self.cfg, self._secret, f"request {i}")) from None
+        except (IndexError, AttributeError, TypeError) as exc:  # an answer without a choice or a message
+            raise ModelError(f"{self.cfg.role}: the server at {self.cfg.base_url} sent a malformed answer "
+                             f"(request {i}): {type(exc).__name__}: {_scrub(str(exc), self._secret)}") from None
+        usage = getattr(resp, "usage", None)
+        prompt_tokens = getattr(usage, "prompt_tokens", None)
+        completion_tokens = getattr(usage, "completion_tokens", None)
+        if prompt_tokens is None or completion_tokens is None:
+            prompt_tokens, completion_tokens = self._count(chat, prefill, text)
+        # with a prefill the continuation's leading space belongs to the answer; a prefill the model did not
+        # continue is an empty answer (as in process: evotrainer/backends/hf.py, _finish)
+        text = (prefill + text).strip() if prefill and text.strip() else text.strip()
+        with self.tally.lock:
+            self.tally.requests += 1
+            self.tally.sent.update(fields.sent)
+            self.tally.approximated.update(fields.approximated)
+            self.tally.dropped.update(fields.dropped)
+            if prefill:
+                self.tally.prefill[self.prefill_mode or "none"] += 1
+            self.tally.truncated += cut
+            self.tally.usage_missing += usage is None or getattr(usage, "prompt_tokens", None) is None
+        return Generation(text=text, prompt_tokens=int(prompt_tokens), generated_tokens=int(completion_tokens),
+                          finish_reason="length" if choice.finish_reason == "length" else "stop",
+                          prompt_truncated=cut)
+
+    def _render(self, chat: list[Message]) -> str:
+        tok = self.tokenizer()
+        return tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+    def _count(self, chat: list[Message], prefill: str, text: str) -> tuple[int, int]:
+        """Prompt and answer tokens counted here when the server gave no ``usage`` (words without a tokenizer)."""
+        tok = self.tokenizer()
+        if tok is None:
+            return sum(len(m["content"].split()) for m in chat) + len(prefill.split()), len(text.split())
+        prompt = self._render(chat) + prefill
+        return (len(tok(prompt, add_special_tokens=False)["input_ids"]),
+                len(tok(text, add_special_tokens=False)["input_ids"]))
+
+    def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int) -> tuple[list[Message], bool]:
+        """``chat`` cut to leave ``max_new_tokens`` in ``max_context`` (as the in-process backends), when a
+        tokenizer is known; as is otherwise."""
+        window = self.cfg.max_context
+        if window is None:
+            return chat, False
+        if max_new_tokens < 1 or window - max_new_tokens < 1:
+            raise ConfigError(f"request {i}: max_new_tokens={max_new_tokens} must be in [1, {window - 1}] "
+                              f"({self.cfg.role}.max_context={window} tokens)")
+        tok = self.tokenizer()
+        if tok is None:
+            return chat, False
+        from evotrainer.backends.hf import fit_messages
+
+        def count(messages: list[Message]) -> int:
+            return len(tok(self._render(messages) + prefill, add_special_tokens=False)["input_ids"])
+
+        budget = window - max_new_tokens
+        if count(chat) <= budget:
+            return chat, False
+        fitted, omitted = fit_messages(chat, count, budget)
+        log.warning("%s: request %d was cut to fit %d tokens (%d words omitted)", self.cfg.role, i, window, omitted)
+        return fitted, True
+
+    def _adapter_model(self, adapter: str | None) -> str:
+        """The model name to request: the base model, or the adapter loaded into a vLLM server once."""
+        if adapter is None:
+            return self.cfg.model
+        if self.adapter_refusal is not None:
+            raise ModelError(f"{self.cfg.role}: adapter {adapter}: {self.adapter_refusal}")
+        import openai
+
+        folder = str(Path(adapter).expanduser().resolve())
+        with self._lock:
+            if folder not in self._adapters:
+                files = sorted(Path(folder).glob("*"))
+                signature = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
+                name = "evo-" + hashlib.sha256(f"{folder}\n{signature}".encode()).hexdigest()[:12]
+                try:
+                    self.client.post("/load_lora_adapter", cast_to=str,
+                                     body={"lora_name": name, "lora_path": folder})
+                except openai.APIError as exc:
+                    hint = ("; start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
+                            if getattr(exc, "status_code", None) in (404, 405) else "")
+                    kind = ServerError if is_systemic(exc) else ModelError
+                    raise kind(error_line(exc, self.cfg, self._secret, f"loading adapter {folder}") + hint) from None
+                self._adapters[folder] = name
+            return self._adapters[folder]
+
+    def close(self) -> None:
+        """Stop the request threads and close the HTTP client (idempotent)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        closer = getattr(self.client, "close", None)
+        if closer is not None:
+            closer()

@@ -1,0 +1,185 @@
+"""A tiny OpenAI-compatible test server (standard library only), for the openai backend's tests.
+
+It answers ``GET /v1/models``, ``POST /v1/chat/completions``, ``/v1/completions`` and ``/v1/load_lora_adapter``
+on 127.0.0.1 from a thread, with a deterministic fake model (the answer depends only on the request), ``usage``
+counts that are words, and scripted failures: a key check (401), a rate-limit storm (429 with a
+``retry-after-ms`` of a few milliseconds), server errors (500), all from a given request on; or going away
+(the port closed). It records every request body, counts attempts and the most requests in flight at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["FakeServer", "fake_answer"]
+
+
+def fake_answer(messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    """The fake model's answer: minutes built from the last user message's first speaker lines (so a
+    meeting-minutes rollout scores something), plus a sampled word when the request samples (its seed)."""
+    last = next((m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+    lines = [ln.strip() for ln in last.splitlines() if ":" in ln and len(ln.split()) > 3][:3]
+    digest = hashlib.sha256(json.dumps(messages, sort_keys=True).encode()).hexdigest()[:6]
+    body = "\n".join(f"- {ln.split(':', 1)[1].strip()}" for ln in lines) or f"- Noted item {digest}."
+    text = f"Summary:\n{body}\nAction items:\n- Follow up on item {digest}."
+    if float(params.get("temperature") or 0) > 0:
+        text += f" (draw {int(params.get('seed') or 0) % 97})"
+    return text
+
+
+@dataclass
+class FakeServer:
+    """The server (start with :meth:`start`, or use as a context manager).
+
+    Attributes:
+        model: the one model it serves. owned_by: its ``/models`` entry's ``owned_by`` ("vllm", "llamacpp", ...).
+        key: the API key it wants (None: any). fail: "429", "500", "401" or None, from request ``fail_from`` on
+        (counted over generation requests, 0-based) until ``fail_until`` (exclusive; None: for good).
+        delay_s: seconds each generation takes.
+        bodies: every generation request body received (accepted or refused), in arrival order.
+        attempts: generation requests received. max_in_flight: most generation requests handled at once.
+        lora_loads: the bodies of ``/v1/load_lora_adapter`` calls.
+        usage: answers sent, and the prompt and completion tokens their ``usage`` reported, in all.
+        answer: ``(messages, request body) -> text``, the fake model (:func:`fake_answer` by default).
+    """
+
+    model: str = "fake-model"
+    owned_by: str = "fake"
+    key: str | None = None
+    fail: str | None = None
+    fail_from: int = 0
+    fail_until: int | None = None
+    delay_s: float = 0.0
+    bodies: list[dict[str, Any]] = field(default_factory=list)
+    attempts: int = 0
+    max_in_flight: int = 0
+    lora_loads: list[dict[str, Any]] = field(default_factory=list)
+    usage: list[int] = field(default_factory=lambda: [0, 0, 0])  # answers, prompt and completion tokens reported
+    answer: Callable[[list[dict[str, str]], dict[str, Any]], str] = fake_answer  # the fake model
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._in_flight = 0
+        self._server: ThreadingHTTPServer | None = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeServer:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:  # quiet
+                pass
+
+            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _authorised(self) -> bool:
+                got = self.headers.get("Authorization", "")
+                if fake.key is None or got == f"Bearer {fake.key}":
+                    return True
+                shown = got.removeprefix("Bearer ")  # a careless server echoes the key: the client must scrub it
+                self._send(401, {"error": {"message": f"Incorrect API key provided: {shown}", "type": "auth"}})
+                return False
+
+            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+                if self.path.rstrip("/") != "/v1/models":
+                    self._send(404, {"error": {"message": "not found"}})
+                elif self._authorised():
+                    self._send(200, {"object": "list", "data": [
+                        {"id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by}]})
+
+            def do_POST(self) -> None:  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path == "/v1/load_lora_adapter":
+                    if fake.owned_by != "vllm":
+                        self._send(404, {"error": {"message": "not found"}})
+                    else:
+                        fake.lora_loads.append(body)
+                        self._send(200, {"status": "ok"})
+                    return
+                with fake._lock:
+                    index = fake.attempts
+                    fake.attempts += 1
+                    fake.bodies.append(body)
+                    fake._in_flight += 1
+                    fake.max_in_flight = max(fake.max_in_flight, fake._in_flight)
+                try:
+                    self._generate(index, body)
+                finally:
+                    with fake._lock:
+                        fake._in_flight -= 1
+
+            def _generate(self, index: int, body: dict[str, Any]) -> None:
+                if fake.delay_s:
+                    time.sleep(fake.delay_s)
+                failing = fake.fail is not None and index >= fake.fail_from and (
+                    fake.fail_until is None or index < fake.fail_until)
+                if failing and fake.fail == "401":
+                    self._send(401, {"error": {"message": "Incorrect API key provided: key revoked", "type": "auth"}})
+                    return
+                if not self._authorised():
+                    return
+                if failing and fake.fail in ("429", "500"):
+                    self._send(int(fake.fail), {"error": {"message": f"fake {fake.fail}", "type": "fake"}},
+                               {"retry-after-ms": "5"} if fake.fail == "429" else None)
+                    return
+                if body.get("model") != fake.model and not str(body.get("model", "")).startswith("evo-"):
+                    self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
+                    return
+                if self.path == "/v1/completions":
+                    prompt = str(body.get("prompt", ""))
+                    text = fake.answer([{"role": "user", "content": prompt}], body)
+                    choice: dict[str, Any] = {"index": 0, "text": " " + text, "finish_reason": "stop"}
+                    obj, prompt_words = "text_completion", len(prompt.split())
+                else:
+                    messages = body.get("messages", [])
+                    if messages and messages[-1]["role"] == "assistant" and body.get("continue_final_message"):
+                        text = " continued " + fake.answer(messages[:-1], body)  # continues the prefill
+                    else:
+                        text = fake.answer(messages, body)
+                    choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                    obj, prompt_words = "chat.completion", sum(len(m["content"].split()) for m in messages)
+                words = len(text.split()) + 1
+                with fake._lock:
+                    fake.usage[0] += 1
+                    fake.usage[1] += prompt_words
+                    fake.usage[2] += words
+                self._send(200, {"id": f"x{index}", "object": obj, "created": 0, "model": body.get("model"),
+                                 "choices": [choice], "usage": {"prompt_tokens": prompt_words,
+                                                                "completion_tokens": words,
+                                                                "total_tokens": prompt_words + words}})
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, name="fake-openai", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        """Close the port (idempotent): later requests find nobody listening."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+
+    def __enter__(self) -> FakeServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
