@@ -39,7 +39,7 @@ import torch
 
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
-from evotrainer.backends.converted import converted_dir, load_converted, save_converted
+from evotrainer.backends.converted import converted_dir, load_converted, save_converted, save_plain
 from evotrainer.backends.embedded import embedded_gguf
 from evotrainer.backends.logits import build_processors
 from evotrainer.backends.prefix import PrefixStore, plan_prefixes
@@ -855,7 +855,7 @@ def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     backend.tokenizer.save_pretrained(str(out))
-    _save_plain(backend.model, out)
+    save_plain(backend.model, out)
     config = json.loads((out / "config.json").read_text(encoding="utf-8"))
     config["architectures"] = [type(backend.model).__name__]
     (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
