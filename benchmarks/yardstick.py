@@ -18,10 +18,12 @@ robin by domain). Spearman between the seeds' mean S_val on selection and on uns
 Spearman (even vs odd item positions) within each set: when a set's halves disagree, selection and unseen
 cannot agree either. Target: Spearman >= 0.5 over 14 seeds on >= 60 items per set (NOT MEASURED with fewer).
 
-Time, estimated from the rollout count (not measured): the default rolls out the policy on the 79 selection
-items and the 13 other seeds on 60 of them, then the 14 seeds on 60 unseen windows, about 1,700 rollouts;
-at 3-4 s per rollout of a long real window on 2 cores, roughly 1.5-2 hours. --quick: 16 rollouts, a few
-minutes with model loading. --from-json: scoring only, a minute or two.
+Time: about 1,800 rollouts (the policy on the 79 selection items and the 13 other seeds on 60 of them, then the
+14 seeds on 60 unseen windows). Measured at d389750 on the 2-core machine with other work beside it: 11 s per
+rollout seed-major (each chunk one seed, every long transcript prefilled once per seed), 2.3-6 s item-major (the
+seeds of one item share a chunk and its transcript-first prefix), so 1.5-3 hours; run it on a quiet machine with
+``--override model.threads=2``. --quick: 16 rollouts, a few minutes with model loading. --from-json: scoring
+only, a minute or two.
 
 Rollouts are checkpointed per chunk of 48 to ``benchmarks/results/yardstick-rollouts.jsonl`` (``--checkpoint``,
 git-ignored): a killed benchmark rerun with the same command rolls out only what is missing.
