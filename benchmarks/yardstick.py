@@ -1,6 +1,6 @@
 """Issue 24's yardstick targets: does S_val (mm-5) score meeting content, and do seed rankings transfer?
 
-    python -m benchmarks.yardstick                      # ~1,700 rollouts: roughly 1.5-2 hours on 2 cores
+    python -m benchmarks.yardstick --override model.threads=2   # ~1,800 rollouts: 1.5-3 hours on 2 cores
     python -m benchmarks.yardstick --quick              # 2 seeds x 4 items: checks that the script works
     python -m benchmarks.yardstick --from-json benchmarks/results/yardstick-<commit>-<time>.json
 
