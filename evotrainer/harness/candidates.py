@@ -82,7 +82,36 @@ def _check_popsize(popsize: int, what: str) -> int:
     return int(popsize)
 
 
-class FrozenHarness:
+class _NoUpdate:
+    """The part of :class:`CandidateSource` a source that never learns shares: ``tell`` checks the lengths
+    and ignores the scores; ``set_mean`` and ``shrink_sigma`` do nothing; no step size, no stop flags."""
+
+    def tell(self, candidates: Sequence[np.ndarray], scores: Sequence[float]) -> None:
+        """Ignored (only the lengths are checked).
+
+        Raises:
+            ValueError: ``candidates`` and ``scores`` differ in length.
+        """
+        if len(candidates) != len(scores):
+            raise ValueError(f"{type(self).__name__}.tell: {len(candidates)} candidates, {len(scores)} scores")
+
+    def set_mean(self, x: Sequence[float] | np.ndarray) -> None:
+        """Ignored: a frozen harness stays at ``x0`` (a rollback restores a pair found under it anyway);
+        random search has no mean."""
+
+    def shrink_sigma(self, factor: float) -> None:
+        """Ignored (no step size)."""
+
+    @property
+    def sigma(self) -> float:
+        return 0.0
+
+    @property
+    def stop_reasons(self) -> dict[str, Any]:
+        return {}
+
+
+class FrozenHarness(_NoUpdate):
     """Every candidate is ``x0``, the start harness; scores are ignored.
 
     Args:
@@ -103,27 +132,9 @@ class FrozenHarness:
         """``popsize`` copies of ``x0`` (fresh arrays)."""
         return [self.x0.copy() for _ in range(self.popsize)]
 
-    def tell(self, candidates: Sequence[np.ndarray], scores: Sequence[float]) -> None:
-        """Ignored: a frozen harness learns nothing (only the lengths are checked)."""
-        if len(candidates) != len(scores):
-            raise ValueError(f"FrozenHarness.tell: {len(candidates)} candidates, {len(scores)} scores")
-
-    def set_mean(self, x: Sequence[float] | np.ndarray) -> None:
-        """Ignored: the harness stays at ``x0`` (a rollback restores a pair found under ``x0`` anyway)."""
-
-    def shrink_sigma(self, factor: float) -> None:
-        """Ignored (no step size)."""
-
-    @property
-    def sigma(self) -> float:
-        return 0.0
-
-    @property
-    def stop_reasons(self) -> dict[str, Any]:
-        return {}
 
 
-class RandomHarness:
+class RandomHarness(_NoUpdate):
     """Each candidate uniform in ``[0, 1]^dim``, drawn from ``rng``; never updated from the scores.
 
     Args:
@@ -147,24 +158,6 @@ class RandomHarness:
         """``popsize`` points, each coordinate uniform in [0, 1]."""
         return [self.rng.uniform(0.0, 1.0, size=self.dim) for _ in range(self.popsize)]
 
-    def tell(self, candidates: Sequence[np.ndarray], scores: Sequence[float]) -> None:
-        """Ignored: random search does not learn (only the lengths are checked)."""
-        if len(candidates) != len(scores):
-            raise ValueError(f"RandomHarness.tell: {len(candidates)} candidates, {len(scores)} scores")
-
-    def set_mean(self, x: Sequence[float] | np.ndarray) -> None:
-        """Ignored: random search has no mean."""
-
-    def shrink_sigma(self, factor: float) -> None:
-        """Ignored (no step size)."""
-
-    @property
-    def sigma(self) -> float:
-        return 0.0
-
-    @property
-    def stop_reasons(self) -> dict[str, Any]:
-        return {}
 
 
 def candidate_source(
