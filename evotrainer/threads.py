@@ -47,7 +47,7 @@ __all__ = ["COMPUTE_PHASE", "Machine", "apply_threads", "choose_threads", "own_l
 
 log = logging.getLogger(__name__)
 _LOAD_WINDOW_S = 60.0  # the 1-minute load average is an exponential average over this many seconds
-_chosen: int | None = None  # the automatic choice, made once per process (torch's pool is process-wide)
+_chosen: int | None = None  # the count this process computes with, once set (torch's pool is process-wide)
 COMPUTE_PHASE = "compute"
 """``name`` of the ``phase`` event in which an evolve run records its thread counts (:func:`threads_in_use`)."""
 
@@ -237,8 +237,10 @@ def apply_threads(override: int | None = None, machine: Machine | None = None) -
     """Set torch's CPU thread count and return it (one log line says why).
 
     Args:
-        override: ``model.threads``; None = automatic (:func:`choose_threads` on ``machine``, chosen
-            once per process: later calls reuse the first choice, since the pool is process-wide).
+        override: ``model.threads`` (or the role's own ``threads``); None = the count this process already
+            computes with, or automatic (:func:`choose_threads` on ``machine``) on the first call. Torch's pool
+            is process-wide, so a count once set, explicit or chosen, is what a later automatic call keeps:
+            with ``model.threads=1`` and ``mutator.threads=null`` both roles compute at 1 thread.
         machine: the inputs of the automatic choice (read from this machine when None).
 
     Returns:
@@ -253,7 +255,7 @@ def apply_threads(override: int | None = None, machine: Machine | None = None) -
     if override is not None:
         if override < 1:
             raise ConfigError(f"model.threads must be >= 1 or null, got {override}")
-        n = int(override)
+        n = _chosen = int(override)
         log.info("compute threads: %d (model.threads)", n)
     elif _chosen is not None:
         n = _chosen

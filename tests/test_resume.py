@@ -158,9 +158,7 @@ def test_a_resume_told_another_thread_count_warns_with_the_key_to_pass(full_run,
     _, full, _ = full_run
     run_dir = tmp_path / "run"
     args = _overrides(tiny_model_dir)
-    # mutator.threads pinned too: torch threads are per process, and an automatic mutator count chosen after the
-    # model (2 on a quiet machine) is what the run records (noticed at b86dd73, not fixed yet)
-    killed = _cli([*args, "model.threads=1", "mutator.threads=1", f"hydra.run.dir={run_dir}"],
+    killed = _cli([*args, "model.threads=1", f"hydra.run.dir={run_dir}"],
                   kill_at="event:task_batch:2+1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     (compute,) = [e for e in _events(run_dir, "phase") if e.payload.get("name") == "compute"]

@@ -103,3 +103,11 @@ def test_apply_threads_override_wins(fake_torch: _FakeTorch) -> None:
     assert fake_torch.threads == [3]
     with pytest.raises(ConfigError, match="model.threads"):
         apply_threads(0)
+
+
+def test_an_automatic_count_after_an_explicit_one_keeps_it(fake_torch: _FakeTorch) -> None:
+    # model.threads=1, mutator.threads=null on a quiet machine: torch's pool is per process, so the mutator's
+    # automatic count must not raise it to the free cores (the run recorded 2 with model.threads=1 before)
+    assert apply_threads(1, Machine(cores=2, load=0.0)) == 1
+    assert apply_threads(None, Machine(cores=2, load=0.0)) == 1
+    assert fake_torch.threads == [1, 1]
