@@ -150,8 +150,8 @@ class EvaluationConfig:
 
 @dataclass
 class EvaluateConfig:
-    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; README "Evaluate on your own
-    meetings"). Null / empty keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
+    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; docs/evaluate.md). Null / empty
+    keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
 
     dataset: str | None = None  # .jsonl file or folder of <name>.txt + <name>.md; null = task.validation_path
     format: str = "auto"  # auto (folder -> folder, .jsonl -> jsonl) | jsonl | folder
