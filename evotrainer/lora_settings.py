@@ -21,6 +21,7 @@ class LoraSettings:
     alpha: int = 32  # LoRA scaling numerator (scale = alpha / rank)
     dropout: float = 0.0  # LoRA dropout probability in [0, 1)
     lr: float = 2e-4  # AdamW learning rate, absolute (not log10)
+    # module names the adapter attaches to (the attention projections of Llama-style models)
     target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     steps: int = 16  # optimiser steps per round
     batch_size: int = 4  # examples per step

@@ -14,27 +14,34 @@ line and exit with status 2; ``--debug`` shows the traceback instead.
 
 from __future__ import annotations
 
-import contextvars
-import functools
 import json
-import sqlite3
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer import ablation, transfer, transfer_view
-from evotrainer.archive import study_view, views, yardstick_view
+from evotrainer import transfer, transfer_view
+from evotrainer.archive import views, yardstick_view
+from evotrainer.archive.cli_common import (
+    ArchiveArg,
+    JsonOpt,
+    PolicyArg,
+    RunOpt,
+    app,
+    emit_json,
+    fmt,
+    friendly,
+    kv_table,
+    make_console,
+    open_store,
+)
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
-from evotrainer.archive.store import ArchiveStore, checkpoint_archive, open_archive
-from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
-from evotrainer.archive.textsafe import clip, dumps, terminal_safe
+from evotrainer.archive.store import checkpoint_archive, open_archive
+from evotrainer.archive.textsafe import clip, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.events import TrajectoriesEvent
@@ -42,81 +49,8 @@ from evotrainer.generalisation import render_table, to_payload
 
 __all__ = ["app", "main"]
 
-app = typer.Typer(
-    name="evotrainer-archive",
-    help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report; "
-    "`checkpoint` folds a killed run's archive.db-wal into archive.db.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-ArchiveArg = Annotated[Path, typer.Argument(help="archive.db file, or a run folder holding one", show_default=False)]
-RunOpt = Annotated[str | None, typer.Option("--run", "-r", help="run id (default: the last run in the file)")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts instead of tables")]
-PolicyArg = Annotated[str | None, typer.Argument(help="policy id or unique prefix (default: best by S_val)")]
-
-_PIPE_WIDTH = 160
-_DEBUG: contextvars.ContextVar[bool] = contextvars.ContextVar("evotrainer_archive_debug", default=False)
-_EXPECTED = (EvoTrainerError, sqlite3.Error, OSError, json.JSONDecodeError)
-
-
-def _console() -> Console:
-    console = Console(highlight=False, soft_wrap=False)
-    if not console.is_terminal:  # piped to a file or pager: wide tables rather than 80 columns
-        console.width = max(console.width, _PIPE_WIDTH)
-    return console
-
-
-def _friendly(func: F) -> F:
-    """Turn expected failures (bad archive, unknown id, unwritable folder) into one line and exit 2."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except _EXPECTED as exc:
-            if _DEBUG.get():
-                raise
-            msg = " ".join(terminal_safe(str(exc) or type(exc).__name__).split())
-            print(f"error: {msg}", file=sys.stderr)
-            raise typer.Exit(2) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-@app.callback()
-def _root(
-    debug: Annotated[bool, typer.Option("--debug", help="show full tracebacks on errors")] = False,
-) -> None:
-    _DEBUG.set(debug)
-
-
-def _open(archive: Path) -> ArchiveStore:
-    return open_archive(resolve_archive(archive), read_only=True)
-
-
-def _emit_json(obj: Any) -> None:
-    sys.stdout.write(dumps(obj) + "\n")
-
-
-def _f(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return terminal_safe(x)
-
-
-def _kv_table(title: str, rows: list[tuple[str, Any]]) -> Table:
-    t = Table(title=title, show_header=False, title_justify="left")
-    t.add_column(style="bold")
-    t.add_column()
-    for k, v in rows:
-        t.add_row(Text(k), Text(_f(v)))
-    return t
+# the shared helpers (cli_common) under the names the commands below use
+_console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json, fmt, friendly, kv_table, open_store
 
 
 # --- runs / show ----------------------------------------------------------------------------------
@@ -498,108 +432,8 @@ def checkpoint(
     _console().print(Text(terminal_safe(msg)))
 
 
-# --- sweeps ---------------------------------------------------------------------------------------
-
-
-_diff_cell = transfer_view.diff_cell
-_HELD = {True: ("yes", "green"), False: ("no", "red"), None: ("undecided", "yellow")}
-
-
-@app.command()
-@_friendly
-def sweep(
-    paths: Annotated[list[Path], typer.Argument(help="Hydra multirun folders (a sweep_index.json in one gives a "
-                                                     "row per job) or any folders holding archive.db files")],
-    seed: Annotated[int, typer.Option(help="seed of the pooled bootstrap")] = 0,
-    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the pooled interval")] = 0.95,
-    html: Annotated[Path | None, typer.Option(
-        "--html", help="also write the ablation study's table and figure to this HTML file")] = None,
-    as_json: JsonOpt = False,
-) -> None:
-    """Several seeds or settings: each job side by side, each run's final best vs best seed, and the
-    held-out difference and the transfer report pooled over runs.
-
-    A sweep folder with a ``sweep_index.json`` first gets one row per job (overrides that differ, status
-    or error, final and best-seed S_val, held-out difference). The pooled intervals are cluster bootstraps
-    over items (runs of one sweep share the held-out and the transfer items); runs without a generalisation
-    event are listed as skipped, runs without a transfer event as transfer n/a.
-
-    An ablation study (runs of more than one ``outer.candidate_source`` arm, or peer arms' ``arm_result.json``
-    files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.ablation`): per arm,
-    final best − best seed, and arm against arm, pooled over seeds, with the rollouts and wall time per arm.
-
-    With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
-    (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to
-    summarise nor a sweep index.
-    """
-    jobs = index_jobs(paths)
-    study_runs, study, study_skipped = study_view.load_study(paths, seed=seed, level=level, html=html)
-
-    def in_a_sweep(path: Path) -> bool:  # a sweep index in the folder, or jobs of indexes below it
-        return (sweep_status(path) is not None
-                or any(Path(j["sweep"]).resolve().is_relative_to(path.resolve()) for j in jobs))
-
-    locations = []
-    for path in paths:
-        try:
-            locations += find_archives(path)
-        except ArchiveError:
-            if not in_a_sweep(path) and not any(r.source.startswith(str(path)) for r in study_runs):
-                raise  # (a sweep whose jobs all failed or still run has no archive, but its index lists them)
-    summary = views.sweep_summary(locations, seed=seed, level=level)
-    summary["jobs"] = jobs
-    summary["study"] = None if study is None else {**ablation.to_payload(study), "skipped": study_skipped}
-    if as_json:
-        _emit_json(summary)
-        if not summary["runs"] and not any(in_a_sweep(p) for p in paths):
-            raise typer.Exit(2)
-        return
-    console = _console()
-    if jobs:
-        console.print(render_jobs(jobs))
-        for folder in dict.fromkeys(j["sweep"] for j in jobs):
-            if (st := sweep_status(folder)) is not None:
-                n = sum(j["sweep"] == folder for j in jobs)
-                console.print(Text(terminal_safe(
-                    f"sweep {folder}: {st['status']}, {n} of {st['planned_jobs'] or '?'} jobs listed, "
-                    f"{st['launcher'] or 'launcher ?'}, {st['started']} to {st['ended'] or '(not ended)'}"
-                    + (f"; {st['error']}" if st.get("error") else ""))))
-    pct = f"{round(level * 100)}%"
-    if summary["runs"]:
-        t = Table(title=f"final best vs best seed per run (paired differences, {pct} intervals; higher is better)",
-                  title_justify="left")
-        for col in ("job", "run", "seed", "best seed", "final best", "selection diff", "held-out diff",
-                    "held-out W/L/T", "held", "transfer"):
-            t.add_column(col)
-        for r in summary["runs"]:
-            h = r["heldout"]
-            held, style = _HELD[r["held"]]
-            t.add_row(Text(terminal_safe(r["job"])), Text(terminal_safe(r["run_id"])), str(r["seed"]),
-                      Text(terminal_safe(r["baseline_id"])), Text(terminal_safe(r["best_id"])),
-                      _diff_cell(r["selection"]), _diff_cell(h),
-                      "–" if h is None else f"{h['wins']}/{h['losses']}/{h['ties']}", Text(held, style=style),
-                      transfer_view.run_cell(r["transfer"]))
-        console.print(t)
-    for s in summary["skipped"]:
-        console.print(Text(f"skipped {terminal_safe(s['archive'])}"
-                           + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")
-                           + f": {clip(s['reason'], 200)}", style="yellow"))
-    if not summary["runs"] and study is None:
-        where = ", ".join(str(p) for p in paths)
-        raise ArchiveError(f"{where}: no run holds a generalisation event; nothing to summarise")
-    for split, label in (("selection", "selection"), ("heldout", "held-out")):
-        p = summary["pooled"][split]
-        if p is not None:
-            console.print(Text(f"pooled {label} difference over {p['runs']} run(s), {p['n']} items "
-                               f"(cluster bootstrap by item, {pct}): ") + _diff_cell(p))
-    p = summary["pooled"]["heldout"]
-    if p is not None:
-        console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
-    transfer_view.print_pooled(console, summary)
-    if study is not None:
-        study_view.print_study(console, study, study_skipped)
-        if html is not None:
-            console.print(Text(f"study report written: {terminal_safe(str(html))}"))
+# the sweep command lives in its own module; imported here, after the commands above, so `--help` lists it last
+from evotrainer.archive.cli_sweep import sweep  # noqa: E402, F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,13 +25,9 @@ Design choices (each one a correctness requirement, not a speed-up only):
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import logging
-import re
 import time
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,11 +35,19 @@ import torch
 
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
-from evotrainer.backends.converted import converted_dir, load_converted, save_converted, save_plain
-from evotrainer.backends.embedded import embedded_gguf
+from evotrainer.backends.converted import save_plain
+from evotrainer.backends.hf_adapters import AdapterSlots
+from evotrainer.backends.hf_config import GenerationStats, HFBackendConfig
+from evotrainer.backends.hf_loading import (  # noqa: F401  (_resolve_source: re-exported for tests)
+    _cache_kwarg,
+    _plain_kv_cache,
+    _resolve_source,
+    load_model,
+)
 from evotrainer.backends.logits import build_processors
 from evotrainer.backends.prefix import PrefixStore, plan_prefixes
-from evotrainer.errors import ConfigError, DataError, ModelError
+from evotrainer.backends.prompt_fit import ensure_system_turn, fit_messages
+from evotrainer.errors import ConfigError, ModelError
 
 __all__ = [
     "GenerationStats",
@@ -58,84 +62,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 _PAD_CANDIDATES = ("<|endoftext|>", "<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>")
-
-
-@dataclass(frozen=True)
-class HFBackendConfig:
-    """Settings of :class:`HFBackend`.
-
-    Attributes:
-        path: None for the embedded SmolLM2-135M-Instruct GGUF; else a local HF model folder, a local
-            ``.gguf`` file, or a hub id (hub ids must already be in the local cache: runs are offline,
-            ``HF_HUB_OFFLINE=1``).
-        gguf_file: GGUF file name inside ``path`` (None: auto-detected when the folder holds exactly
-            one ``.gguf`` file and no ``config.json``).
-        dtype: "float32" (CPU default), "bfloat16" or "float16".
-        batch_size: requests per ``generate`` call, >= 1 (a population generation of 8 policies x 3
-            meetings fits one call at the default).
-        max_context: cap on the context window in tokens (prompt + generated); None uses the model's
-            ``max_position_embeddings``.
-        threads: ``torch.set_num_threads`` value (process-wide); None leaves torch's default.
-        progress: show a progress bar over batches (off by default).
-        device: torch device for the model ("cpu", "cuda", "cuda:1", ...).
-        prefix_sharing: compute a token prefix shared by several requests of one ``generate`` call
-            once and reuse its key/value states for each of them (:mod:`evotrainer.backends.prefix`);
-            False runs every request's whole prompt (the per-pair path). Greedy text is the same either
-            way up to floating-point rounding.
-        prefix_min_tokens: shortest shared prefix worth reusing, tokens, >= 1.
-        prefix_cache_mb: MiB of computed prefix states kept across calls (least recently used
-            dropped first), >= 0; 0 keeps none (prefixes are still shared inside one call).
-        kv_cache: "dynamic" (transformers' ``DynamicCache``: grows by concatenation each step) or
-            "static" (a ``StaticCache`` preallocated to the chunk's prompt width + max new tokens and
-            written in place; same text, no per-step copy of the whole cache).
-        max_batch_tokens: cap on a chunk's padded size, rows x (prompt width + max new tokens), tokens;
-            a chunk closes before it would pass the cap or ``batch_size`` rows (a single row is always
-            allowed). None: rows only. Bounds memory when long prompts meet large batches.
-    """
-
-    path: str | None = None
-    gguf_file: str | None = None
-    dtype: str = "float32"
-    batch_size: int = 32
-    max_context: int | None = None
-    threads: int | None = None
-    progress: bool = False
-    device: str = "cpu"
-    prefix_sharing: bool = True
-    prefix_min_tokens: int = 32
-    prefix_cache_mb: int = 512
-    max_batch_tokens: int | None = 32768
-    kv_cache: str = "static"
-
-
-@dataclass
-class GenerationStats:
-    """Running token counts of one backend, for benchmarks and the run summary.
-
-    Attributes:
-        requests: requests generated.
-        prompt_tokens: prompt tokens of those requests (after context fitting).
-        prefix_tokens_reused: prompt tokens not run through the model because a shared prefix's states
-            were computed once (or found in the prefix store) and reused.
-        prefix_tokens_computed: prompt tokens of shared prefixes that were run through the model.
-        generated_tokens: tokens generated, end-of-turn included.
-    """
-
-    requests: int = 0
-    prompt_tokens: int = 0
-    prefix_tokens_reused: int = 0
-    prefix_tokens_computed: int = 0
-    generated_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class _LoadedAdapter:
-    """A resident adapter: its PEFT name and the (mtime, size) signature of its files when loaded."""
-
-    name: str
-    signature: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -148,163 +75,9 @@ class _Prepared:
     prefill: str = ""  # start of the answer, already in ``ids``; prepended to the decoded continuation
 
 
-def ensure_system_turn(messages: Sequence[Message], where: str = "request") -> list[Message]:
-    """Return a copy of ``messages`` that starts with a system message (empty one inserted if absent).
-
-    Args:
-        messages: chat messages ``{"role": ..., "content": str}``, at least one.
-        where: label used in error messages (e.g. "request 3").
-
-    Raises:
-        DataError: no messages, or a message without a string ``role``/``content``.
-    """
-    if not messages:
-        raise DataError(f"{where}: a chat needs at least one message")
-    out: list[Message] = []
-    for j, msg in enumerate(messages):
-        if not isinstance(msg.get("role"), str) or not isinstance(msg.get("content"), str):
-            raise DataError(f"{where}, message {j}: expected {{'role': str, 'content': str}}, got {msg!r}")
-        out.append({"role": msg["role"], "content": msg["content"]})
-    if out[0]["role"] != "system":
-        out.insert(0, {"role": "system", "content": ""})
-    return out
 
 
-def _cut_middle(text: str, omit: int) -> str:
-    """``text`` with ``omit`` whitespace-separated words removed from its middle and a marker in their place."""
-    words = re.findall(r"\S+\s*", text)  # keeps each word's trailing whitespace (line breaks survive)
-    if omit <= 0:
-        return text
-    omit = min(omit, len(words))
-    keep = len(words) - omit
-    head = "".join(words[: (keep + 1) // 2]).rstrip()
-    tail = "".join(words[len(words) - keep // 2 :]) if keep // 2 else ""
-    return f"{head}\n[... {omit} words omitted ...]\n{tail}"
-
-
-def fit_messages(
-    messages: Sequence[Message], count_tokens: Callable[[list[Message]], int], budget: int
-) -> tuple[list[Message], int]:
-    """Shorten ``messages`` until their rendered prompt has at most ``budget`` tokens.
-
-    The longest user message loses words from its middle (a "[... N words omitted ...]" marker takes
-    their place), found by binary search on the number of omitted words; if emptying it is not enough,
-    the next longest user message follows, then the other messages (system last).
-
-    Args:
-        messages: the chat (not modified).
-        count_tokens: prompt length in tokens of a chat, chat template included.
-        budget: allowed prompt tokens (context window minus ``max_new_tokens``), >= 1.
-
-    Returns:
-        ``(messages, omitted_words)``; the same content and 0 when it already fits.
-
-    Raises:
-        ConfigError: the chat cannot fit even with every message emptied (``max_new_tokens`` too large
-            for the context window).
-    """
-    msgs = [dict(m) for m in messages]
-    if count_tokens(msgs) <= budget:
-        return msgs, 0
-    order = sorted(
-        range(len(msgs)),
-        key=lambda j: (msgs[j]["role"] != "user", msgs[j]["role"] == "system", -len(msgs[j]["content"])),
-    )
-    omitted = 0
-    for j in order:
-        original = msgs[j]["content"]
-        n_words = len(original.split())
-        if n_words == 0:
-            continue
-
-        def fits(omit: int, j: int = j, original: str = original) -> bool:
-            trial = [*msgs[:j], {**msgs[j], "content": _cut_middle(original, omit)}, *msgs[j + 1 :]]
-            return count_tokens(trial) <= budget
-
-        if not fits(n_words):
-            msgs[j]["content"] = _cut_middle(original, n_words)
-            omitted += n_words
-            continue
-        lo, hi = 1, n_words  # smallest omit in [lo, hi] that fits; hi is known to fit
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if fits(mid):
-                hi = mid
-            else:
-                lo = mid + 1
-        msgs[j]["content"] = _cut_middle(original, lo)
-        return msgs, omitted + lo
-    raise ConfigError(
-        f"the prompt does not fit in {budget} tokens even with every message emptied; "
-        "lower max_new_tokens (SamplingParams) or raise max_context"
-    )
-
-
-@functools.cache
-def _cache_kwarg() -> str:
-    """The ``generate`` keyword of a user-built KV cache: ``cache`` since transformers renamed
-    ``past_key_values`` (5.x deprecation), ``past_key_values`` before."""
-    import inspect
-
-    from transformers import LlamaModel
-
-    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
-
-
-def _plain_kv_cache(model: torch.nn.Module) -> bool:
-    """True when ``model``'s cache is plain per-layer key/value tensors that rows can share (no sliding
-    window, no linear-attention state): the condition for prefix sharing."""
-    from transformers import DynamicCache
-
-    try:
-        layers = DynamicCache(config=model.config).layers
-    except Exception:  # an exotic config: share nothing rather than guess
-        return False
-    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
-
-
-@contextlib.contextmanager
-def _quiet_loading() -> Iterator[None]:
-    """Silence transformers' weight-loading and GGUF de-quantisation progress bars, then restore them."""
-    from transformers import modeling_gguf_pytorch_utils as gguf_utils
-    from transformers.utils import logging as hf_logging
-
-    was_on = hf_logging.is_progress_bar_enabled()
-    old_tqdm = getattr(gguf_utils, "tqdm", None)
-    hf_logging.disable_progress_bar()
-    if old_tqdm is not None:
-        gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
-    try:
-        yield
-    finally:
-        if old_tqdm is not None:
-            gguf_utils.tqdm = old_tqdm
-        if was_on:
-            hf_logging.enable_progress_bar()
-
-
-def _resolve_source(cfg: HFBackendConfig) -> tuple[str, str | None]:
-    """``(folder or hub id, gguf file name or None)`` for ``from_pretrained``; ModelError if absent."""
-    if cfg.path is None:
-        gguf = embedded_gguf()
-        return str(gguf.parent), cfg.gguf_file or gguf.name
-    local = Path(cfg.path).expanduser()
-    if local.is_file() and local.suffix == ".gguf":
-        return str(local.parent), local.name
-    if local.is_dir():
-        if cfg.gguf_file is None and not (local / "config.json").is_file():
-            ggufs = sorted(local.glob("*.gguf"))
-            if len(ggufs) == 1:
-                return str(local), ggufs[0].name
-        if cfg.gguf_file is not None and not (local / cfg.gguf_file).is_file():
-            raise ModelError(f"model.gguf_file {cfg.gguf_file!r} not found in {local}")
-        return str(local), cfg.gguf_file
-    if local.exists() or not _HUB_ID.match(cfg.path) or cfg.path.startswith((".", "~")):
-        raise ModelError(f"model.path does not exist or is not a model folder: {cfg.path}")
-    return cfg.path, cfg.gguf_file  # a hub id: resolved from the local cache (offline)
-
-
-class HFBackend:
+class HFBackend(AdapterSlots):
     """Batched chat completion with transformers (implements :class:`~evotrainer.backends.base.LLM`).
 
     Args:
@@ -347,7 +120,7 @@ class HFBackend:
         source, gguf_file = _resolve_source(cfg)
         self.name = f"hf:{gguf_file or source}"
         start = time.perf_counter()
-        self.tokenizer, self.model = self._load(source, gguf_file, _DTYPES[cfg.dtype])
+        self.tokenizer, self.model = load_model(source, gguf_file, _DTYPES[cfg.dtype])
         try:
             self.model.to(cfg.device).eval()
         except (RuntimeError, AssertionError) as exc:  # unknown or unavailable device
@@ -360,42 +133,12 @@ class HFBackend:
             tok_limit = getattr(self.tokenizer, "model_max_length", None)
             limit = tok_limit if tok_limit and tok_limit < 10**7 else 2048
         self.context_length = min(limit, cfg.max_context) if cfg.max_context else int(limit)
-        # adapters (issue 6): one PEFT wrapper at most, one named adapter per distinct folder
-        self.max_loaded_adapters = 64
-        self._peft = None
-        self._adapters: dict[str, _LoadedAdapter] = {}
-        self._adapter_counter = 0
+        self._init_adapters()  # issue 6: one PEFT wrapper at most, one named adapter per distinct folder
         # shared prefixes (issue 14): only for models whose cache is plain per-layer key/value tensors
         self.stats = GenerationStats()
         self.prefix_store = PrefixStore(cfg.prefix_cache_mb * 2**20)
         self.prefix_sharing = cfg.prefix_sharing and _plain_kv_cache(self.model)
 
-    # ------------------------------------------------------------------ loading
-    @staticmethod
-    def _load(source: str, gguf_file: str | None, dtype: torch.dtype):
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        kwargs = {"gguf_file": gguf_file} if gguf_file else {}
-        converted = converted_dir(source, gguf_file, dtype)
-        if converted is not None:  # the GGUF converted once already: a safetensors load, fingerprint-checked
-            with _quiet_loading():
-                cached = load_converted(converted, dtype)
-            if cached is not None:
-                return cached
-        try:
-            with _quiet_loading():
-                tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-                model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs)
-        except (OSError, ValueError, ImportError) as exc:
-            raise ModelError(
-                f"cannot load model {source!r}{f' (gguf_file={gguf_file})' if gguf_file else ''}: {exc}. "
-                "Hub ids must already be cached locally (runs are offline, HF_HUB_OFFLINE=1)."
-            ) from exc
-        if not getattr(tokenizer, "chat_template", None):
-            raise ModelError(f"model {source!r} has no chat template; use an instruction-tuned model")
-        if converted is not None:
-            save_converted(converted, tokenizer, model)
-        return tokenizer, model
 
     def _stop_ids(self) -> tuple[int, ...]:
         """End-of-turn ids: the generation config's eos id(s), then the tokenizer's eos; first is forced."""
@@ -462,146 +205,6 @@ class HFBackend:
             return _Prepared(ids, False, 0, prefill)
         fitted, omitted = fit_messages(chat, lambda m: len(self._encode(m, prefill)), budget)
         return _Prepared(self._encode(fitted, prefill), True, omitted, prefill)
-
-    # ------------------------------------------------------------------ adapters (issue 6)
-    @property
-    def loaded_adapters(self) -> dict[str, str]:
-        """Adapters resident in the model: ``{resolved folder: internal PEFT adapter name}``."""
-        return {folder: entry.name for folder, entry in self._adapters.items()}
-
-    def load_adapter(self, folder: str | Path) -> str:
-        """Load the PEFT LoRA adapter saved in ``folder`` (once per distinct folder) and return its name.
-
-        Adapters stay resident (least recently used ones are evicted past ``max_loaded_adapters``) and are
-        dormant outside :meth:`generate`: their layers are disabled, so a direct ``self.model(...)`` call
-        runs the base model. A folder whose ``adapter_model.safetensors`` or ``adapter_config.json``
-        changed on disk since it was loaded is reloaded.
-
-        Args:
-            folder: a folder written by PEFT ``save_pretrained`` (``adapter_config.json`` +
-                ``adapter_model.safetensors``) for this base model.
-
-        Returns:
-            The internal adapter name (``"a<k>"``), used as a row entry of PEFT ``adapter_names``.
-
-        Raises:
-            ModelError: the folder is missing, is not a PEFT adapter, or does not fit this model.
-        """
-        return self._load_adapters([folder])[0]
-
-    def unload_adapter(self, folder: str | Path) -> bool:
-        """Remove the adapter loaded from ``folder``; True if it was loaded.
-
-        When the last adapter goes, the PEFT wrapper is unloaded and the model is the plain base model
-        again (same module objects and weights as before any adapter was loaded).
-        """
-        key = str(Path(folder).expanduser().resolve())
-        entry = self._adapters.pop(key, None)
-        if entry is None:
-            return False
-        self.prefix_store.clear()
-        if not self._adapters:
-            self.unload_adapters()
-            return True
-        with warnings.catch_warnings():  # "adapter X was active, setting active adapter to Y"
-            warnings.simplefilter("ignore")
-            self._peft.delete_adapter(entry.name)
-        return True
-
-    def unload_adapters(self) -> None:
-        """Remove every loaded adapter and the PEFT wrapper: the model is the plain base model again."""
-        self._adapters.clear()
-        self.prefix_store.clear()
-        if self._peft is not None:
-            peft, self._peft = self._peft, None
-            self.model = peft.unload()
-            self.model.eval()
-
-    def _adapter_folder(self, folder: str | Path) -> tuple[str, tuple[int, ...]]:
-        """``(resolved folder, file signature)``; ModelError when it is not a PEFT adapter folder."""
-        path = Path(folder).expanduser().resolve()
-        files = [path / "adapter_config.json", path / "adapter_model.safetensors"]
-        if not path.is_dir() or not files[0].is_file():
-            raise ModelError(f"adapter {folder}: not a PEFT adapter folder (expected adapter_config.json)")
-        stats = [f.stat() for f in files if f.is_file()]
-        return str(path), tuple(v for st in stats for v in (st.st_mtime_ns, st.st_size))
-
-    def _load_adapters(self, folders: Sequence[str | Path]) -> list[str]:
-        """Names of the adapters in ``folders`` (loading or reloading as needed), evicting LRU others."""
-        from peft import PeftModel
-
-        from evotrainer.backends.adapter_files import check_fits, read_adapter
-
-        names: list[str] = []
-        wanted = {self._adapter_folder(f)[0] for f in folders}
-        for folder in folders:
-            key, signature = self._adapter_folder(folder)
-            entry = self._adapters.get(key)
-            if entry is not None and entry.signature != signature:  # rewritten on disk since loaded
-                self.unload_adapter(key)
-                entry = None
-            if entry is None:
-                self._evict(wanted)
-                name = f"a{self._adapter_counter}"
-                self._adapter_counter += 1
-                try:
-                    check_fits(self.model, read_adapter(key))  # before PEFT injects anything
-                except ModelError as exc:
-                    raise ModelError(f"adapter {folder}: cannot be loaded into {self.name}: {exc}") from None
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        if self._peft is None:
-                            self._peft = PeftModel.from_pretrained(self.model, key, adapter_name=name)
-                        else:
-                            self._peft.load_adapter(key, adapter_name=name)
-                except Exception as exc:  # PEFT/safetensors raise many types; all mean "unloadable"
-                    if self._peft is not None and not self._adapters:
-                        self.unload_adapters()
-                    raise ModelError(f"adapter {folder}: cannot be loaded into {self.name}: {exc}") from exc
-                self._peft.eval()
-                self._peft.base_model.disable_adapter_layers()  # dormant outside generate()
-                entry = _LoadedAdapter(name, signature)
-            self._adapters.pop(key, None)
-            self._adapters[key] = entry  # most recently used last
-            names.append(entry.name)
-        return names
-
-    def _evict(self, wanted: set[str]) -> None:
-        """Unload least recently used adapters not in ``wanted`` until one more fits the cap."""
-        for key in list(self._adapters):
-            if len(self._adapters) < self.max_loaded_adapters:
-                return
-            if key not in wanted:
-                self.unload_adapter(key)
-
-    @contextlib.contextmanager
-    def _generator(self, requests: Sequence[GenerationRequest]) -> Iterator[tuple[torch.nn.Module, dict]]:
-        """The module to call ``generate`` on for one chunk, and the extra ``generate`` kwargs.
-
-        Three cases, cheapest first: no row uses an adapter (or none is resident) → the model with its
-        adapter layers off, no kwargs; every row uses the same adapter → that adapter made active, plain
-        LoRA forward; a mix → PEFT's per-row ``adapter_names`` (``"__base__"`` for base rows), see
-        https://huggingface.co/docs/peft/developer_guides/lora ("Inference with different LoRA adapters in
-        the same batch"). The per-row path masks every LoRA layer per sub-batch and is the slowest, so it is
-        used only when rows really differ.
-        """
-        folders = list(dict.fromkeys(r.adapter for r in requests))
-        if self._peft is None or folders == [None]:
-            yield self.model, {}
-            return
-        wanted = [f for f in folders if f is not None]
-        names = dict(zip(wanted, self._load_adapters(wanted), strict=True))
-        if len(folders) == 1:
-            self._peft.set_adapter(names[folders[0]])
-            kwargs: dict = {}
-        else:
-            kwargs = {"adapter_names": [names[r.adapter] if r.adapter is not None else "__base__" for r in requests]}
-        self._peft.base_model.enable_adapter_layers()
-        try:
-            yield self._peft, kwargs
-        finally:
-            self._peft.base_model.disable_adapter_layers()
 
     # ------------------------------------------------------------------ generation
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -830,6 +433,8 @@ class HFBackend:
             finish_reason=reason,
             prompt_truncated=prepared.truncated,
         )
+
+
 
 
 def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:

@@ -1,0 +1,104 @@
+"""What every ``evotrainer-archive`` command shares: the Typer app, the argument types, the one-line error
+handling (:func:`friendly`), and the table and JSON output helpers. The commands register on :data:`app` in
+:mod:`evotrainer.archive.cli` and :mod:`evotrainer.archive.cli_sweep`.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import json
+import sqlite3
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evotrainer.archive.locate import resolve_archive
+from evotrainer.archive.store import ArchiveStore, open_archive
+from evotrainer.archive.textsafe import dumps, terminal_safe
+from evotrainer.errors import EvoTrainerError
+
+__all__ = ["ArchiveArg", "JsonOpt", "PolicyArg", "RunOpt", "app", "make_console", "emit_json", "fmt", "friendly",
+           "kv_table", "open_store"]
+
+app = typer.Typer(
+    name="evotrainer-archive",
+    help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report; "
+    "`checkpoint` folds a killed run's archive.db-wal into archive.db.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_show_locals=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+ArchiveArg = Annotated[Path, typer.Argument(help="archive.db file, or a run folder holding one", show_default=False)]
+RunOpt = Annotated[str | None, typer.Option("--run", "-r", help="run id (default: the last run in the file)")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON for scripts instead of tables")]
+PolicyArg = Annotated[str | None, typer.Argument(help="policy id or unique prefix (default: best by S_val)")]
+
+_PIPE_WIDTH = 160
+_DEBUG: contextvars.ContextVar[bool] = contextvars.ContextVar("evotrainer_archive_debug", default=False)
+_EXPECTED = (EvoTrainerError, sqlite3.Error, OSError, json.JSONDecodeError)
+
+
+def make_console() -> Console:
+    console = Console(highlight=False, soft_wrap=False)
+    if not console.is_terminal:  # piped to a file or pager: wide tables rather than 80 columns
+        console.width = max(console.width, _PIPE_WIDTH)
+    return console
+
+
+def friendly(func: F) -> F:
+    """Turn expected failures (bad archive, unknown id, unwritable folder) into one line and exit 2."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except _EXPECTED as exc:
+            if _DEBUG.get():
+                raise
+            msg = " ".join(terminal_safe(str(exc) or type(exc).__name__).split())
+            print(f"error: {msg}", file=sys.stderr)
+            raise typer.Exit(2) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="show full tracebacks on errors")] = False,
+) -> None:
+    _DEBUG.set(debug)
+
+
+def open_store(archive: Path) -> ArchiveStore:
+    return open_archive(resolve_archive(archive), read_only=True)
+
+
+def emit_json(obj: Any) -> None:
+    sys.stdout.write(dumps(obj) + "\n")
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return terminal_safe(x)
+
+
+def kv_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    t = Table(title=title, show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column()
+    for k, v in rows:
+        t.add_row(Text(k), Text(fmt(v)))
+    return t

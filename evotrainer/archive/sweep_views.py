@@ -1,0 +1,116 @@
+"""What ``archive sweep`` and the sweep index show: each run's final best against its best seed, pooled over runs.
+
+Read-only, like :mod:`evotrainer.archive.views` (which re-exports these names): each function takes open
+archives and returns plain dicts, so tables, ``--json`` and the study page read the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+
+from evotrainer.archive.locate import ArchiveLocation
+from evotrainer.archive.store import ArchiveStore, open_archive
+from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.events import SetupEvent
+from evotrainer.generalisation import Generalisation, from_payload, pool, with_item_ids
+from evotrainer.transfer import TransferReport
+from evotrainer.transfer_pool import pool_transfer, read_run
+
+__all__ = ["run_generalisation", "sweep_summary"]
+
+
+def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
+    """The run's last ``"generalisation"`` event as a :class:`~evotrainer.generalisation.Generalisation`.
+
+    Item ids the payload lacks are taken from the run's ``"setup"`` event (``selection_items`` /
+    ``heldout_items``, the task ids in the order the run scored them) when the counts match.
+
+    Returns:
+        None when the run has no such event (still going, or archived before it existed).
+
+    Raises:
+        ArchiveError: the event is malformed.
+    """
+    events = store.events(run_id, kind="generalisation")
+    if not events:
+        return None
+    try:
+        g = from_payload(events[-1].payload)
+    except ValueError as exc:
+        raise ArchiveError(f"{store.path}: run {run_id!r}: {exc}") from None
+    setups = [ev for ev in (e.event for e in store.events(run_id, kind="setup")) if isinstance(ev, SetupEvent)]
+    if setups:
+        g = with_item_ids(g, "selection", setups[-1].selection_items)
+        g = with_item_ids(g, "heldout", setups[-1].heldout_items)
+    return g
+
+
+def _split_row(c: Any) -> dict[str, Any] | None:
+    if c is None:
+        return None
+    return {"n": c.n, "baseline_mean": c.baseline_mean, "best_mean": c.best_mean, "mean": c.diff.mean,
+            "low": c.diff.low, "high": c.diff.high, "wins": c.wins, "losses": c.losses, "ties": c.ties}
+
+
+def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """``sweep``: each run's final best vs best seed, and the held-out difference pooled over runs.
+
+    Args:
+        locations: archives found by :func:`~evotrainer.archive.locate.find_archives` (opened read-only).
+        seed: seed of the pooled bootstrap.
+        level: coverage of the pooled intervals, in (0, 1).
+
+    Returns:
+        dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and heldout: n,
+        both means, mean/low/high of the difference, wins/losses/ties, or None; held, verdict; transfer, see
+        :func:`~evotrainer.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
+        generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
+        each a :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
+        runs' transfer reports, :func:`~evotrainer.transfer_pool.pool_transfer` as a dict, or None) and level.
+    """
+    rows: list[dict[str, Any]] = []
+    skipped: list[dict[str, Any]] = []
+    gens: list[Generalisation] = []
+    reports: list[TransferReport] = []  # the runs' transfer reports, pooled like the held-out difference
+    seen: dict[str, str] = {}  # run id -> archive: a repeated run (same seed + config) is not a new sample
+    for loc in locations:
+        base = {"archive": str(loc.path), "job": loc.job, "overrides": list(loc.overrides)}
+        try:
+            with open_archive(loc.path) as store:
+                runs = store.list_runs()
+                if not runs:
+                    skipped.append({**base, "run_id": None, "reason": "the archive holds no run"})
+                for run in runs:
+                    try:
+                        g = run_generalisation(store, run.run_id)
+                    except ArchiveError as exc:
+                        skipped.append({**base, "run_id": run.run_id, "reason": str(exc)})
+                        continue
+                    if g is None:
+                        done = bool(store.events(run.run_id, kind="summary"))
+                        reason = ("finished without a generalisation event (made by older code)" if done
+                                  else "no summary yet (still running, or crashed)")
+                        skipped.append({**base, "run_id": run.run_id, "reason": reason})
+                        continue
+                    if run.run_id in seen:
+                        skipped.append({**base, "run_id": run.run_id,
+                                        "reason": f"same run id as {seen[run.run_id]} (same seed and config): "
+                                                  "counted once"})
+                        continue
+                    seen[run.run_id] = str(loc.path)
+                    gens.append(g)
+                    tr, cell = read_run(store.events(run.run_id, kind="transfer"))
+                    reports += [] if tr is None else [tr]
+                    rows.append({**base, "run_id": run.run_id, "seed": run.seed, "baseline_id": g.baseline_id,
+                                 "best_id": g.best_id, "selection": _split_row(g.selection),
+                                 "heldout": _split_row(g.heldout), "held": g.held, "verdict": g.verdict,
+                                 "transfer": cell})
+        except EvoTrainerError as exc:
+            skipped.append({**base, "run_id": None, "reason": str(exc)})
+    pooled = {split: (None if (p := pool(gens, seed=seed, split=split, level=level)) is None else asdict(p))
+              for split in ("heldout", "selection")}
+    pt = pool_transfer(reports, seed=seed, level=level)
+    return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
+            "pooled_transfer": None if pt is None else asdict(pt)}

@@ -1,0 +1,121 @@
+"""Loading a transformers model for :class:`~evotrainer.backends.hf.HFBackend`: where it is, loading it quietly
+(through the converted-GGUF cache), and what its KV cache allows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from evotrainer.backends.converted import converted_dir, load_converted, save_converted
+from evotrainer.backends.embedded import embedded_gguf
+from evotrainer.backends.hf_config import HFBackendConfig
+from evotrainer.errors import ModelError
+
+__all__ = ["load_model"]
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+
+
+@functools.cache
+def _cache_kwarg() -> str:
+    """The ``generate`` keyword of a user-built KV cache: ``cache`` since transformers renamed
+    ``past_key_values`` (5.x deprecation), ``past_key_values`` before."""
+    import inspect
+
+    from transformers import LlamaModel
+
+    return "cache" if "cache" in inspect.signature(LlamaModel.forward).parameters else "past_key_values"
+
+
+def _plain_kv_cache(model: torch.nn.Module) -> bool:
+    """True when ``model``'s cache is plain per-layer key/value tensors that rows can share (no sliding
+    window, no linear-attention state): the condition for prefix sharing."""
+    from transformers import DynamicCache
+
+    try:
+        layers = DynamicCache(config=model.config).layers
+    except Exception:  # an exotic config: share nothing rather than guess
+        return False
+    return bool(layers) and all(type(layer).__name__ == "DynamicLayer" for layer in layers)
+
+
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """Silence transformers' weight-loading and GGUF de-quantisation progress bars, then restore them."""
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
+    from transformers.utils import logging as hf_logging
+
+    was_on = hf_logging.is_progress_bar_enabled()
+    old_tqdm = getattr(gguf_utils, "tqdm", None)
+    hf_logging.disable_progress_bar()
+    if old_tqdm is not None:
+        gguf_utils.tqdm = lambda iterable, *args, **kwargs: iterable
+    try:
+        yield
+    finally:
+        if old_tqdm is not None:
+            gguf_utils.tqdm = old_tqdm
+        if was_on:
+            hf_logging.enable_progress_bar()
+
+
+def _resolve_source(cfg: HFBackendConfig) -> tuple[str, str | None]:
+    """``(folder or hub id, gguf file name or None)`` for ``from_pretrained``; ModelError if absent."""
+    if cfg.path is None:
+        gguf = embedded_gguf()
+        return str(gguf.parent), cfg.gguf_file or gguf.name
+    local = Path(cfg.path).expanduser()
+    if local.is_file() and local.suffix == ".gguf":
+        return str(local.parent), local.name
+    if local.is_dir():
+        if cfg.gguf_file is None and not (local / "config.json").is_file():
+            ggufs = sorted(local.glob("*.gguf"))
+            if len(ggufs) == 1:
+                return str(local), ggufs[0].name
+        if cfg.gguf_file is not None and not (local / cfg.gguf_file).is_file():
+            raise ModelError(f"model.gguf_file {cfg.gguf_file!r} not found in {local}")
+        return str(local), cfg.gguf_file
+    if local.exists() or not _HUB_ID.match(cfg.path) or cfg.path.startswith((".", "~")):
+        raise ModelError(f"model.path does not exist or is not a model folder: {cfg.path}")
+    return cfg.path, cfg.gguf_file  # a hub id: resolved from the local cache (offline)
+
+
+def load_model(source: str, gguf_file: str | None, dtype: torch.dtype) -> tuple[Any, Any]:
+    """``(tokenizer, model)`` of ``source`` (a folder or cached hub id, with ``gguf_file`` when it is a GGUF).
+
+    A GGUF is de-quantised once and cached as a plain safetensors folder (:mod:`evotrainer.backends.converted`);
+    later loads read that folder. Transformers' loading progress bars are silenced.
+
+    Raises:
+        ModelError: the model cannot be loaded, or has no chat template (not instruction-tuned).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    converted = converted_dir(source, gguf_file, dtype)
+    if converted is not None:  # the GGUF converted once already: a safetensors load, fingerprint-checked
+        with _quiet_loading():
+            cached = load_converted(converted, dtype)
+        if cached is not None:
+            return cached
+    try:
+        with _quiet_loading():
+            tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs)
+    except (OSError, ValueError, ImportError) as exc:
+        raise ModelError(
+            f"cannot load model {source!r}{f' (gguf_file={gguf_file})' if gguf_file else ''}: {exc}. "
+            "Hub ids must already be cached locally (runs are offline, HF_HUB_OFFLINE=1)."
+        ) from exc
+    if not getattr(tokenizer, "chat_template", None):
+        raise ModelError(f"model {source!r} has no chat template; use an instruction-tuned model")
+    if converted is not None:
+        save_converted(converted, tokenizer, model)
+    return tokenizer, model

@@ -1,0 +1,360 @@
+"""The config schema: one dataclass per component, the types and defaults of every key Hydra composes.
+
+Registered in Hydra's ConfigStore by :func:`evotrainer.config.register_configs` (so YAML keys are type-checked
+and unknown keys rejected) and checked by :func:`evotrainer.config.validate`; import these names from
+:mod:`evotrainer.config`. The comment beside a field is its help text: ``scripts/gen_config_reference.py``
+turns them into ``docs/reference/config.md``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from evotrainer.lora_settings import LoraSettings
+from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
+
+__all__ = [
+    "ArchiveConfig",
+    "BudgetConfig",
+    "Config",
+    "CurriculumConfig",
+    "DecodingConfig",
+    "EvaluateConfig",
+    "EvaluationConfig",
+    "ExecutorConfig",
+    "HackCheckConfig",
+    "KnobSpec",
+    "ModelConfig",
+    "OpenAIConfig",
+    "OuterConfig",
+    "RaceConfig",
+    "RayConfig",
+    "RollbackConfig",
+    "SelfEvolveConfig",
+    "TaskConfig",
+    "TrackingConfig",
+]
+
+
+@dataclass
+class OpenAIConfig:
+    """The OpenAI-compatible server a role's model runs on (``<role>.backend=openai``; issue 28,
+    ``evotrainer/backends/openai_compat.py``). The API key itself is never in the config or the archive:
+    only the name of the environment variable that holds it."""
+
+    base_url: str | None = None  # e.g. http://127.0.0.1:8000/v1 (vLLM), :8080/v1 (llama.cpp), :11434/v1 (Ollama)
+    model: str | None = None  # the served model's name (the requests' `model` field)
+    api_key_env: str | None = None  # name of the environment variable holding the key; null = no key (local)
+    # which request fields and answer-prefill path the server has: auto (from its /models list) | vllm |
+    # llamacpp | ollama | transformers (`transformers serve`) | openai (the hosted API) | generic
+    server: str = "auto"
+    # answer prefill: auto (the server's own way, else refused) | continue (the server continues a final
+    # assistant message) | completions (/completions with the chat template applied here) | none (refused)
+    prefill: str = "auto"
+    # tokenizer (local folder or cached hub id) for prefill=completions and prompt fitting (model.max_context);
+    # null = the served model's name when that is a local folder
+    tokenizer: str | None = None
+    # decoding fields sent as the server's own variant, the difference archived (repetition_penalty: the
+    # server's penalty also counts prompt tokens); any other setting the server lacks is refused up front
+    approximate: list[str] = field(default_factory=list)
+    concurrency: int = 8  # requests in flight at once
+    timeout_s: float = 120.0  # seconds per request attempt
+    max_retries: int = 4  # retries of 429 / 5xx / connection failures, exponential backoff (the openai client's)
+    price_prompt: float | None = None  # USD per million prompt tokens (the cost line, outer.budget.usd); null = none
+    price_completion: float | None = None  # USD per million completion tokens; null = none
+
+
+@dataclass
+class ModelConfig:
+    """Which model plays a role (policy or mutator) and how it runs."""
+
+    path: str | None = None  # HF folder or hub id; None = the embedded SmolLM2-135M-Instruct GGUF
+    gguf_file: str | None = None  # GGUF file name inside `path`, when `path` holds GGUFs
+    # "hf" (transformers, CPU or GPU), "vllm" (GPU extra) or "openai" (a server: the `openai` keys below)
+    backend: str = "hf"
+    dtype: str = "float32"  # fp32 on the CPU path
+    batch_size: int = 32  # requests per forward batch (8 policies x 3 meetings fit one batch)
+    max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
+    # torch CPU threads (an override); None = auto: the cores other processes leave free (1-minute load
+    # average and a 0.5 s CPU sample) and this job's share of a parallel Hydra sweep, >= 1 (evotrainer.threads)
+    threads: int | None = None
+    device: str = "cpu"  # torch device of the hf backend: "cpu", "cuda", "cuda:1", ...
+    # hf backend: compute a prompt prefix shared by several requests once and reuse its KV states
+    prefix_sharing: bool = True
+    prefix_min_tokens: int = 32  # shortest shared prefix worth reusing, tokens
+    prefix_cache_mb: int = 512  # MiB of prefix KV states kept across generate calls (LRU); 0 = none
+    kv_cache: str = "static"  # hf backend: static (preallocated, written in place) | dynamic (grows each step)
+    # cap on rows x (prompt + new tokens) per forward batch, bounds the KV cache's memory; null = rows only
+    max_batch_tokens: int | None = 32768
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)  # backend=openai only
+
+
+@dataclass
+class DecodingConfig:
+    """Default generation settings of a rollout (a policy's decoding genes override them)."""
+
+    max_new_tokens: int = 160  # tokens, >= 1
+    temperature: float = 0.0  # 0 = greedy: deterministic fitness whatever the batch
+    top_p: float = 1.0  # nucleus mass in (0, 1] when sampling (temperature > 0); 1 = no cut
+    repetition_penalty: float = 1.0  # over generated tokens only; >= 1
+    no_repeat_ngram_size: int = 4  # block repeated n-grams of the generated text only; 0 = off
+
+
+@dataclass
+class TaskConfig:
+    """The task family and its data (``task.*``). The family's own defaults (difficulty, reward weights,
+    harness space) come from the ``task`` config group (``conf/task/<name>.yaml``, picked by
+    ``task=<name>``); a key missing there takes the family's default (``TaskFamily.default_*``)."""
+
+    # a registered family (meeting_minutes, tool_agent) or a class path "my_pkg.my_family.MyFamily"
+    # (evotrainer.tasks.get_task_family; docs/adding_a_task_family.md)
+    name: str = "meeting_minutes"
+    options: dict[str, Any] = field(default_factory=dict)  # family constructor options (tool_agent: max_steps, ...)
+    validation_path: str = "validation_set/meeting_minutes.jsonl"  # meta-validation set (JSONL)
+    # more meta-validation JSONL files, appended (e.g. validation_set/qmsum_meetings.jsonl: real meetings); the
+    # held-out split, the screening subset and the race order are stratified by each item's `source`
+    validation_extra: list[str] = field(default_factory=list)
+    validation_limit: int | None = None  # first N items only (of each file)
+    # text file of item ids (one a line, '#' comments): only these items of task.validation_path are used, in
+    # file order (validation_extra files are whole); null = all (e.g. validation_set/meeting_minutes_core.txt:
+    # 40 of the 100 hand-written meetings, stratified by style and length)
+    validation_subset: str | None = None
+    # real meetings no selection uses, for the run's transfer report (e.g. validation_set/qmsum_transfer.jsonl);
+    # loaded by runtime.load_transfer, which refuses an item sharing a meeting or transcript with the
+    # meta-validation set; null = none
+    transfer_path: str | None = None
+    transfer_limit: int | None = None  # first N items of task.transfer_path only; null = all
+    field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
+    action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
+    # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
+    difficulty: dict[str, float] = field(default_factory=dict)
+    # reward weights by component (on the simplex after normalising); unset: the family's default_reward_weights
+    reward_weights: dict[str, float] = field(default_factory=dict)
+    tasks_per_generation: int = 4  # generated tasks per inner generation batch (common random numbers)
+    # where the policy's text goes: transcript_first (after the transcript, so every policy reading one
+    # transcript shares its KV cache) | system_first (as the system prompt, before the transcript)
+    prompt_layout: str = "transcript_first"
+    # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
+    # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
+    # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
+    plain_prompt: str | None = None
+
+
+@dataclass
+class EvaluationConfig:
+    population_path: str = "populations/meeting_minutes.yaml"  # seed policies (YAML `policies:` with id, role, ...)
+    policies: list[str] = field(default_factory=list)  # subset of policy ids; empty = all
+    show_best_output: bool = True  # print the best policy's output on the first item
+
+
+@dataclass
+class EvaluateConfig:
+    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; docs/evaluate.md). Null / empty
+    keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
+
+    dataset: str | None = None  # .jsonl file or folder of <name>.txt + <name>.md; null = task.validation_path
+    format: str = "auto"  # auto (folder -> folder, .jsonl -> jsonl) | jsonl | folder
+    field_map: dict[str, str] = field(default_factory=dict)  # jsonl: our field -> the file's; empty = task.field_map
+    limit: int | None = None  # first N items; null = task.validation_limit
+    policies: list[str] = field(default_factory=list)  # seed name | archive:<id prefix>|archive:best | export folder
+    archive: str | None = None  # archive.db or run folder that archive:<id> refs are looked up in
+    compare: str | None = None  # "best_seed_vs:<policy ref>": side-by-side table with paired bootstrap CI
+    bootstrap: int = 2000  # bootstrap resamples over items (percentile intervals)
+    level: float = 0.95  # interval coverage
+    results: str = "evaluate"  # results file stem in the run dir: <stem>.json, <stem>_items.csv, <stem>_groups.csv
+
+
+@dataclass
+class KnobSpec:
+    """Bounds and scaling of one harness parameter (a difficulty knob or an extra knob), natural units."""
+
+    low: float = 0.0  # lowest value the harness may apply (natural units)
+    high: float = 1.0  # highest value; > low
+    log: bool = False  # CMA-ES steps in log space between low and high (needs low > 0)
+    integer: bool = False  # applied value rounded half-up (the search itself stays continuous)
+    init: float | None = None  # extra knobs only (required there); difficulty knobs start at task.difficulty
+
+
+@dataclass
+class RollbackConfig:
+    """When the outer loop restores the best archived (harness, population) pair (harness/rollback.py)."""
+
+    enabled: bool = True  # restore the best pair when S_val regresses or oscillates
+    top_k: int = 3  # best (harness, population) pairs kept, by whole-selection-set S_val
+    tolerance: float = 0.03  # S_val units: "regressed" = current screen S_val < best's - tolerance
+    generations: int = 2  # ... for this many outer generations in a row
+    oscillation_threshold: float = 0.02  # S_val deltas smaller than this are not counted as swings
+    oscillations: int = 2  # sign changes of the S_val delta (within `window`) that trigger a rollback
+    window: int = 4  # S_val deltas looked at for oscillation
+    sigma_shrink: float = 0.5  # CMA-ES sigma multiplied by this on rollback (then floored)
+
+
+@dataclass
+class RaceConfig:
+    """How a harness candidate's policies race the incumbent on selection items (harness/racing.py).
+
+    Stage 1 is the screening subset (``outer.screen_size`` items); then the cumulative item counts in
+    ``sizes``; then the whole selection set. A promotion needs the paired lower bound above 0.
+    """
+
+    sizes: list[int] = field(default_factory=lambda: [24])  # cumulative item counts between screen and all
+    level: float = 0.95  # one-sided confidence of "better than the incumbent" (paired t lower bound > 0)
+    # one-sided confidence of "worse than the incumbent" (dropped from the race); lower than `level` because a
+    # wrong drop only loses one candidate while every item evaluated costs a rollout
+    drop_level: float = 0.8
+    survivors: int = 1  # policies per harness candidate that go on after each stage
+    # before the last stage, stop a policy whose paired mean difference is <= this (S_val units; null = never):
+    # it points the wrong way, and going on to every selection item would cost a rollout per item
+    futility: float | None = 0.0
+
+
+@dataclass
+class BudgetConfig:
+    """Hard limits of an evolve run; null = unlimited. Checked before each harness candidate."""
+
+    seconds: float | None = None  # wall-clock seconds since the run started (model load included)
+    tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
+    evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
+    # policy rollouts counted from the archive: uncached fitness, meta_screen and meta_val rows, one per task
+    # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)
+    rollouts: int | None = None
+    usd: float | None = None  # cost of the model calls, from the model.openai / mutator.openai prices
+
+
+@dataclass
+class HackCheckConfig:
+    """Reward-hacking flag: inner fitness rose while the screening S_val fell (harness/hacking.py)."""
+
+    enabled: bool = True  # flag and penalise candidates whose fitness rose while their S_val fell
+    fitness_rise: float = 0.01  # inner best fitness gain over the run under the candidate, reward units
+    s_val_drop: float = 0.01  # screening S_val fall vs the population it started from, S_val units
+    penalty: float = 0.05  # subtracted from a flagged candidate's score told to CMA-ES
+
+
+@dataclass
+class OuterConfig:
+    """Outer CMA-ES loop over the harness."""
+
+    generations: int = 2  # outer (CMA-ES) generations, >= 1
+    popsize: int = 3  # CMA-ES lambda (candidates per outer generation)
+    # where candidates come from (harness/candidates.py): coevolve (CMA-ES) | frozen_harness (always the start
+    # harness) | random_harness (uniform in the harness bounds, no update): the arms of +study=ablation
+    candidate_source: str = "coevolve"
+    sigma0: float = 0.25  # initial step size in the normalised [0, 1] search space
+    sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
+    screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
+    seed_screen: bool = True  # generation 0 screens every seed; the best one is the first incumbent
+    screen_top_k: int = 3  # per candidate, screen its fittest policy and its k-1 fittest new genomes
+    heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
+    knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
+    # bounds/scaling per difficulty knob (conf/task/<name>.yaml); unset knobs: the family's default_space
+    space: dict[str, KnobSpec] = field(default_factory=dict)
+    extras: dict[str, KnobSpec] = field(default_factory=dict)  # extra knobs (need init), e.g. pass_threshold
+    evolve_reward_weights: bool = True  # false: reward weights fixed at task.reward_weights (normalised)
+    reward_weight_bounds: list[float] = field(default_factory=lambda: [-2.0, 2.0])  # logit bounds
+    damping: float = 0.5  # applied harness = a + damping * (CMA proposal - a); 1 = undamped
+    patience: int = 3  # early stop: outer generations without an incumbent S_val gain >= min_gain
+    min_gain: float = 0.005  # S_val units
+    rollback: RollbackConfig = field(default_factory=RollbackConfig)
+    race: RaceConfig = field(default_factory=RaceConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    hack_check: HackCheckConfig = field(default_factory=HackCheckConfig)
+
+
+@dataclass
+class CurriculumConfig:
+    """How a self-evolution run moves the generator's difficulty with the judge pass rate."""
+
+    raise_above: float = 0.9  # pass rate above this for `raise_rounds` rounds in a row: harder tasks
+    lower_below: float = 0.5  # pass rate below this for `lower_rounds` rounds in a row: easier tasks
+    raise_rounds: int = 2  # rounds in a row above raise_above before the tasks get harder
+    lower_rounds: int = 1  # rounds in a row below lower_below before they get easier
+    step: float = 0.15  # each moved knob changes by this share of its (low, high) range
+    knobs: list[str] = field(default_factory=list)  # knobs moved; empty = every difficulty knob
+
+
+@dataclass
+class SelfEvolveConfig:
+    """LoRA self-evolution (expert iteration): pool -> rollout -> judge -> filter -> train -> evaluate.
+
+    See ``evotrainer/selfevolve/round.py`` for one round, top to bottom.
+    """
+
+    rounds: int = 2  # self-evolution rounds, >= 1
+    policy: str = ""  # policy id from evaluation.population_path; "" = the first one (after evaluation.policies)
+    seed_tasks: int = 4  # generated once at the start; their references are round 1's replay data
+    new_tasks_per_round: int = 4  # generated each round at the current difficulty
+    pool_cap: int = 16  # most tasks in the pool (seed tasks stay; the oldest generated ones leave first)
+    dedup_cosine: float = 0.85  # a new task this close (MiniLM cosine of transcripts) to a pool task is dropped
+    samples_per_task: int = 4  # rollouts per pool task and round
+    temperature: float = 0.7  # rollout sampling temperature (> 0)
+    judge_repeats: int = 3  # model-judge grades per sample, averaged
+    judge_temperature: float = 0.7  # sampling temperature of the model judge's repeats (0 = greedy: 1 repeat is enough)
+    judge_max_new_tokens: int = 6  # the grade is one number
+    model_judge_weight: float = 0.3  # judge = (1 - w) * rule reward + w * grade / 10 (w renormalised to 0 when unparsed)
+    judge: ModelConfig | None = None  # the model judge; null = the policy's base model (never its adapter)
+    pass_threshold: float = 0.7  # samples with judge score >= this are trained on, in [0, 1]
+    replay_cap: int = 64  # most examples in the replay buffer (seed references + earlier kept samples)
+    dev_size: int = 8  # fixed dev-set tasks (generated once per run, never in the pool)
+    dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
+    val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all
+    curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
+    lora: LoraSettings = field(default_factory=LoraSettings)
+
+
+@dataclass
+class ArchiveConfig:
+    path: str = "archive.db"  # relative paths are under the Hydra run dir
+    # mode=evolve: rewrite report.html beside the archive after generation 0, each outer generation and at the
+    # end, so a long run can be watched in a browser (evotrainer/archive/live_report.py)
+    live_report: bool = True
+
+
+@dataclass
+class TrackingConfig:
+    """Per-generation metrics to TensorBoard and/or MLflow, local files only (evotrainer/tracking.py)."""
+
+    tensorboard: bool = False  # event files under <run dir>/tensorboard (pip install 'evotrainer[track]')
+    mlflow: bool = False  # params + metrics to MLflow (pip install 'evotrainer[track]')
+    mlflow_uri: str | None = None  # null = sqlite:///<run dir>/mlflow.db (a local file, no server)
+    experiment: str = "evotrainer"  # MLflow experiment name
+
+
+@dataclass
+class RayConfig:
+    """The Ray executor's workers (evotrainer/executor.py)."""
+
+    address: str | None = None  # null = start a local Ray instance; "auto" or "host:port" = join a cluster
+    workers: int = 2  # Ray actors, each loading its own copy of the policy model
+    threads: int | None = None  # torch threads per worker; null = free cores // workers (local), 1 (cluster)
+    gpus: float = 0.0  # GPUs per worker (for model.device=cuda or model.backend=vllm on a cluster)
+
+
+@dataclass
+class ExecutorConfig:
+    """Where policy rollouts run: ``local`` (this process) or ``ray`` (Ray actors; ``executor=ray``)."""
+
+    kind: str = "local"  # local | ray
+    ray: RayConfig = field(default_factory=RayConfig)
+
+
+@dataclass
+class Config:
+    mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve"
+    seed: int = 0  # the root seed; every RNG derives from it
+    debug: bool = False  # show full tracebacks
+    resume: str | None = None  # mode=evolve: a run folder to continue, or true = the newest of this config
+    resume_force: bool = False  # resume even when the config differs from the run's (keys are listed)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    mutator: ModelConfig = field(default_factory=ModelConfig)  # equal to `model` = reuse the policy model
+    decoding: DecodingConfig = field(default_factory=DecodingConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)
+    evaluate: EvaluateConfig = field(default_factory=EvaluateConfig)
+    inner: InnerConfig = field(default_factory=InnerConfig)
+    outer: OuterConfig = field(default_factory=OuterConfig)
+    selfevolve: SelfEvolveConfig = field(default_factory=SelfEvolveConfig)
+    archive: ArchiveConfig = field(default_factory=ArchiveConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
