@@ -65,8 +65,8 @@ from evotrainer.runtime import (
     sampling_from,
     task_settings,
 )
-from evotrainer.tasks.meeting_minutes.texts import REFLECTION_HINTS
 from evotrainer.seeding import Seeds
+from evotrainer.tasks.meeting_minutes.texts import REFLECTION_HINTS
 from evotrainer.transfer import plain_policy, read_report
 from evotrainer.validation_split import split_validation
 

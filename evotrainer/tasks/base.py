@@ -152,6 +152,7 @@ class FamilyTexts:
         judge_prompt: ``(system, user)`` of the self-evolution model judge; the user text has the fields
             ``{task_input}`` (``Task.text``) and ``{output}``; None: the family's outputs are judged by its
             rule rewards only (``selfevolve.model_judge_weight`` must be 0).
+        size_name: what ``Task.size`` measures, as the evaluation report's per-length table names it.
     """
 
     task_hint: str
@@ -162,6 +163,7 @@ class FamilyTexts:
     prefills: tuple[str, ...]
     reflection_hints: Mapping[str, str] = field(default_factory=dict)
     judge_prompt: tuple[str, str] | None = None
+    size_name: str = "size"
 
 
 NEUTRAL_TEXTS = FamilyTexts(
@@ -218,7 +220,8 @@ class TaskFamily(Protocol):
     (named texts such as ``reference`` and ``skeleton``; ``harness/yardstick.py``), which every
     evolve run scores at start to check that ``meta_score`` rewards the task, not a template; and
     ``prepare_meta(outputs, tasks)`` is called before a batch is meta-scored (e.g. to embed every sentence
-    in one call).
+    in one call); and when ``meta_score`` takes an ``embedder=`` keyword, ``mode=evaluate`` passes the run's
+    embedder unless ``wants_embedder(items)`` says these items need none.
 
     Attributes:
         name: the family's registry name (``task.name``).

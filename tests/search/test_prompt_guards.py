@@ -9,9 +9,9 @@ from _fakes import TableEmbedder, keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
 from evotrainer.genome import Policy
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
-from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.operators import apply_rewrite, judge_rewrite, mut_llm_rewrite_plan
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution, negation_count, negation_flipped
 from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan

@@ -11,7 +11,6 @@ from _fakes import FakeMutator, seed_population
 from evotrainer.backends.base import SamplingParams
 from evotrainer.genome import Policy
 from evotrainer.search.mutation_prompts import build_rewrite_messages
-from evotrainer.tasks.meeting_minutes.texts import RULE_PHRASES
 from evotrainer.search.operators import (
     apply_rewrite,
     cx_llm_merge_plan,
@@ -23,6 +22,7 @@ from evotrainer.search.operators import (
     split_sentences,
     validity_problem,
 )
+from evotrainer.tasks.meeting_minutes.texts import RULE_PHRASES
 
 
 def test_is_valid_cases() -> None:

@@ -11,8 +11,8 @@ import numpy as np
 
 from evotrainer.adapters.train import SFTExample, TrainResult
 from evotrainer.backends.base import Generation, GenerationRequest
-from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 
 def _gen(text: str) -> Generation:

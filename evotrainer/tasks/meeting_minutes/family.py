@@ -162,9 +162,15 @@ class MeetingMinutes:
         """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
         return rewards.reward(output, task, weights, self.action_band)
 
-    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
-        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score`."""
-        return _meta_score(output, task)
+    def meta_score(self, output: str, task: MeetingTask, *, embedder: Any = None) -> MetaScore:
+        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score` (``embedder``: the sentence embedder
+        of its semantic view and action-item matching; None = the metric's own)."""
+        return _meta_score(output, task, embedder=embedder)
+
+    def wants_embedder(self, items: Sequence[MeetingTask]) -> bool:
+        """Whether ``mode=evaluate`` should hand ``meta_score`` the run's embedder: only when some item has
+        action items to match (embedding cosine instead of word overlap); QMSum-like sets need none."""
+        return any(t.action_items for t in items)
 
     def prepare_meta(self, outputs: Sequence[str], tasks: Sequence[MeetingTask]) -> None:
         """Embed the sentences of a batch of outputs and references at once before ``meta_score`` reads

@@ -85,5 +85,6 @@ MEETING_TEXTS = FamilyTexts(
     prefills=DEFAULT_PREFILLS,
     reflection_hints=REFLECTION_HINTS,
     judge_prompt=(_JUDGE_SYSTEM, "Transcript:\n\n{task_input}\n\nMinutes:\n\n{output}\n\nGrade (0-10):"),
+    size_name="transcript length (words)",
 )
 """The meeting-minutes family's texts (``MeetingMinutes.texts``)."""

@@ -48,5 +48,6 @@ TOOL_AGENT_TEXTS = FamilyTexts(
         "format": "every reply must be a Thought and one Action, or the Final Answer, in the required layout",
     },
     judge_prompt=None,
+    size_name="plan length (steps)",
 )
 """The tool-agent family's texts (``ToolAgent.texts``)."""
