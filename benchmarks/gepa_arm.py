@@ -65,8 +65,8 @@ from evotrainer.runtime import (
     sampling_from,
     task_settings,
 )
-from evotrainer.search.reflection import DEFAULT_COMPONENT_HINTS
 from evotrainer.seeding import Seeds
+from evotrainer.tasks.meeting_minutes.texts import REFLECTION_HINTS
 from evotrainer.transfer import plain_policy, read_report
 from evotrainer.validation_split import split_validation
 
@@ -148,7 +148,7 @@ class MinutesAdapter:
                                         strict=False):
             task = trace.get("task")
             low = sorted((v, k) for k, v in (trace.get("parts") or {}).items() if v < 0.5)
-            hints = "; ".join(f"{k} {v:.2f}: {DEFAULT_COMPONENT_HINTS.get(k, k)}" for v, k in low)
+            hints = "; ".join(f"{k} {v:.2f}: {REFLECTION_HINTS.get(k, k)}" for v, k in low)
             truth = getattr(task, "reference_minutes", "") or "; ".join(
                 [*(f"topic: {t}" for t in getattr(task, "topics", ())),
                  *(f"decision: {d}" for d in getattr(task, "decisions", ())),

@@ -21,8 +21,8 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.config import PACKAGE_DATA, DecodingConfig, ModelConfig
 from evotrainer.genome import Policy, load_population
 from evotrainer.rollout import sampling_for
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes import MeetingMinutes
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = [
     "LAYOUTS",

@@ -1,6 +1,6 @@
 """``mode=evaluate``: score policies on a dataset; overall, per-source and per-length tables.
 
-Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape, :mod:`evotrainer.tasks.meeting_minutes.datasets`)
+Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape the family reads, ``TaskFamily.load_dataset``)
 -> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.evaluate_refs`)
 -> one batched rollout of every policy x item -> per-policy intervals and per-stratum means
 (:mod:`evotrainer.evaluate_report`) -> optional generalisation comparison (best seed vs a policy,
@@ -45,14 +45,14 @@ from evotrainer.genome import load_population
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
-from evotrainer.tasks.base import MetaScore, Task, TaskFamily
+from evotrainer.tasks.base import MetaScore, Task, TaskFamily, family_texts
 
 __all__ = ["EvaluateOutcome", "bootstrap_interval", "load_eval_items", "render_table", "run_evaluate",
            "select_policies"]
 
 log = logging.getLogger(__name__)
 _COMPARE_PREFIX = "best_seed_vs:"
-_KIND_TITLES = {"source": "per source", "domain": "per domain", "length": "per transcript length (words)"}
+_KIND_TITLES = {"source": "per source", "domain": "per domain"}  # "length": per the family's size_name
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
 
 def load_eval_items(cfg: Config, family: TaskFamily) -> tuple[list[Task], Path, str]:
     """The dataset of ``evaluate.dataset`` (else ``task.validation_path``), first N items, read by the
-    family (``TaskFamily.load_dataset``: meeting minutes reads JSONL in our schema or QMSum's, or a folder).
+    family (``TaskFamily.load_dataset``, e.g. JSONL files or a folder).
 
     N is ``evaluate.limit``, else ``task.validation_limit``; the field map is ``evaluate.field_map``,
     else ``task.field_map``.
@@ -150,19 +150,11 @@ def select_policies(cfg: Config) -> tuple[list[PolicyRef], PolicyRef | None]:
 
 
 def _metric_with_embedder(family: TaskFamily) -> Callable[..., MetaScore] | None:
-    """The meta metric that accepts ``embedder=`` (the family's, else the meeting-minutes metric), or None."""
-    candidates: list[Callable[..., Any]] = [family.meta_score]
-    if getattr(family, "name", "") == "meeting_minutes":
-        from evotrainer.tasks.meeting_minutes import metric
-
-        candidates.append(metric.meta_score)
-    for fn in candidates:
-        try:
-            if "embedder" in inspect.signature(fn).parameters:
-                return fn
-        except (TypeError, ValueError):
-            continue
-    return None
+    """The family's meta metric when it accepts ``embedder=``, or None."""
+    try:
+        return family.meta_score if "embedder" in inspect.signature(family.meta_score).parameters else None
+    except (TypeError, ValueError):
+        return None
 
 
 class _EmbedderFamily:
@@ -201,7 +193,8 @@ def run_evaluate(
         run_dir: where result files go (default: the Hydra run folder; none outside Hydra).
         llm: the policy model (built from ``cfg.model`` when None).
         embedder: passed to the meta metric when it accepts ``embedder=``, ``inner.use_embedder`` is
-            true and some item has action items (MiniLM is loaded then when None).
+            true and the family wants it for these items (its optional ``wants_embedder(items)``; MiniLM is
+            loaded then when None).
         console: where tables go (default: stdout; 200 columns when not a terminal).
 
     Returns:
@@ -222,9 +215,10 @@ def run_evaluate(
     for line in notes:
         console.print(escape(line))
 
-    # The run's embedder (inner.use_embedder) goes to the metric when it takes one and an item has
-    # action items to match (embedding cosine instead of word overlap); QMSum-like sets need none.
-    wants = cfg.inner.use_embedder and any(getattr(t, "action_items", ()) for t in items)
+    # The run's embedder (inner.use_embedder) goes to the metric when it takes one and the family wants it
+    # for these items (default: yes).
+    wants_embedder = getattr(family, "wants_embedder", None)
+    wants = cfg.inner.use_embedder and (bool(wants_embedder(items)) if callable(wants_embedder) else True)
     metric = _metric_with_embedder(family) if wants else None
     if metric is not None:
         if embedder is None:
@@ -252,7 +246,8 @@ def run_evaluate(
     console.print(render_table(results, title=f"S_val on {len(items)} items (higher is better; {pct} bootstrap "
                                               "intervals over items)"))
     for kind in shown_kinds(strata):
-        console.print(render_groups(results, kind, title=f"S_val {_KIND_TITLES[kind]} (mean; best in bold)"))
+        title = _KIND_TITLES.get(kind, f"per {family_texts(family).size_name}")
+        console.print(render_groups(results, kind, title=f"S_val {title} (mean; best in bold)"))
     comparison = _comparison(results, target, items, strata, stats, console)
     n_gen = len(refs) * len(items)
     tokens = sum(r.generated_tokens for r in evaluations)

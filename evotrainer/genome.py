@@ -16,7 +16,7 @@ __all__ = ["PREFILL_SECTION", "Policy", "REQUIRED_SECTIONS", "instruction_sectio
            "render_system_prompt"]
 
 REQUIRED_SECTIONS: tuple[str, ...] = ("role", "format", "rules")
-"""Sections every meeting-minutes policy carries, in render order. Extra sections follow them."""
+"""Sections every policy carries by default (``inner.required_sections``), in render order. Extra sections follow them."""
 
 PREFILL_SECTION = "prefill"
 """Optional section whose text starts the assistant's answer instead of joining the system prompt.

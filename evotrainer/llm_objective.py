@@ -61,7 +61,7 @@ from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.style_evolution import StyleLibrary
-from evotrainer.tasks.base import Task, TaskFamily
+from evotrainer.tasks.base import Task, TaskFamily, family_texts
 
 __all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests"]
 
@@ -99,13 +99,16 @@ class TokenMeter:
         return getattr(self._llm, item)
 
 
-def inner_config(cfg: Config) -> InnerConfig:
-    """``cfg.inner`` itself, or a copy whose null ``decoding_genes`` are the defaults centred on ``cfg.decoding``
-    (those the policy's server honours with ``model.backend=openai``: ``gene_support.remote_decoding_genes``)."""
-    if cfg.inner.decoding_genes is not None:
-        return cfg.inner
+def inner_config(cfg: Config, family: Any = None) -> InnerConfig:
+    """``cfg.inner`` with its unset domain texts filled in from ``family`` (``family.texts``,
+    :meth:`~evotrainer.search.inner_config.InnerConfig.with_texts`; none when ``family`` is None) and its null
+    ``decoding_genes`` the defaults centred on ``cfg.decoding`` (those the policy's server honours with
+    ``model.backend=openai``: ``gene_support.remote_decoding_genes``)."""
+    inner = cfg.inner if family is None else cfg.inner.with_texts(family_texts(family))
+    if inner.decoding_genes is not None:
+        return inner
     genes = remote_decoding_genes(decoding_genes_for(sampling_from(cfg.decoding)), cfg.model)
-    return replace(cfg.inner, decoding_genes=genes)
+    return replace(inner, decoding_genes=genes)
 
 
 def lora_workshop(
@@ -208,7 +211,7 @@ class LLMObjective:
         self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
         self.forbidden = forbidden
-        self.inner_cfg = inner_config(cfg)
+        self.inner_cfg = inner_config(cfg, family)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
         self.experience = ExperiencePool()

@@ -1,8 +1,8 @@
 """The run's mutation-style library and its hyper-mutation.
 
 :class:`StyleLibrary` is one of the named parts of a harness candidate's run (:mod:`evotrainer.llm_objective`).
-It holds the rewrite styles the LLM mutation draws from (``inner.mutation_styles`` at the start; the
-meeting-minutes :data:`~evotrainer.search.mutation_prompts.MUTATION_STYLES` when unset) and, every
+It holds the rewrite styles the LLM mutation draws from (``inner.mutation_styles`` at the start; the task
+family's, :attr:`~evotrainer.tasks.base.FamilyTexts.mutation_styles`, when unset) and, every
 ``inner.style_evolution_every`` candidates, asks the mutator to replace the least successful style by a
 variant of the most successful one, judged by the run's operator statistics (the hyper-mutation of
 PromptBreeder, Fernando et al. 2023, on the mutation prompts themselves). The plan and
@@ -32,7 +32,7 @@ class StyleLibrary:
     Args:
         mutator: the mutator model (``generate``), or None (the library never changes then).
         inner: ``inner.*`` settings; reads ``mutation_styles``, ``style_evolution_every``, ``style_min_trials``, ``mutator_params``,
-            ``task_hint`` and ``min_on_topic``.
+            the domain texts (``texts()``: task hint, vocabulary) and ``min_on_topic``.
         rec: the run's archive writer (a change is printed by a subscriber to its ``style_library`` event,
             :class:`~evotrainer.console_view.ConsoleView`).
         seeds: the run's named RNG streams (``styles/<harness id>``).
@@ -63,7 +63,7 @@ class StyleLibrary:
         plan = plan_style_mutation(
             self.styles, stats, self.seeds.python(f"styles/{hid}"), g,
             params=self.inner.mutator_params, min_trials=self.inner.style_min_trials,
-            task_hint=self.inner.task_hint)
+            task_hint=self.inner.texts().task_hint)
         if plan is None:
             return
         try:
@@ -73,7 +73,8 @@ class StyleLibrary:
         except Exception as exc:  # a failing mutator never stops the run: the library stays as it is
             self.rec.emit(StyleLibraryEvent(harness_id=hid, outer_generation=g, accepted=False, error=repr(exc)))
             return
-        new = apply_style_mutation(self.styles, plan, text, min_on_topic=self.inner.min_on_topic)
+        new = apply_style_mutation(self.styles, plan, text, min_on_topic=self.inner.min_on_topic,
+                                   vocabulary=self.inner.vocabulary())
         self.rec.emit(StyleLibraryEvent(
             harness_id=hid, outer_generation=g, accepted=new is not None, retired=plan.worst, rewritten=plan.best,
             new_name=plan.new_name, answer=text,

@@ -23,7 +23,7 @@ from evotrainer.evaluate_report import compare, shown_kinds, summarise
 from evotrainer.evaluate_stats import paired_difference, rng_for
 from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 SEEDS = [Policy.seed("terse", {"role": "R", "format": "F", "rules": "X"}),
          Policy.seed("wordy", {"role": "You write minutes.", "format": "## Topics", "rules": "Be exact."})]

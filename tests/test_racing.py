@@ -14,7 +14,7 @@ from evotrainer.coevolution import CandidateResult, FullScore, run_outer_loop
 from evotrainer.config import KnobSpec, OuterConfig
 from evotrainer.harness import CMASearch, space_from_specs
 from evotrainer.harness.racing import paired_bound, race_stages, run_race
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.validation_split import race_order
 
 

@@ -15,7 +15,8 @@ from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.toolbox import InnerLoopConfig
-from evotrainer.tasks.base import ActionItem, MeetingTask, MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 
 class EchoLLM:

@@ -7,7 +7,7 @@ import pytest
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
 from evotrainer.runtime import build_family, load_validation
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.validation_split import screening_subset, split_validation
 
 

@@ -14,7 +14,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evotrainer.archive.schema import EvaluationRow, EventRow, HarnessCandidateRow, LineageNode, RunInfo
+from evotrainer.archive.schema import (
+    EvaluationRow,
+    EventRow,
+    HarnessCandidateRow,
+    LineageNode,
+    RunInfo,
+    pool_columns,
+)
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
 
@@ -288,8 +295,8 @@ class ArchiveQueries:
                 "next_difficulty_json, curriculum, config_json, pool_size, n_added, n_duplicates, n_samples, "
                 "n_kept, pass_rate, mean_score, losses_json, adapter_path, dev_score, prev_dev_score, "
                 "val_score, note FROM selfevolve_rounds WHERE run_id = ? ORDER BY round",
-                "selfevolve_pool": "SELECT round, task_id, content_hash, source, difficulty_json, transcript, "
-                "reference_minutes, truth_json FROM selfevolve_pool WHERE run_id = ? ORDER BY rowid",
+                "selfevolve_pool": f"SELECT round, task_id, content_hash, source, difficulty_json, {pool_columns(conn)}, "
+                "truth_json FROM selfevolve_pool WHERE run_id = ? ORDER BY rowid",
                 "selfevolve_samples": "SELECT round, task_id, sample_index, output, score, rule, components_json, "
                 "grades_json, model, degenerate, passed, error FROM selfevolve_samples WHERE run_id = ? ORDER BY id",
             }

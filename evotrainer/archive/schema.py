@@ -25,7 +25,9 @@ __all__ = [
     "BUDGET_KINDS",
     "EVALUATION_KINDS",
     "MIGRATIONS",
+    "READABLE_VERSION",
     "SCHEMA_VERSION",
+    "pool_columns",
     "EvaluationRow",
     "EventRow",
     "HarnessCandidateRow",
@@ -40,8 +42,12 @@ __all__ = [
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
+
+READABLE_VERSION = 2
+"""The oldest version a read-only open reads as it is (no migration: a reader never writes). Version 3 only
+renamed two columns, which readers select under their new names (:func:`pool_columns`)."""
 
 EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout", "meta_transfer")
 """Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
@@ -213,7 +219,26 @@ def _migrate_to_2(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2}
+def _migrate_to_3(conn: sqlite3.Connection) -> None:
+    """Version 2 -> 3: the pool's domain-named columns get neutral names (issue 27): ``transcript`` ->
+    ``task_input`` (``Task.text`` of any family), ``reference_minutes`` -> ``reference`` (the family's
+    reference answer). ``ALTER TABLE ... RENAME COLUMN`` (SQLite >= 3.25) keeps every row as it is."""
+    conn.execute("ALTER TABLE selfevolve_pool RENAME COLUMN transcript TO task_input")
+    conn.execute("ALTER TABLE selfevolve_pool RENAME COLUMN reference_minutes TO reference")
+
+
+def pool_columns(conn: sqlite3.Connection) -> str:
+    """The select list of the pool's input and reference under their version-3 names, ``task_input`` and
+    ``reference``, also for a version-2 file opened read-only (its ``transcript`` / ``reference_minutes``
+    aliased)."""
+    names = {row[1] for row in conn.execute("PRAGMA table_info(selfevolve_pool)")}
+    if "task_input" in names:
+        return "task_input, reference"
+    return "transcript AS task_input, reference_minutes AS reference"
+
+
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2,
+                                                                  3: _migrate_to_3}
 """Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
 must not use ``executescript``, which commits)."""
 
@@ -404,12 +429,13 @@ class PoolTaskRow:
     Attributes:
         round: the round that added it (0 = seed task).
         task_id: the task's id.
-        content_hash: :func:`evotrainer.tasks.base.content_hash` of the transcript.
+        content_hash: :func:`evotrainer.tasks.base.content_hash` of the task's input.
         source: "seed" or "generated".
         difficulty: generator knobs it was made at.
-        transcript: the transcript.
-        reference_minutes: its reference minutes.
-        truth: ``{"topics": [...], "decisions": [...], "action_items": [[owner, task, due], ...]}``.
+        task_input: the task's input as the policy reads it (``Task.text``; column ``transcript`` before
+            schema version 3).
+        reference: the family's reference answer, "" when none (column ``reference_minutes`` before 3).
+        truth: the family's ``ground_truth(task)`` (JSON-ready), else ``{"identity": task.identity()}``.
     """
 
     round: int
@@ -417,8 +443,8 @@ class PoolTaskRow:
     content_hash: str
     source: str
     difficulty: Mapping[str, float]
-    transcript: str
-    reference_minutes: str = ""
+    task_input: str
+    reference: str = ""
     truth: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -1,4 +1,5 @@
-"""Self-evolution tables of the archive: rounds, pool additions and judged samples (schema version 2).
+"""Self-evolution tables of the archive: rounds, pool additions and judged samples (schema version 2; the
+pool's input and reference columns renamed in version 3, :func:`~evotrainer.archive.schema.pool_columns`).
 
 :class:`SelfEvolveTables` is mixed into :class:`~evotrainer.archive.store.ArchiveStore`. Inserts are
 append-only (plain INSERT, bound parameters, one ``BEGIN IMMEDIATE`` transaction per call through
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
+from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow, pool_columns
 from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 
@@ -68,10 +69,10 @@ class SelfEvolveTables:
         with self._write(f"add pool tasks to run {run_id!r}") as conn:
             conn.executemany(
                 "INSERT INTO selfevolve_pool (run_id, round, task_id, content_hash, source, difficulty_json, "
-                "transcript, reference_minutes, truth_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "task_input, reference, truth_json, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(str(run_id), int(r.round), str(r.task_id), str(r.content_hash), str(r.source),
-                  to_json(dict(r.difficulty), f"pool task {r.task_id!r} difficulty"), str(r.transcript),
-                  str(r.reference_minutes), to_json(dict(r.truth), f"pool task {r.task_id!r} truth"), now())
+                  to_json(dict(r.difficulty), f"pool task {r.task_id!r} difficulty"), str(r.task_input),
+                  str(r.reference), to_json(dict(r.truth), f"pool task {r.task_id!r} truth"), now())
                  for r in rows],
             )
 
@@ -112,14 +113,17 @@ class SelfEvolveTables:
 
     def selfevolve_pool(self, run_id: str, round: int | None = None) -> list[PoolTaskRow]:
         """Pool additions of ``run_id`` (of one ``round`` when given), in insertion order."""
-        sql, args = "SELECT * FROM selfevolve_pool WHERE run_id = ?", [run_id]
+        args: list[Any] = [run_id]
+        where = "run_id = ?"
         if round is not None:
-            sql, args = sql + " AND round = ?", [*args, int(round)]
+            where, args = where + " AND round = ?", [*args, int(round)]
         with self._read() as conn:
-            rows = conn.execute(sql + " ORDER BY rowid", args).fetchall()
+            sql = (f"SELECT round, task_id, content_hash, source, difficulty_json, {pool_columns(conn)}, truth_json "
+                   f"FROM selfevolve_pool WHERE {where} ORDER BY rowid")
+            rows = conn.execute(sql, args).fetchall()
         return [PoolTaskRow(round=int(r["round"]), task_id=r["task_id"], content_hash=r["content_hash"],
                             source=r["source"], difficulty=json.loads(r["difficulty_json"]),
-                            transcript=r["transcript"], reference_minutes=r["reference_minutes"],
+                            task_input=r["task_input"], reference=r["reference"],
                             truth=json.loads(r["truth_json"])) for r in rows]
 
     def selfevolve_samples(

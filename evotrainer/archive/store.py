@@ -48,6 +48,7 @@ from evotrainer.archive.schema import (
     APPLICATION_ID,
     EVALUATION_KINDS,
     MIGRATIONS,
+    READABLE_VERSION,
     SCHEMA_VERSION,
     EvaluationRow,
     HarnessCandidateRow,
@@ -121,8 +122,8 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
 
     Raises:
         ArchiveError: the file is missing (read-only), not SQLite or corrupt, a SQLite file of another
-            application, or of a newer (or, read-only, older) schema version, or (read-only) a copy whose
-            ``-wal`` file was left behind; the message names the path and what was found.
+            application, or of a newer (or, read-only, older than ``READABLE_VERSION``) schema version, or
+            (read-only) a copy whose ``-wal`` file was left behind; the message names the path and what was found.
 
     Example::
 
@@ -232,9 +233,9 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
                 if _wal_header(self.path) and not self._wal_found:  # the plain connection may have made one
                     raise _missing_wal_error(self.path)
                 raise ArchiveError(f"{self.path}: not an EvoTrainer archive: an empty SQLite file")
-            if version < SCHEMA_VERSION:
+            if version < READABLE_VERSION:
                 raise ArchiveError(
-                    f"{self.path}: archive schema version {version} is older than {SCHEMA_VERSION}; "
+                    f"{self.path}: archive schema version {version} is older than {READABLE_VERSION}; "
                     "open it once for writing to migrate it"
                 )
             return

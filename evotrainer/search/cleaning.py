@@ -99,7 +99,7 @@ def content_words(text: str) -> set[str]:
 def on_topic_fraction(old: str, new: str, vocabulary: frozenset[str] | set[str] = frozenset()) -> float:
     """Share of ``new``'s content words found in ``old``'s or in ``vocabulary``, in [0, 1].
 
-    A cheap lexical guard against off-topic rewrites (a small mutator asked to tighten a meeting rule
+    A cheap lexical guard against off-topic rewrites (a small mutator asked to tighten a rule
     sometimes writes about wedding cakes); 1.0 when ``new`` has no content words.
     """
     new_words = content_words(new)
@@ -190,7 +190,7 @@ def clean_mutator_text(
     Args:
         text: raw model output (anything that is not a ``str`` is rejected).
         min_words: fewer remaining words than this rejects the text (default 3).
-        max_words: more remaining words than this rejects the text (a run-on or a copied transcript).
+        max_words: more remaining words than this rejects the text (a run-on or a copied task input).
         echo_of: extra strings (e.g. the mutation instruction sent) whose verbatim, case-insensitive
             presence means the model echoed its request; :data:`ECHO_MARKERS` always apply.
 

@@ -2,7 +2,7 @@
 
 A policy's ``decoding`` pairs override the run's default :class:`~evotrainer.backends.base.SamplingParams`
 field of the same name at rollout time (:func:`evotrainer.rollout.sampling_for`); a gene a policy does not
-carry means "the run default". Why genes: on real meetings with SmolLM2-135M, a mild repetition penalty
+carry means "the run default". Why genes: on the real items of the default validation set with SmolLM2-135M, a mild repetition penalty
 doubled ROUGE-L by ending loops while a strong one garbled names (DESIGN.md, measured facts), so decoding
 moves fitness as much as prompt wording does.
 
@@ -18,8 +18,8 @@ gene                       range        default   step    why
 The defaults are those of :class:`SamplingParams`. :func:`decoding_genes_for` centres them on a run's
 own default decoding and adds ``max_new_tokens`` in [60 %, 100 %] of the run default (step 10 %): never
 above it, so no policy costs more generated tokens than the default run. ``max_new_tokens`` is not in
-the defaults because the inner loop does not know the run's default (128 in ``meeting_minutes``, 48 in
-``smoke``), and a fixed range could exceed it.
+the defaults because the inner loop does not know the run's default (128 in the default experiment, 48
+in ``smoke``), and a fixed range could exceed it.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Few-shot exemplars for prompts, built from *generated* training tasks, and the exemplar-swap mutation.
 
-An exemplar is a short worked example of the expected output (e.g. minutes of another meeting) placed in an
+An exemplar is a short worked example of the expected output (e.g. the answer to another generated task) placed in an
 ``example`` section of the genome; the task family writes it (``TaskFamily.exemplar``). Exemplars come only
 from generated task batches; a task whose content hash is in ``forbidden`` (the meta-validation set) is an
 error, so a validation item can never leak into a prompt. Few-shot exemplar choice as a search dimension follows PromptBreeder
@@ -32,18 +32,18 @@ def exemplars_from_tasks(
         tasks: generated training tasks.
         make_text: ``(task, max_items=2) -> text or None``, the family's exemplar writer
             (``TaskFamily.exemplar``); None skips the task.
-        forbidden: transcript content hashes that must never become exemplars (meta-validation items).
+        forbidden: input content hashes that must never become exemplars (meta-validation items).
         max_words: word budget of one exemplar, >= 1; longer ones are built with one bullet per heading,
             and dropped when still too long.
 
     Raises:
-        DataError: a task's transcript is a forbidden (validation) one.
+        DataError: a task's input is a forbidden (validation) one.
     """
     banned = set(forbidden)
     out: list[str] = []
     for task in tasks:
         if task.content_hash in banned:
-            raise DataError(f"exemplars: task {task.task_id!r} is a meta-validation meeting; "
+            raise DataError(f"exemplars: task {task.task_id!r} is a meta-validation item; "
                             "exemplars may only come from generated training tasks")
         text = make_text(task)
         if text is None:

@@ -11,7 +11,7 @@ run); see :meth:`InnerConfig.validate`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 from evotrainer.backends.base import SamplingParams
@@ -19,7 +19,7 @@ from evotrainer.errors import ConfigError
 from evotrainer.genome import REQUIRED_SECTIONS
 from evotrainer.lora_settings import LoraSettings
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene, check_decoding_genes
-from evotrainer.search.prefill import DEFAULT_PREFILLS
+from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilyTexts
 
 if TYPE_CHECKING:
     from evotrainer.search.mutation_prompts import MutationStyle
@@ -30,6 +30,13 @@ _PROBABILITIES = ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share"
                   "phrase_mutation_share", "decoding_mutation_share", "exemplar_mutation_share",
                   "prefill_mutation_share", "adapter_mutation_share", "adapter_noise_share", "adapter_pass_threshold",
                   "adaptive_mix", "min_on_topic")
+
+
+def _texts_fields(texts: FamilyTexts) -> dict[str, Any]:
+    """``texts`` as the values of the ``inner.*`` keys that override them (lists and dicts, as in YAML)."""
+    return {"task_hint": texts.task_hint, "output_name": texts.output_name, "rule_phrases": list(texts.rule_phrases),
+            "mutation_styles": list(texts.mutation_styles), "domain_words": texts.domain_words,
+            "prefill_fallbacks": list(texts.prefills), "reflection_hints": dict(texts.reflection_hints)}
 
 
 def _adapter_lora() -> LoraSettings:
@@ -92,29 +99,36 @@ class InnerConfig:
         mutator_temperature: sampling temperature, >= 0 (0 = greedy: identical requests, identical rewrites).
         mutator_top_p: nucleus mass, in (0, 1].
         mutator_max_new_tokens: token budget per answer (tokens), >= 1.
-        task_hint: what the policy does, completing "an AI that ..." in mutator chats.
+        task_hint: what the policy does, completing "an AI that ..." in mutator chats; None = the family's
+            (:class:`~evotrainer.tasks.base.FamilyTexts`, as every domain text below).
+        output_name: the output as a reflective chat names it ("these replies"); None = the family's.
+        reflection_hints: reward component -> what it asks of the output, for reflective chats; empty = the
+            family's.
         similarity_low: lowest accepted similarity of a rewrite to its parent section (only used when a
             similarity function is given to the toolbox), <= similarity_high.
         similarity_high: highest accepted similarity (rejects near-copies).
         min_on_topic: lowest share of a rewrite's content words that must occur in the parent section or the
             domain vocabulary, in [0, 1]; 0 disables. Against off-topic rewrites of a small mutator: of 16
             recorded SmolLM2-135M answers (tests/search/data), 14 survive cleaning but only 2 are about
-            meeting minutes; this filter keeps those 2.
+            the task; this filter keeps those 2.
         max_section_growth: a rewritten section may have at most ``max(this * old words, 30)`` words, >= 1.
 
     Genome:
         max_prompt_words: word budget of a whole policy prompt (all sections), >= 1.
         required_sections: section names every genome must carry (non-empty).
-        prefill_fallbacks: prefills offered to prompts that name no heading (non-empty texts).
+        prefill_fallbacks: prefills offered to prompts that name no heading (non-empty texts); None = the
+            family's.
         rule_phrases: rule sentences the structural edit may add and the phrase bank starts from (non-empty
-            texts); None = the meeting-minutes ones (:data:`~evotrainer.search.mutation_prompts.DEFAULT_RULE_PHRASES`).
-            A family's task config group sets its own (``conf/task/tool_agent.yaml``).
+            texts); None = the family's.
         mutation_styles: the style library the LLM rewrite starts from, one ``"name: instruction"`` or
             ``"name (section, section): instruction"`` per style (the sections it suits; none = every
-            section); None = the meeting-minutes styles (:data:`~evotrainer.search.mutation_prompts.MUTATION_STYLES`).
+            section); None = the family's.
         domain_words: words a rewrite may use beyond its parent's and count as on topic (and that the leak
-            guard allows), space-separated; None = the meeting-minutes vocabulary
-            (:data:`~evotrainer.search.mutation_prompts.DOMAIN_VOCABULARY`).
+            guard allows), space-separated; None = the family's.
+
+        The family's texts come in through :meth:`InnerConfig.with_texts` (the objective calls it with
+        ``family.texts``); a config used without a family falls back to the domain-neutral
+        :data:`~evotrainer.tasks.base.NEUTRAL_TEXTS`.
         decoding_genes: decoding genes and bounds the decoding mutation may change; null = the defaults of
             :mod:`evotrainer.search.decoding` re-centred on the run's ``decoding`` with a ``max_new_tokens``
             gene capped at the run default (``decoding_genes_for``, applied by the objective), or the plain
@@ -128,7 +142,7 @@ class InnerConfig:
             sentence of a population member or an earlier child is rejected, >= -1; > 1 disables.
         min_diversity: lowest mean pairwise cosine distance of the population, in [0, 2]; below it redundant
             members are swapped for distinct scored policies (never the elites); 0 disables. Measured with
-            all-MiniLM-L6-v2: the 14 meeting-minutes seed policies have 0.285; 0.05 only stops a collapse
+            all-MiniLM-L6-v2: the 14 seed policies of the default population have 0.285; 0.05 only stops a collapse
             onto near-copies of one genome.
         section_match_cosine: in crossover, two differently named sections correspond when the cosine of
             their mean sentence embeddings is at least this (names match first), in [-1, 1].
@@ -169,14 +183,16 @@ class InnerConfig:
     mutator_temperature: float = 0.8
     mutator_top_p: float = 0.95
     mutator_max_new_tokens: int = 96
-    task_hint: str = "writes meeting minutes"
+    task_hint: str | None = None
+    output_name: str | None = None
+    reflection_hints: dict[str, str] = field(default_factory=dict)
     similarity_low: float = 0.0
     similarity_high: float = 1.0
     min_on_topic: float = 0.5
     max_section_growth: float = 3.0
     max_prompt_words: int = 160
     required_sections: list[str] = field(default_factory=lambda: list(REQUIRED_SECTIONS))
-    prefill_fallbacks: list[str] = field(default_factory=lambda: list(DEFAULT_PREFILLS))
+    prefill_fallbacks: list[str] | None = None
     rule_phrases: list[str] | None = None
     domain_words: str | None = None
     mutation_styles: list[str] | None = None
@@ -193,26 +209,39 @@ class InnerConfig:
     adapter_pass_threshold: float = 0.5
     adapter_lora: LoraSettings = field(default_factory=_adapter_lora)
 
-    def rules(self) -> tuple[str, ...]:
-        """``rule_phrases``, or the built-in meeting-minutes phrases when None."""
-        from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES
+    def with_texts(self, texts: FamilyTexts) -> InnerConfig:
+        """A copy whose unset (None) domain texts are ``texts``'s (a family's
+        :class:`~evotrainer.tasks.base.FamilyTexts`); keys set in config stay as they are."""
+        return replace(self, **{key: value for key, value in _texts_fields(texts).items()
+                                if getattr(self, key) is None or getattr(self, key) == {}})
 
-        return tuple(self.rule_phrases) if self.rule_phrases is not None else DEFAULT_RULE_PHRASES
+    def texts(self) -> FamilyTexts:
+        """The domain texts this config gives: its set keys, else the neutral ones (no family given)."""
+        t = NEUTRAL_TEXTS
+        return replace(t, task_hint=self.task_hint if self.task_hint is not None else t.task_hint,
+                       output_name=self.output_name if self.output_name is not None else t.output_name,
+                       rule_phrases=tuple(self.rule_phrases) if self.rule_phrases is not None else t.rule_phrases,
+                       mutation_styles=(tuple(self.mutation_styles) if self.mutation_styles is not None
+                                        else t.mutation_styles),
+                       domain_words=self.domain_words if self.domain_words is not None else t.domain_words,
+                       prefills=tuple(self.prefill_fallbacks) if self.prefill_fallbacks is not None else t.prefills,
+                       reflection_hints=dict(self.reflection_hints) or t.reflection_hints)
+
+    def rules(self) -> tuple[str, ...]:
+        """The rule phrases (:meth:`texts`)."""
+        return self.texts().rule_phrases
 
     def styles(self) -> tuple[MutationStyle, ...]:
-        """``mutation_styles`` as :class:`~evotrainer.search.mutation_prompts.MutationStyle` records, or the
-        built-in meeting-minutes styles when None."""
-        from evotrainer.search.mutation_prompts import MUTATION_STYLES, parse_style
+        """The mutation styles (:meth:`texts`) as :class:`~evotrainer.search.mutation_prompts.MutationStyle` records."""
+        from evotrainer.search.mutation_prompts import parse_style
 
-        return tuple(parse_style(t) for t in self.mutation_styles) if self.mutation_styles is not None else (
-            MUTATION_STYLES)
+        return tuple(parse_style(t) for t in self.texts().mutation_styles)
 
     def vocabulary(self) -> frozenset[str]:
-        """Content words of ``domain_words``, or the built-in meeting-minutes vocabulary when None."""
+        """Content words of the domain words (:meth:`texts`)."""
         from evotrainer.search.cleaning import content_words
-        from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
 
-        return frozenset(content_words(self.domain_words)) if self.domain_words is not None else DOMAIN_VOCABULARY
+        return frozenset(content_words(self.texts().domain_words))
 
     def validate(self, generations: int | None = None) -> None:
         """Check every field (and a run's ``generations`` when given, e.g. the loop's own argument).
@@ -292,12 +321,18 @@ class InnerConfig:
             _need(len(set(names)) == len(names), "mutation_styles", "styles with distinct names", names)
         _need(self.domain_words is None or (isinstance(self.domain_words, str) and bool(self.domain_words.strip())),
               "domain_words", "null or a non-empty text", self.domain_words)
-        _need(bool(self.prefill_fallbacks) and all(isinstance(p, str) and p.strip() for p in self.prefill_fallbacks),
-              "prefill_fallbacks", "a non-empty list of non-empty texts", self.prefill_fallbacks)
+        _need(self.prefill_fallbacks is None or (bool(self.prefill_fallbacks) and all(
+            isinstance(p, str) and p.strip() for p in self.prefill_fallbacks)), "prefill_fallbacks",
+            "null or a non-empty list of non-empty texts", self.prefill_fallbacks)
         _need(bool(self.required_sections) and all(isinstance(s, str) and s for s in self.required_sections),
               "required_sections", "a non-empty list of section names", self.required_sections)
-        _need(isinstance(self.task_hint, str) and bool(self.task_hint.strip()), "task_hint", "a non-empty text",
-              self.task_hint)
+        for key in ("task_hint", "output_name"):
+            value = getattr(self, key)
+            _need(value is None or (isinstance(value, str) and bool(value.strip())), key, "null or a non-empty text",
+                  value)
+        hints = self.reflection_hints
+        _need(all(isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in hints.items()),
+              "reflection_hints", "a map of component name -> non-empty text", hints)
 
     def _validate_embedder(self) -> None:
         band = self.phrase_band

@@ -25,7 +25,7 @@ from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
+from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import MutationPlan, validity_problem
 from evotrainer.search.operators_registry import REGISTRY, mutation_probabilities
@@ -140,7 +140,7 @@ def run_inner_loop(
     embedder: Embedder | None = None,
     phrase_bank: PhraseBank | None = None,
     feedback: Feedback | None = None,
-    styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
+    styles: tuple[MutationStyle, ...] | None = None,
     exemplars: Sequence[str] = (),
     adapters: AdapterWorkshop | None = None,
     lead: Policy | None = None,
@@ -185,7 +185,7 @@ def run_inner_loop(
             enables reflective mutation (``cfg.reflective_share`` of LLM mutations). A slot without
             feedback (e.g. a fresh crossover child) gets a style rewrite instead.
         styles: the mutation style library of LLM rewrites (it may evolve between calls, see
-            :mod:`evotrainer.search.style_library`).
+            :mod:`evotrainer.search.style_library`); None = ``cfg.styles()``.
         exemplars: few-shot exemplar texts built from this call's *generated* batch (enables exemplar
             swaps; see :func:`~evotrainer.search.exemplars.exemplars_from_tasks`).
         adapters: the adapter workshop built on the policy model and *this call's training batch*
@@ -197,10 +197,10 @@ def run_inner_loop(
             caller's best policy on meta-validation); added to the initial population when absent.
         lead_tried: mutation kinds already tried on ``lead`` by earlier calls: each lead slot takes a kind
             tried least often so far (ties drawn with ``rng``), so every kind is tried once before one repeats.
-        training_texts: the transcripts of this call's training batch: an LLM answer that copies names,
+        training_texts: the task inputs (``Task.text``) of this call's training batch: an LLM answer that copies names,
             numbers or phrases found only there (not in its parents, the initial population, the task hint
             or the instruction) is rejected as a leak (:mod:`evotrainer.search.leakage`). None: the
-            transcripts of ``feedback.tasks`` when the feedback source carries its batch (as
+            inputs of ``feedback.tasks`` when the feedback source carries its batch (as
             :class:`evotrainer.rollout.FeedbackRecorder` does), else none.
 
     Returns:
@@ -222,8 +222,8 @@ def run_inner_loop(
             bank.add(("rules", phrase) for phrase in cfg.rules())
         bank.add_policies(population)
     if training_texts is None:
-        transcripts = (getattr(task, "text", None) for task in getattr(feedback, "tasks", ()))
-        training_texts = [t for t in transcripts if isinstance(t, str)]
+        inputs = (getattr(task, "text", None) for task in getattr(feedback, "tasks", ()))
+        training_texts = [t for t in inputs if isinstance(t, str)]
     toolbox = toolbox if toolbox is not None else build_toolbox(
         cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters,
         training_texts=training_texts, seed_prompts=population)

@@ -1,28 +1,28 @@
-"""Training-meeting leakage guard: mutator text may not copy what only the training meetings say.
+"""Training-input leakage guard: mutator text may not copy what only the training inputs say.
 
-A prompt should learn how to write minutes, not the minutes of its training batch. A reflective
-mutation shows the mutator a failed output on a training meeting (GEPA), and a small mutator readily
-pastes that meeting's names, dates and phrases into a rule ("- Jarrah Grigoryan: test the scanner
-software"). Such a rule can score well on that batch and means nothing on the next meeting: selection on
+A prompt should learn how to do the task, not the answers of its training batch. A reflective
+mutation shows the mutator a failed output on a training task (GEPA), and a small mutator readily
+pastes that task's names, dates and phrases into a rule ("- Jarrah Grigoryan: test the scanner
+software"). Such a rule can score well on that batch and means nothing on the next task: selection on
 the training batch then rewards memorising it (the overfitting DESIGN.md measured on small validation
 sets). :class:`LeakGuard` finds such copies so the loop can reject the answer and archive why.
 
-A term is a *leak* when it occurs in the training texts (the batch transcripts, and whatever training
+A term is a *leak* when it occurs in the training texts (the batch's task inputs, and whatever training
 output the mutator was shown) and not in the *allowed* texts (the parent prompt, the seed prompts, the
 task hint, the mutation instruction, the domain vocabulary). Three kinds:
 
 * **name**: a capitalised token of the answer (>= 2 letters before any apostrophe, so no "I'm"; no
   digit; possessive ``'s`` dropped) that the training texts use as a proper noun, i.e. in a label
-  opening a line (a speaker turn ``Priya Shah: ...`` or an owner bullet ``- Priya Shah: ...``) or
+  opening a line (``Priya Shah: ...`` or a bullet ``- Priya Shah: ...``) or
   capitalised *not* at a sentence start, and never in lower case (so "Budget" in a heading is not a
   name when "budget" also occurs), and whose lower-case form is no word of the allowed texts. Found
   anywhere in the answer, sentence starts included.
 * **number**: a token holding a digit ("Q3", "2024", "15%", "10:30") found in the training texts and
-  not in the allowed texts. A bare single digit is exempt (too common to point at one meeting).
+  not in the allowed texts. A bare single digit is exempt (too common to point at one task).
 * **phrase**: a run of ``phrase_words`` (default 4) or more consecutive words of the answer that occurs
   in the training texts but not in the allowed texts, and that holds a content word (>= 3 letters, not
   a stop word, see :func:`~evotrainer.search.cleaning.content_words`) the allowed texts never use.
-  "list the action items for" is therefore no leak even when a transcript says it; "repair the old
+  "list the open points for" is therefore no leak even when a training input says it; "repair the old
   scanners" is. Overlapping runs are merged and reported whole.
 
 Everything here is plain string matching on untrusted model text; nothing is executed.
@@ -40,7 +40,7 @@ __all__ = ["LeakGuard", "Leaks", "leaked_terms"]
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"[A-Za-z0-9]*\d[A-Za-z0-9]*(?:[.,:/-][A-Za-z0-9]+)*%?")
-_SPEAKER = re.compile(  # "Priya Shah: ..." (a transcript turn) or "- Priya Shah: ..." (an owner bullet)
+_SPEAKER = re.compile(  # "Priya Shah: ..." (a labelled line) or "- Priya Shah: ..." (a labelled bullet)
     r"^[ \t]*(?:(?:[-*•]|\d+[.)])[ \t]+)?((?:[A-Z][\w'’-]*[ \t]+){0,3}[A-Z][\w'’-]*)[ \t]*:", re.MULTILINE)
 _SENTENCE_OPENERS = frozenset(".!?:;\"“”'‘([*•#>-–—")
 _GENERAL_CAPITALISED = frozenset({"ok", "okay"})
@@ -157,15 +157,15 @@ class _Profile:
 class LeakGuard:
     """Finds training-only names, numbers and phrases in mutator answers (see the module doc).
 
-    Built once per training batch (the transcripts are profiled here, not per answer); calling it is
+    Built once per training batch (the inputs are profiled here, not per answer); calling it is
     pure and cheap (the answer, a few hundred words of per-call allowed text).
 
     Args:
-        training_texts: the texts the prompt must not learn by heart (the batch transcripts), any number.
+        training_texts: the texts the prompt must not learn by heart (the batch's task inputs), any number.
         allowed_texts: texts whose terms are never leaks (seed prompts, task hint, style instructions,
             rule phrases).
         vocabulary: extra allowed words (lower case; crude stems as in
-            :func:`~evotrainer.search.cleaning.content_words` also count, e.g. ``DOMAIN_VOCABULARY``).
+            :func:`~evotrainer.search.cleaning.content_words` also count, e.g. ``InnerConfig.vocabulary()``).
         phrase_words: shortest leaked word run, >= 2 (words).
 
     Raises:
@@ -259,7 +259,7 @@ def leaked_terms(
 
     Args:
         text: the mutator answer.
-        training_texts: the training meetings' texts (transcripts, outputs shown to the mutator).
+        training_texts: the training texts (task inputs, outputs shown to the mutator).
         allowed_texts: parent prompt, seed prompts, task hint, mutation instruction.
         vocabulary: extra allowed words (lower case).
         phrase_words: shortest leaked word run, >= 2.

@@ -27,15 +27,14 @@ from evotrainer.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instru
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (
-    DEFAULT_RULE_PHRASES,
-    DOMAIN_VOCABULARY,
-    MUTATION_STYLES,
+    NEUTRAL_STYLES,
     MutationStyle,
     build_merge_messages,
     build_rewrite_messages,
     styles_for,
 )
 from evotrainer.search.prefill import MAX_PREFILL_WORDS
+from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = [
     "MUTATOR_PARAMS",
@@ -301,7 +300,7 @@ def mut_structural(
     rng: random.Random,
     generation: int,
     *,
-    phrase_bank: Sequence[str] = DEFAULT_RULE_PHRASES,
+    phrase_bank: Sequence[str] = NEUTRAL_TEXTS.rule_phrases,
     section: str = "rules",
     max_words: int = 160,
 ) -> Policy:
@@ -383,7 +382,7 @@ class MutationPlan:
         generation: generation number the child will carry.
         co_parent: second parent of a merge; None for a rewrite.
         shown: training material the request showed the mutator (a reflection's failed output on a
-            training meeting); terms copied from it count as leaks (:mod:`evotrainer.search.leakage`).
+            training task); terms copied from it count as leaks (:mod:`evotrainer.search.leakage`).
     """
 
     parent: Policy
@@ -406,8 +405,8 @@ def mut_llm_rewrite_plan(
     generation: int,
     *,
     params: SamplingParams = MUTATOR_PARAMS,
-    styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
-    task_hint: str = "writes meeting minutes",
+    styles: tuple[MutationStyle, ...] = NEUTRAL_STYLES,
+    task_hint: str = NEUTRAL_TEXTS.task_hint,
 ) -> MutationPlan:
     """Plan a semantic mutation: the mutator rewrites one section following one mutation style.
 
@@ -442,7 +441,7 @@ def cx_llm_merge_plan(
     generation: int,
     *,
     params: SamplingParams = MUTATOR_PARAMS,
-    task_hint: str = "writes meeting minutes",
+    task_hint: str = NEUTRAL_TEXTS.task_hint,
 ) -> MutationPlan | None:
     """Plan a semantic crossover: the mutator merges both parents' versions of one section.
 
@@ -478,7 +477,7 @@ def judge_rewrite(
     similarity: Callable[[str, str], float] | None = None,
     similarity_band: tuple[float, float] = (0.0, 1.0),
     min_on_topic: float = 0.0,
-    vocabulary: frozenset[str] = DOMAIN_VOCABULARY,
+    vocabulary: frozenset[str] = frozenset(),
     max_growth: float | None = None,
     leak_guard: LeakGuard | None = None,
 ) -> Policy | str:
@@ -489,7 +488,7 @@ def judge_rewrite(
     ``max(max_growth * old words, 30)`` words, when fewer than ``min_on_topic`` of its content words
     occur in the parent section(s) or ``vocabulary``
     (:func:`~evotrainer.search.cleaning.on_topic_fraction`), when ``leak_guard`` finds names, numbers or
-    phrases of the training meetings (or of ``plan.shown``) that neither parent's prompt nor the
+    phrases of the training inputs (or of ``plan.shown``) that neither parent's prompt nor the
     instruction holds (:mod:`evotrainer.search.leakage`), when ``similarity`` to the parent's section (for a
     merge: the higher of the two parents') falls outside ``similarity_band`` (inclusive; e.g. embedding
     cosine, to drop off-topic or unchanged rewrites), or when the child is not a valid genome

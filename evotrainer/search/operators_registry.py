@@ -292,7 +292,13 @@ def mutation_probabilities(
 
 
 def _mutator_params(cfg: InnerConfig) -> dict[str, Any]:
-    return {"params": cfg.mutator_params, "task_hint": cfg.task_hint}
+    return {"params": cfg.mutator_params, "task_hint": cfg.texts().task_hint}
+
+
+def _reflective(cfg: InnerConfig, res: Resources) -> dict[str, Any]:
+    texts = cfg.texts()
+    return {**_mutator_params(cfg), "feedback": res.feedback, "hints": dict(texts.reflection_hints),
+            "output_name": texts.output_name}
 
 
 def _mate(cfg: InnerConfig, res: Resources) -> dict[str, Any]:
@@ -307,7 +313,7 @@ DEFAULT_OPERATORS: tuple[Operator, ...] = (
              bind=lambda c, r: {**_mutator_params(c), "styles": r.styles}),
     Operator("mut_reflective", "mutation", "plan_reflect", mut_reflective_plan, share_key="reflective_share",
              pool="llm", needs=("mutator", "feedback"), output="plan", fallback="mut_llm_rewrite",
-             bind=lambda c, r: {**_mutator_params(c), "feedback": r.feedback}),
+             bind=_reflective),
     Operator("mut_structural", "mutation", "mutate", mut_structural, rest=True,
              bind=lambda c, r: {"phrase_bank": r.phrase_bank, "max_words": c.max_prompt_words}),
     Operator("mut_phrase_substitution", "mutation", "mutate_phrase", mut_phrase_substitution,
@@ -318,7 +324,7 @@ DEFAULT_OPERATORS: tuple[Operator, ...] = (
     Operator("mut_exemplar", "mutation", "mutate_exemplar", mut_exemplar_swap, share_key="exemplar_mutation_share",
              needs=("exemplars",), bind=lambda c, r: {"exemplars": r.exemplars, "max_words": c.max_prompt_words}),
     Operator("mut_prefill", "mutation", "mutate_prefill", mut_prefill, share_key="prefill_mutation_share",
-             bind=lambda c, r: {"fallbacks": tuple(c.prefill_fallbacks)}),
+             bind=lambda c, r: {"fallbacks": c.texts().prefills}),
     Operator("mut_adapter", "mutation", "mutate_adapter", mut_adapter, share_key="adapter_mutation_share",
              pool="all", needs=("adapters",), fallback="mut_structural",
              bind=lambda c, r: {"workshop": r.adapters, "noise_share": c.adapter_noise_share}),

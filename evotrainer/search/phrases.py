@@ -30,7 +30,7 @@ NEGATION_CUES: frozenset[str] = frozenset({
     "skip", "skips", "skipping", "refrain", "refrains", "unless",
 })
 """Words that negate (or exclude) what follows them; any word ending in ``n't`` counts too, and so does
-"leave/leaves/left out". "none" is left out on purpose: in minutes rules it is mostly the literal
+"leave/leaves/left out". "none" is left out on purpose: in layout rules it is mostly the literal
 placeholder of an empty section ("write '- None'")."""
 
 _NOT_NEGATING = re.compile(r"\b(?:no|not) (?:more|fewer|less|later|earlier) than\b|\bnot only\b")
@@ -55,8 +55,7 @@ def negation_flipped(a: str, b: str) -> bool:
 
     Sentence embeddings barely see negation (Ettinger 2020, "What BERT is not", TACL 8): a rule and its
     negation share almost every word. Measured with all-MiniLM-L6-v2: "List attendees." / "Do not list
-    attendees." 0.70, "Copy the transcript." / "Do not copy the transcript." 0.85, "Give the due date of
-    an action item when one is said." / "Never give the due date of an action item." 0.70, all inside
+    attendees." 0.70, and two more rules of the default family and their negations 0.85 and 0.70, all inside
     the default substitution band (0.55-0.92), so without this check a phrase substitution would turn a
     rule into its opposite and call it a paraphrase. Comparing counts rather than mere presence
     also catches "Do not guess; do not add names" -> "Do not guess; add names". Conservative by design:
@@ -216,7 +215,7 @@ def mut_phrase_substitution(
         generation: generation number stamped on the child.
         bank: the run's phrase bank.
         band: accepted ``(low, high)`` cosine to the replaced sentence, -1 <= low <= high <= 1. The
-            default 0.55-0.92 was read off all-MiniLM-L6-v2 on meeting-minutes rules: paraphrases of
+            default 0.55-0.92 was read off all-MiniLM-L6-v2 on the default family's rules: paraphrases of
             one rule score ~0.7-0.9, a different rule of the same domain ~0.3-0.5, exact copies 1.0.
         max_words: word budget of the whole prompt.
         same_section: only use sentences seen in a section of the same name.

@@ -1,12 +1,12 @@
 """The answer-prefill gene: add, change or drop the text that starts a policy's answer.
 
 A policy may carry a :data:`~evotrainer.genome.PREFILL_SECTION`; the backend puts it at the start
-of the assistant turn and the model continues it. For a small model this decides whether it writes
-minutes or continues the transcript: on 10 meta-validation items SmolLM2-135M's S_val rose from
-0.1017 to 0.1299 (``inline_example``) and 0.0804 to 0.1003 (``secretary_markdown``) with a
-``"## Topics\\n-"`` prefill. Candidates are read off the policy's own instructions (its first headings
-or labels, e.g. ``## Topics`` or ``Action items:``), so a prefill agrees with the layout the prompt asks
-for; ``fallbacks`` serve prompts without headings.
+of the assistant turn and the model continues it. For a small model this decides whether it writes the
+output or continues its input: on 10 meta-validation items of the default family SmolLM2-135M's S_val
+rose from 0.1017 to 0.1299 (``inline_example``) and 0.0804 to 0.1003 (``secretary_markdown``) with a
+prefill of the first heading. Candidates are read off the policy's own instructions (its first headings
+or labels, e.g. ``## Summary`` or ``Steps:``), so a prefill agrees with the layout the prompt asks
+for; ``fallbacks`` (the family's ``FamilyTexts.prefills``) serve prompts without headings.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import re
 from collections.abc import Sequence
 
 from evotrainer.genome import PREFILL_SECTION, Policy, instruction_sections
+from evotrainer.tasks.base import NEUTRAL_TEXTS
 
-__all__ = ["DEFAULT_PREFILLS", "MAX_PREFILL_HEADINGS", "MAX_PREFILL_WORDS", "mut_prefill", "prefill_candidates"]
-
-DEFAULT_PREFILLS: tuple[str, ...] = ("## Topics\n-", "Topics:\n-", "## Action items\n-")
-"""Prefills offered to a prompt that names no heading (meeting-minutes layouts)."""
+__all__ = ["MAX_PREFILL_HEADINGS", "MAX_PREFILL_WORDS", "mut_prefill", "prefill_candidates"]
 
 MAX_PREFILL_HEADINGS = 4
 """How many of a prompt's headings may start the answer (each section it names, in order, up to this)."""
@@ -47,13 +45,13 @@ def _headings(text: str) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def prefill_candidates(policy: Policy, fallbacks: Sequence[str] = DEFAULT_PREFILLS) -> list[str]:
+def prefill_candidates(policy: Policy, fallbacks: Sequence[str] = NEUTRAL_TEXTS.prefills) -> list[str]:
     """Prefills that fit ``policy``'s instructions, most likely first.
 
     The first :data:`MAX_PREFILL_HEADINGS` headings or labels of its instruction sections, each followed by
     a newline and the bullet marker the prompt uses (``-`` by default), and the first heading alone;
     ``fallbacks`` when the prompt names no heading. A later heading is offered too: starting the answer at
-    a section other than the first (e.g. ``## Decisions``) was the one prefill whose gain held on held-out
+    a section other than the first was the one prefill whose gain held on held-out
     items in the default job (seed 2, README "Seeds"). Deterministic (no RNG).
     """
     text = "\n".join(t for _, t in instruction_sections(policy.sections))
@@ -67,7 +65,7 @@ def prefill_candidates(policy: Policy, fallbacks: Sequence[str] = DEFAULT_PREFIL
 
 
 def mut_prefill(
-    parent: Policy, rng: random.Random, generation: int, *, fallbacks: Sequence[str] = DEFAULT_PREFILLS,
+    parent: Policy, rng: random.Random, generation: int, *, fallbacks: Sequence[str] = NEUTRAL_TEXTS.prefills,
 ) -> Policy:
     """Add, swap or drop the answer prefill (no model needed).
 

@@ -4,8 +4,10 @@ GEPA's idea (Agrawal et al. 2025, "GEPA: Reflective Prompt Evolution Can Outperf
 Learning", arXiv:2507.19457): a mutation reads a concrete failure (the output and which parts of the
 score were low) instead of rewriting blindly. The feedback comes through a seam, a callable
 ``feedback(policy) -> TaskFeedback | None``, filled by the evaluator side from *training* rollouts only
-(:class:`evotrainer.rollout.FeedbackRecorder` refuses meta-validation transcripts by content hash), so no
-meta-validation data can reach the mutator.
+(:class:`evotrainer.rollout.FeedbackRecorder` refuses meta-validation inputs by content hash), so no
+meta-validation data can reach the mutator. What the chat says about the domain (the plain-words meaning
+of each reward component, the name of the output) is the task family's
+(:class:`~evotrainer.tasks.base.FamilyTexts`), as GEPA's adapter owns what its proposer shows the model.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
+from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = [
-    "DEFAULT_COMPONENT_HINTS",
     "Feedback",
     "TaskFeedback",
     "build_reflection_messages",
@@ -34,7 +36,7 @@ class TaskFeedback:
 
     Attributes:
         task_id: the generated task's id.
-        content_hash: its transcript's content hash (lets tests and callers prove it is no
+        content_hash: its input's content hash (lets tests and callers prove it is no
             meta-validation item).
         score: its total reward in [0, 1], higher is better.
         output: the policy's output on it, possibly shortened (untrusted model text).
@@ -51,21 +53,13 @@ class TaskFeedback:
 Feedback = Callable[[Policy], "TaskFeedback | None"]
 """The seam: feedback on a policy's worst training task, or None when there is none (not evaluated)."""
 
-DEFAULT_COMPONENT_HINTS: Mapping[str, str] = {
-    "completeness": "the minutes must cover the topics, the decisions and the action items",
-    "format": "the minutes must follow the required layout with its headings and bullets",
-    "action_count": "the minutes must list exactly the action items that were agreed, no more and no fewer",
-    "action_f1": "each action item must match what was agreed, with its owner",
-}
-"""Plain-words meaning of the meeting-minutes reward components, for the mutator."""
-
-
 def build_reflection_messages(
     section_text: str,
     feedback: TaskFeedback,
     *,
-    hints: Mapping[str, str] = DEFAULT_COMPONENT_HINTS,
-    task_hint: str = "writes meeting minutes",
+    hints: Mapping[str, str] = NEUTRAL_TEXTS.reflection_hints,
+    task_hint: str = NEUTRAL_TEXTS.task_hint,
+    output_name: str = NEUTRAL_TEXTS.output_name,
     max_output_chars: int = 500,
 ) -> tuple[Message, ...]:
     """The mutator chat: current section text, the failed output, the weak points, "fix it".
@@ -77,6 +71,7 @@ def build_reflection_messages(
         feedback: the parent's worst task.
         hints: component name -> what it asks for (unknown names are shown with ``_`` as spaces).
         task_hint: what the policy does, completing "an AI that ...".
+        output_name: the output after "The AI wrote", determiner included ("this answer").
         max_output_chars: the output is cut to this many characters (prompt cost on CPU), >= 1.
     """
     weak = "; ".join(hints.get(name, name.replace("_", " ")) + f" (score {value:.2f})"
@@ -84,7 +79,7 @@ def build_reflection_messages(
     output = feedback.output.strip()
     if len(output) > max_output_chars:
         output = output[:max_output_chars].rstrip() + " ..."
-    instruction = (f"Fix the weak points: {weak}.\nThe AI wrote these minutes with the current text:\n"
+    instruction = (f"Fix the weak points: {weak}.\nThe AI wrote {output_name} with the current text:\n"
                    f"<<<\n{output or '(nothing)'}\n>>>")
     return build_rewrite_messages(section_text, instruction, task_hint=task_hint)
 
@@ -96,8 +91,9 @@ def mut_reflective_plan(
     *,
     feedback: Feedback,
     params: SamplingParams = MUTATOR_PARAMS,
-    hints: Mapping[str, str] = DEFAULT_COMPONENT_HINTS,
-    task_hint: str = "writes meeting minutes",
+    hints: Mapping[str, str] = NEUTRAL_TEXTS.reflection_hints,
+    task_hint: str = NEUTRAL_TEXTS.task_hint,
+    output_name: str = NEUTRAL_TEXTS.output_name,
     sections: tuple[str, ...] = ("rules", "format"),
 ) -> MutationPlan | None:
     """Plan a reflective rewrite of one section of ``parent`` from its worst training task.
@@ -114,11 +110,12 @@ def mut_reflective_plan(
         params: mutator decoding settings.
         hints: reward component explanations.
         task_hint: what the policy does.
+        output_name: the output as the chat names it.
         sections: sections a fix may target.
 
     Returns:
         The plan (operator ``mut_reflective/<section>``; its ``shown`` holds the failed output, so a
-        fix that copies that training meeting's names is rejected as a leak), or None when ``feedback``
+        fix that copies that training task's names is rejected as a leak), or None when ``feedback``
         has nothing for ``parent`` (the loop then plans a plain rewrite).
     """
     info = feedback(parent)
@@ -128,7 +125,8 @@ def mut_reflective_plan(
     candidates = [n for n, t in editable if n in sections and t.strip()]
     candidates = candidates or [n for n, t in editable if t.strip()] or [n for n, _ in editable]
     section = rng.choice(candidates)
-    messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint)
+    messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint,
+                                         output_name=output_name)
     seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
     request = GenerationRequest(messages=messages, params=seeded)
     return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request,

@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction
-from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY, MutationStyle
+from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = ["StylePlan", "apply_style_mutation", "plan_style_mutation", "style_rates"]
 
@@ -52,7 +53,7 @@ def style_rates(stats: OperatorStats, styles: tuple[MutationStyle, ...], *, min_
 
 def plan_style_mutation(
     styles: tuple[MutationStyle, ...], stats: OperatorStats, rng: random.Random, generation: int, *,
-    params: SamplingParams, min_trials: int = 2, task_hint: str = "writes meeting minutes",
+    params: SamplingParams, min_trials: int = 2, task_hint: str = NEUTRAL_TEXTS.task_hint,
 ) -> StylePlan | None:
     """Plan the retirement of the least successful style and its replacement.
 
@@ -94,13 +95,13 @@ def plan_style_mutation(
 
 def apply_style_mutation(
     styles: tuple[MutationStyle, ...], plan: StylePlan, text: str | None, *, min_on_topic: float = 0.5,
-    max_words: int = 30,
+    max_words: int = 30, vocabulary: frozenset[str] = frozenset(),
 ) -> tuple[MutationStyle, ...] | None:
     """The library with ``plan.worst`` replaced by the new style, or None when the answer is unusable.
 
     The answer is cleaned (:func:`~evotrainer.search.cleaning.clean_mutator_text`), must be 4..``max_words``
-    words, mostly meeting-minutes vocabulary (``min_on_topic`` of its content words in the old
-    instruction or the domain vocabulary), and differ from every instruction in the library. The new
+    words, mostly on topic (``min_on_topic`` of its content words in the old instruction or ``vocabulary``,
+    the family's domain words, ``InnerConfig.vocabulary()``), and differ from every instruction in the library. The new
     style keeps the section restriction of the style it was rewritten from.
     """
     by_name = {s.name: s for s in styles}
@@ -110,7 +111,7 @@ def apply_style_mutation(
     cleaned = clean_mutator_text(text, min_words=4, max_words=max_words, echo_of=(source.instruction,))
     if cleaned is None or "\n" in cleaned:
         return None
-    if on_topic_fraction(source.instruction, cleaned, DOMAIN_VOCABULARY) < min_on_topic:
+    if on_topic_fraction(source.instruction, cleaned, vocabulary) < min_on_topic:
         return None
     if any(cleaned.strip().lower() == s.instruction.strip().lower() for s in styles):
         return None

@@ -11,14 +11,11 @@ from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import is_near_duplicate
 from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
 from evotrainer.search.leakage import LeakGuard
-from evotrainer.search.mutation_prompts import (
-    MUTATION_STYLES,
-    MutationStyle,
-)
+from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operators import is_valid, judge_rewrite, sel_tournament
 from evotrainer.search.operators_registry import REGISTRY, Resources
 from evotrainer.search.phrases import PhraseBank
-from evotrainer.search.reflection import DEFAULT_COMPONENT_HINTS, Feedback
+from evotrainer.search.reflection import Feedback
 
 __all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "build_toolbox"]
 
@@ -26,7 +23,7 @@ __all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "build_toolbox"
 def build_toolbox(
     cfg: InnerConfig,
     *,
-    styles: tuple[MutationStyle, ...] = MUTATION_STYLES,
+    styles: tuple[MutationStyle, ...] | None = None,
     phrase_bank: Sequence[str] | None = None,
     similarity: Callable[[str, str], float] | None = None,
     phrases: PhraseBank | None = None,
@@ -53,8 +50,8 @@ def build_toolbox(
     - ``apply_plan(plan, text) -> Policy | str`` (:func:`~evotrainer.search.operators.judge_rewrite`: the
       child, or why the answer was rejected; a plugged-in operator may return None instead of a reason),
       with a :class:`~evotrainer.search.leakage.LeakGuard` over ``training_texts`` whose allowed texts are
-      ``seed_prompts``, ``cfg.task_hint``, the style instructions, ``phrase_bank``, the reward hints and
-      the domain vocabulary (each answer's parents and instruction are allowed too)
+      ``seed_prompts``, the task hint, the style instructions, ``phrase_bank``, the reward hints and
+      the domain vocabulary (``cfg.texts()``) (each answer's parents and instruction are allowed too)
     - ``is_valid(policy) -> bool`` (:func:`~evotrainer.search.operators.is_valid` with the config's sections and word budget)
     - ``mutate_decoding(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.decoding.mut_decoding`, ``cfg.genes``)
     - ``mutate_prefill(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.prefill.mut_prefill`)
@@ -76,21 +73,23 @@ def build_toolbox(
 
     Args:
         cfg: a validated config.
-        styles: mutation style library for LLM rewrites.
+        styles: mutation style library for LLM rewrites (default ``cfg.styles()``).
         phrase_bank: rule sentences structural mutation may add (default ``cfg.rules()``).
         similarity: optional ``(old, new) -> float`` check for LLM children (band from ``cfg``).
         phrases: the run's phrase bank (enables phrase substitution and near-duplicate rejection).
         feedback: worst-training-task feedback per policy (enables reflective mutation).
         exemplars: few-shot exemplar texts from generated tasks (enables exemplar swaps).
         adapters: the adapter workshop (enables adapter genes: ``mutate_adapter`` and adapter crossover).
-        training_texts: the training meetings' texts (batch transcripts) that LLM answers may not copy.
+        training_texts: the training batch's task inputs (``Task.text``) that LLM answers may not copy.
         seed_prompts: prompts whose words are never leaks (the loop passes its initial population).
 
     Raises:
         ConfigError: ``inner.operator_shares`` names an unknown operator, or a pool's shares sum above 1.
     """
     REGISTRY.check_shares(cfg)
-    phrase_bank = cfg.rules() if phrase_bank is None else tuple(phrase_bank)
+    texts = cfg.texts()
+    styles = cfg.styles() if styles is None else tuple(styles)
+    phrase_bank = texts.rule_phrases if phrase_bank is None else tuple(phrase_bank)
     sections = tuple(cfg.required_sections)
     res = Resources(styles=tuple(styles), phrase_bank=tuple(phrase_bank), phrases=phrases, feedback=feedback,
                     exemplars=tuple(exemplars), adapters=adapters)
@@ -100,11 +99,12 @@ def build_toolbox(
         if all(res.has(need) for need in op.needs):
             wrapped = {op.alias: getattr(tb, op.alias)} if op.wraps else {}
             tb.register(op.alias, op.function, **wrapped, **op.bind(cfg, res))
-    allowed = [t for p in seed_prompts for _, t in p.sections] + [cfg.task_hint, *phrase_bank]
-    allowed += [s.instruction for s in styles] + list(DEFAULT_COMPONENT_HINTS.values())
-    guard = LeakGuard(training_texts, allowed, vocabulary=cfg.vocabulary())
+    allowed = [t for p in seed_prompts for _, t in p.sections] + [texts.task_hint, *phrase_bank]
+    allowed += [s.instruction for s in styles] + list(texts.reflection_hints.values())
+    vocabulary = cfg.vocabulary()
+    guard = LeakGuard(training_texts, allowed, vocabulary=vocabulary)
     tb.register("apply_plan", judge_rewrite, required_sections=sections, max_words=cfg.max_prompt_words,
-                vocabulary=cfg.vocabulary(),
+                vocabulary=vocabulary,
                 similarity=similarity, similarity_band=(cfg.similarity_low, cfg.similarity_high),
                 min_on_topic=cfg.min_on_topic, max_growth=cfg.max_section_growth, leak_guard=guard)
     tb.register("is_valid", is_valid, required_sections=sections, max_words=cfg.max_prompt_words)

@@ -1,8 +1,8 @@
 """The self-evolution curriculum: move the task generator's difficulty with the judge pass rate.
 
 The difficulty is the same set of generator knobs the outer loop's harness moves
-(``TaskFamily.difficulty_bounds``; meeting minutes: length, speakers, topics, noise, action_items,
-implicit_owner; higher is harder for every knob). When the pass rate stays above ``raise_above`` for
+(``TaskFamily.difficulty_bounds``, e.g. an input's length or the number of steps a task needs;
+higher is harder for every knob). When the pass rate stays above ``raise_above`` for
 ``raise_rounds`` rounds in a row, each chosen knob moves up by ``step`` times its (low, high) range;
 when it stays below ``lower_below`` for ``lower_rounds`` rounds, it moves down by the same amount
 (clipped to the bounds). The pass-rate history restarts after every change, so the next change needs

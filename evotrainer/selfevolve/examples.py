@@ -24,7 +24,7 @@ class TrainItem:
 
     Attributes:
         task: the pool task answered.
-        answer: the assistant text (a passing sample, or a seed task's reference minutes).
+        answer: the assistant text (a passing sample, or a seed task's reference answer).
         origin: ``"reference"`` (seed task reference) or ``"sample"`` (a passing rollout).
         round: the round that produced it (0 for references).
         score: its judge score in [0, 1] (1.0 for references).
@@ -38,7 +38,7 @@ class TrainItem:
 
 
 def reference_items(tasks: Iterable[Task], family: TaskFamily) -> tuple[TrainItem, ...]:
-    """The reference outputs of (seed) tasks as items (``family.reference_answer``: reference minutes), the
+    """The reference outputs of (seed) tasks as items (``family.reference_answer``), the
     replay source of round 1; tasks without one are skipped."""
     out = []
     for t in tasks:
@@ -49,7 +49,7 @@ def reference_items(tasks: Iterable[Task], family: TaskFamily) -> tuple[TrainIte
 
 
 def check_items(items: Iterable[TrainItem], forbidden: Mapping[str, str] | frozenset[str], what: str) -> None:
-    """Raise DataError when an item's task is a dev-set or meta-validation transcript (content hash)."""
+    """Raise DataError when an item's task is a dev-set or meta-validation item (content hash)."""
     check_disjoint([i.task for i in items], forbidden, what)
 
 

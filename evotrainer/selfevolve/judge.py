@@ -3,14 +3,15 @@
 How a sample's judge score (in [0, 1], higher is better) is made:
 
 1. **Rules.** ``rule = family.reward(output, task, weights).total`` — the weighted reward components of
-   the task family (meeting minutes: completeness, format, action_count, action_f1, each in [0, 1],
-   weights on the simplex), so ``rule`` is already on the 0..1 scale of the pass threshold.
-2. **Degenerate outputs score 0.** When the family's degenerate-output guard fires (empty, copied
-   transcript, repetition loop; ``RewardBreakdown.degenerate``), the judge score is 0.0 and the model
+   the task family (each in [0, 1], weights on the simplex), so ``rule`` is already on the 0..1 scale of
+   the pass threshold.
+2. **Degenerate outputs score 0.** When the family's degenerate-output guard fires (e.g. empty, a copy
+   of the input, a repetition loop; ``RewardBreakdown.degenerate``), the judge score is 0.0 and the model
    judge is not asked.
 3. **Model grade.** The judge model — the *base* model without any adapter (or a separate
    ``selfevolve.judge`` model), so it stays fixed while the adapter trains — is asked ``repeats`` times
-   (sampled at ``temperature`` with distinct seeds) for one integer grade 0..10. A reply is parsed
+   (sampled at ``temperature`` with distinct seeds) for one integer grade 0..10, in the chat the family
+   writes (``FamilyTexts.judge_prompt``; a family without one is judged by its rules alone). A reply is parsed
    strictly (:func:`parse_grade`: the whole reply must be the number, optionally "/10" and a final
    period); anything else is *ignored* (not counted as 0). ``model = mean(parsed grades) / 10``.
 4. **Combination.** ``score = (1 - w) * rule + w * model`` with ``w = model_judge_weight``; when no
@@ -32,18 +33,10 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
 from evotrainer.errors import ServerError
-from evotrainer.tasks.base import MeetingTask, TaskFamily
+from evotrainer.tasks.base import Task, TaskFamily, family_texts
 
-__all__ = ["JUDGE_SYSTEM", "JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
+__all__ = ["JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
 
-JUDGE_SYSTEM = (
-    "You grade meeting minutes. Compare the minutes with the transcript: are the topics, decisions and "
-    "action items (with owners) correct and complete, and is the text well organised? "
-    "Reply with one integer from 0 (useless) to 10 (perfect) and nothing else."
-)
-"""System prompt of the model judge (fixed for a run)."""
-
-_JUDGE_USER = "Transcript:\n\n{transcript}\n\nMinutes:\n\n{minutes}\n\nGrade (0-10):"
 _GRADE = re.compile(r"(10|[0-9])(?:\s*/\s*10)?\.?")
 
 
@@ -110,16 +103,20 @@ def combine(rule: float, model: float | None, weight: float, degenerate: str | N
     return float((1.0 - weight) * rule + weight * model)
 
 
-def judge_messages(task: MeetingTask, output: str) -> tuple[Message, ...]:
-    """The chat asking the model judge for a grade of ``output`` on ``task`` (system, user)."""
-    user = _JUDGE_USER.format(transcript=task.transcript.strip(), minutes=output.strip())
-    return ({"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user})
+def judge_messages(task: Task, output: str, prompt: tuple[str, str]) -> tuple[Message, ...]:
+    """The chat asking the model judge for a grade of ``output`` on ``task`` (system, user).
+
+    ``prompt``: the family's ``(system, user)`` (:attr:`~evotrainer.tasks.base.FamilyTexts.judge_prompt`),
+    the user text with the fields ``{task_input}`` (``task.text``) and ``{output}``."""
+    system, user = prompt
+    return ({"role": "system", "content": system},
+            {"role": "user", "content": user.format(task_input=task.text.strip(), output=output.strip())})
 
 
 def judge_samples(
     judge_llm: LLM,
     family: TaskFamily,
-    items: Sequence[tuple[MeetingTask, str]],
+    items: Sequence[tuple[Task, str]],
     settings: JudgeSettings,
     rng: np.random.Generator,
 ) -> list[Verdict]:
@@ -127,7 +124,8 @@ def judge_samples(
 
     Args:
         judge_llm: the fixed judge model; requests never carry an adapter.
-        family: the task family (rule rewards and the degenerate-output guard).
+        family: the task family (rule rewards, the degenerate-output guard and the judge prompt; with no
+            judge prompt, :func:`~evotrainer.tasks.base.family_texts`, no model grade is asked).
         items: samples to judge.
         settings: the judge settings.
         rng: source of the repeats' sampling seeds.
@@ -146,14 +144,15 @@ def judge_samples(
             rules.append((total, dict(r.components), r.degenerate, None))
         except Exception as exc:  # a failing sample gets rule 0 and an error string
             rules.append((0.0, {}, None, f"rules: {type(exc).__name__}: {exc}"))
-    ask = settings.model_weight > 0
+    prompt = family_texts(family).judge_prompt
+    ask = settings.model_weight > 0 and prompt is not None
     requests: list[GenerationRequest] = []
     owners: list[int] = []
     seeds = rng.integers(0, 2**31 - 1, size=(len(items), settings.repeats))
     for i, ((task, output), (_, _, degenerate, _)) in enumerate(zip(items, rules, strict=True)):
         if not ask or degenerate is not None:
             continue
-        messages = judge_messages(task, output)
+        messages = judge_messages(task, output, prompt)
         for k in range(settings.repeats):
             params = SamplingParams(temperature=settings.temperature, max_new_tokens=settings.max_new_tokens,
                                     seed=int(seeds[i, k]), no_repeat_ngram_size=0)

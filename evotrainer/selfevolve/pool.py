@@ -1,9 +1,9 @@
 """The self-evolution task pool: seed tasks plus generated ones, near-duplicates dropped, size capped.
 
-Two transcripts are near-duplicates when the cosine similarity of their MiniLM embeddings is at least
-``cosine`` (default 0.85). Measured on 10 meetings generated at the default difficulty: the closest
-pair of distinct meetings has cosine 0.66 (median nearest neighbour 0.43), so 0.85 drops only
-re-generated or lightly varied meetings. The cap keeps every seed task and removes the oldest
+Two tasks are near-duplicates when the cosine similarity of the MiniLM embeddings of their inputs
+(``Task.text``) is at least ``cosine`` (default 0.85). Measured on 10 tasks of the default family
+generated at its default difficulty: the closest pair of distinct tasks has cosine 0.66 (median nearest
+neighbour 0.43), so 0.85 drops only re-generated or lightly varied tasks. The cap keeps every seed task and removes the oldest
 generated tasks first (the newest were generated at the current curriculum difficulty).
 
 The dev set and the meta-validation set never enter the pool: :func:`check_disjoint` compares
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.base import Task
 
 __all__ = ["PoolTask", "PoolUpdate", "add_to_pool", "check_disjoint"]
 
@@ -31,13 +31,13 @@ class PoolTask:
     """One task of the pool.
 
     Attributes:
-        task: the meeting (generated: it carries reference minutes).
+        task: the task (a generated one carries its ground truth).
         round: the round that added it (0 for seed tasks).
         source: ``"seed"`` or ``"generated"``.
         difficulty: the generator knobs it was made at, natural units.
     """
 
-    task: MeetingTask
+    task: Task
     round: int
     source: str
     difficulty: Mapping[str, float] = field(default_factory=dict)
@@ -60,8 +60,8 @@ class PoolUpdate:
     evicted: tuple[str, ...]
 
 
-def check_disjoint(tasks: Iterable[MeetingTask], forbidden: Mapping[str, str] | frozenset[str], what: str) -> None:
-    """Raise when any task's transcript is a dev-set or meta-validation transcript.
+def check_disjoint(tasks: Iterable[Task], forbidden: Mapping[str, str] | frozenset[str], what: str) -> None:
+    """Raise when any task's input is a dev-set or meta-validation item's (content hash).
 
     Args:
         tasks: tasks about to enter the pool or the training data.
@@ -77,7 +77,7 @@ def check_disjoint(tasks: Iterable[MeetingTask], forbidden: Mapping[str, str] | 
         names = sorted({forbidden[t.content_hash] if isinstance(forbidden, Mapping) else "held-out"
                         for t in leaked})
         raise DataError(f"self-evolution {what}: tasks {[t.task_id for t in leaked]} are {'/'.join(names)} "
-                        "transcripts (content hash match); those sets must never be trained on")
+                        "items (content hash match); those sets must never be trained on")
 
 
 def add_to_pool(
@@ -91,7 +91,7 @@ def add_to_pool(
 ) -> PoolUpdate:
     """Add ``candidates`` to ``pool``, dropping near-duplicates, then apply the cap. Pure: inputs untouched.
 
-    A candidate is dropped when its transcript has the same content hash as, or an embedding cosine
+    A candidate is dropped when its input has the same content hash as, or an embedding cosine
     ``>= cosine`` with, a pool task or a candidate accepted before it (candidates are taken in order).
 
     Args:
@@ -106,7 +106,7 @@ def add_to_pool(
         The :class:`PoolUpdate`.
 
     Raises:
-        DataError: a candidate is a dev-set or meta-validation transcript.
+        DataError: a candidate is a dev-set or meta-validation item.
         ValueError: ``cap`` is smaller than the number of seed tasks, or ``embed`` returns a wrong shape.
     """
     check_disjoint([c.task for c in candidates], forbidden, "pool")

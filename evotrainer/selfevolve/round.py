@@ -198,7 +198,7 @@ def run_round(
         the input policy.
 
     Raises:
-        DataError: a dev-set or meta-validation transcript reached the pool or the training data.
+        DataError: a dev-set or meta-validation item reached the pool or the training data.
     """
     k = state.round + 1
     timer = timer or PhaseTimer()
@@ -211,7 +211,7 @@ def run_round(
         candidates = [PoolTask(t, k, "generated", dict(state.difficulty)) for t in new]
         update = add_to_pool(state.pool, candidates, embed=models.embedder.encode, cosine=cfg.dedup_cosine,
                              cap=cfg.pool_cap, forbidden=setup.forbidden)
-        recorder.se_pool([pool_row(p) for p in update.added])
+        recorder.se_pool([pool_row(p, family) for p in update.added])
     tasks = [p.task for p in update.pool]
 
     # ---- 2. rollout: the current policy (prompt + adapter) samples answers --------------------------
@@ -356,16 +356,15 @@ def _plain(cfg: SelfEvolveConfig) -> dict[str, Any]:
     return asdict(cfg)
 
 
-def pool_row(p: PoolTask) -> PoolTaskRow:
-    """The archive row of a pool task (transcript, reference, ground truth, difficulty)."""
+def pool_row(p: PoolTask, family: TaskFamily) -> PoolTaskRow:
+    """The archive row of a pool task: its input, reference answer (``family.reference_answer``, "" when
+    none), ground truth (the family's optional ``ground_truth(task)``, else ``{"identity": task.identity()}``)
+    and difficulty."""
     t = p.task
-    if hasattr(t, "action_items"):  # a meeting: its topics, decisions and action items
-        truth = {"topics": list(t.topics), "decisions": list(t.decisions),
-                 "action_items": [[a.owner, a.task, a.due] for a in t.action_items]}
-    else:  # any other family: what identifies the task and its answer
-        truth = {"identity": t.identity()}
+    truth_of = getattr(family, "ground_truth", None)
+    truth = dict(truth_of(t)) if callable(truth_of) else {"identity": t.identity()}
     return PoolTaskRow(p.round, t.task_id, t.content_hash, p.source, dict(p.difficulty), t.text,
-                       getattr(t, "reference_minutes", ""), truth)
+                       family.reference_answer(t) or "", truth)
 
 
 def _sample_row(k: int, s: Sample, threshold: float) -> SampleRow:

@@ -50,7 +50,7 @@ from evotrainer.selfevolve.round import (
     run_round,
     score_policy,
 )
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.base import Task, family_texts
 from evotrainer.validation_split import screening_subset
 
 __all__ = ["SelfEvolveSummary", "pick_policy", "run_selfevolve"]
@@ -100,7 +100,7 @@ def _run_id(cfg: Config, config_dict: dict) -> str:
     return f"se-s{cfg.seed}-{hashlib.sha256(blob).hexdigest()[:10]}"
 
 
-def _forbidden(dev: Sequence[MeetingTask], val: Sequence[MeetingTask]) -> dict[str, str]:
+def _forbidden(dev: Sequence[Task], val: Sequence[Task]) -> dict[str, str]:
     out = {t.content_hash: "meta-validation set" for t in val}
     clash = [t.task_id for t in dev if t.content_hash in out]
     if clash:
@@ -141,9 +141,10 @@ def run_selfevolve(
 
     # ---- 1. data: dev set (own seed), meta-validation items, seed tasks ---------------------------
     family = build_family(cfg)
-    if getattr(family, "rollout_style", "single_turn") != "single_turn" and s.model_judge_weight > 0:
-        raise ConfigError(f"config key 'selfevolve.model_judge_weight': the model judge grades meeting minutes; "
-                          f"the {family.name!r} family's episodes are judged by its rule rewards (set it to 0)")
+    if family_texts(family).judge_prompt is None and s.model_judge_weight > 0:
+        raise ConfigError(f"config key 'selfevolve.model_judge_weight': the {family.name!r} family gives the model "
+                          "judge no prompt (FamilyTexts.judge_prompt); its outputs are judged by its rule rewards "
+                          "(set it to 0)")
     val_all = load_validation(cfg, family)
     val = screening_subset(val_all, s.val_limit) if s.val_limit else list(val_all)
     settings = task_settings(cfg, family)
@@ -183,7 +184,7 @@ def run_selfevolve(
     rec.policies([policy])
     seed_pool = add_to_pool([], [PoolTask(t, 0, "seed", difficulty0) for t in seed_tasks], embed=embedder.encode,
                             cosine=s.dedup_cosine, cap=s.pool_cap, forbidden=forbidden)
-    rec.se_pool([pool_row(p) for p in seed_pool.pool])
+    rec.se_pool([pool_row(p, family) for p in seed_pool.pool])
     rec.emit(SelfEvolveSetupEvent(policy=policy.id, dev_tasks=tuple(t.task_id for t in dev),
                                   val_items=tuple(t.task_id for t in val),
                                   seed_tasks=tuple(p.task.task_id for p in seed_pool.pool)))

@@ -21,20 +21,21 @@ import numpy as np
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams
 
 __all__ = [
-    "ActionItem",
-    "MeetingTask",
+    "NEUTRAL_TEXTS",
+    "FamilyTexts",
     "MetaScore",
     "RewardBreakdown",
     "RolloutRequest",
     "Task",
     "TaskFamily",
     "content_hash",
+    "family_texts",
     "single_turn_roll_out",
 ]
 
 
 def content_hash(text: str) -> str:
-    """sha256 hex of whitespace-normalised, lower-cased text: the identity of a transcript."""
+    """sha256 hex of whitespace-normalised, lower-cased text: the identity of a task input."""
     norm = " ".join(text.split()).lower()
     return hashlib.sha256(norm.encode("utf-8")).hexdigest()
 
@@ -60,73 +61,18 @@ class Task(Protocol):
 
     @property
     def text(self) -> str:
-        """The task's input as the policy reads it (a transcript, a question with its facts); leak guards
+        """The task's input as the policy reads it (a document to summarise, a question with its facts); leak guards
         check that prompts do not copy what only training inputs say."""
         ...
 
     @property
     def size(self) -> int:
-        """How large the item is, >= 0, in the family's unit (meeting: transcript words; tool task: plan
-        steps). Validation splits are stratified by it and run-time estimates scale with it."""
+        """How large the item is, >= 0, in the family's unit (e.g. input words, or plan steps). Validation splits are stratified by it and run-time estimates scale with it."""
         ...
 
     def identity(self) -> list[Any]:
         """JSON-ready content that a batch id hashes (equal identities: interchangeable for caching)."""
         ...
-
-
-@dataclass(frozen=True)
-class ActionItem:
-    """An action item: who does what (by when, if said)."""
-
-    owner: str
-    task: str
-    due: str = ""
-
-
-@dataclass(frozen=True)
-class MeetingTask:
-    """One meeting: the transcript and its ground truth.
-
-    Attributes:
-        task_id: unique within its source (generated: derived from seed and index).
-        transcript: ``Speaker: text`` lines, one turn per line.
-        reference_minutes: human or generated reference minutes (may be empty for generated tasks).
-        topics: ground-truth topics discussed.
-        decisions: ground-truth decisions (final ones; reversed decisions appear in their final form).
-        action_items: ground-truth action items with owners.
-        source: "generated", a dataset name, or a file name.
-        meta: free-form extra fields (domain, difficulty, n_words, ...); not part of identity.
-    """
-
-    task_id: str
-    transcript: str
-    reference_minutes: str = ""
-    topics: tuple[str, ...] = ()
-    decisions: tuple[str, ...] = ()
-    action_items: tuple[ActionItem, ...] = ()
-    source: str = "generated"
-    meta: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def content_hash(self) -> str:
-        """Identity of the transcript (see :func:`content_hash`)."""
-        return content_hash(self.transcript)
-
-    @property
-    def text(self) -> str:
-        """The transcript."""
-        return self.transcript
-
-    @property
-    def size(self) -> int:
-        """Transcript words (whitespace-separated, speaker labels included)."""
-        return len(self.transcript.split())
-
-    def identity(self) -> list[Any]:
-        """Transcript hash, reference minutes, topics, decisions and action items (what a batch id hashes)."""
-        items = [[a.owner, a.task, a.due] for a in self.action_items]
-        return [self.content_hash, self.reference_minutes, list(self.topics), list(self.decisions), items]
 
 
 @dataclass(frozen=True)
@@ -137,7 +83,7 @@ class RewardBreakdown:
         total: sum_i w_i * R_i in [0, 1] (weights on the simplex), higher is better; 0.0 when the
             degenerate-output guard fired.
         components: each reward component in [0, 1], by name (reported even when guarded).
-        degenerate: None, or the guard's reason ("empty", "copied_transcript", "repetition").
+        degenerate: None, or the guard's reason (a short family-defined label, e.g. "empty" or "repetition").
     """
 
     total: float
@@ -151,7 +97,7 @@ class MetaScore:
 
     Attributes:
         value: in [0, 1], higher is better.
-        parts: the metric's parts by name (e.g. "rouge_l", "action_f1"), each in [0, 1].
+        parts: the metric's parts by name (e.g. "rouge_l", "exact_match"), each in [0, 1].
     """
 
     value: float
@@ -179,6 +125,79 @@ class RolloutRequest:
     policy_id: str = ""
 
 
+@dataclass(frozen=True)
+class FamilyTexts:
+    """Every domain text the search and judge show a model, owned by the family (like GEPA's adapter,
+    which owns what its reflective proposer shows the model; Agrawal et al. 2025, arXiv:2507.19457).
+
+    The generic rooms (``search/``, ``selfevolve/``) read these and name no domain themselves; an
+    ``inner.*`` key set in config replaces the matching field for a run
+    (:meth:`evotrainer.search.inner_config.InnerConfig.with_texts`).
+
+    Attributes:
+        task_hint: what the policy does, completing "an AI that ..." in mutator chats (``inner.task_hint``).
+        output_name: the policy's output as a reflective chat names it after "The AI wrote", determiner
+            included ("this answer", "these replies"; ``inner.output_name``).
+        rule_phrases: rule sentences the structural edit may add and the phrase bank starts from, non-empty
+            (``inner.rule_phrases``).
+        mutation_styles: the LLM rewrite's style library at the start, one ``"name: instruction"`` or
+            ``"name (section, ...): instruction"`` per style (``inner.mutation_styles``).
+        domain_words: words a rewrite may use beyond its parent's and still be on topic (and that the leak
+            guard allows), space-separated (``inner.domain_words``).
+        prefills: answer prefills offered to a prompt that names no heading, non-empty
+            (``inner.prefill_fallbacks``).
+        reflection_hints: reward component -> what it asks of the output in plain words, shown to the
+            mutator when that component was low (a missing name is shown with ``_`` as spaces;
+            ``inner.reflection_hints``).
+        judge_prompt: ``(system, user)`` of the self-evolution model judge; the user text has the fields
+            ``{task_input}`` (``Task.text``) and ``{output}``; None: the family's outputs are judged by its
+            rule rewards only (``selfevolve.model_judge_weight`` must be 0).
+        size_name: what ``Task.size`` measures, as the evaluation report's per-length table names it.
+    """
+
+    task_hint: str
+    output_name: str
+    rule_phrases: tuple[str, ...]
+    mutation_styles: tuple[str, ...]
+    domain_words: str
+    prefills: tuple[str, ...]
+    reflection_hints: Mapping[str, str] = field(default_factory=dict)
+    judge_prompt: tuple[str, str] | None = None
+    size_name: str = "size"
+
+
+NEUTRAL_TEXTS = FamilyTexts(
+    task_hint="completes the task it is given",
+    output_name="this answer",
+    rule_phrases=("Follow the required output format exactly.", "Answer only what the task asks.",
+                  "Check the answer before you give it.", "Keep the answer short."),
+    mutation_styles=(
+        "stricter: Make it stricter: state each requirement as a firm rule.",
+        "simplify: Make it simpler: use short, plain sentences.",
+        "reorder: Put the most important point first.",
+        "persona (role): Describe a different expert persona suited to the task.",
+        "concise: Make it more concise: remove words that add nothing.",
+        "specific: Make it more specific and concrete.",
+    ),
+    domain_words="answer answers output outputs format rule rules step steps task tasks question questions example "
+                 "examples exact exactly short clear clearly correct correctly check list each every first then only "
+                 "always never",
+    prefills=("Answer:",),
+    judge_prompt=(
+        "You grade the answer an AI gave to a task. Is it correct, complete and well organised? "
+        "Reply with one integer from 0 (useless) to 10 (perfect) and nothing else.",
+        "Task:\n\n{task_input}\n\nAnswer:\n\n{output}\n\nGrade (0-10):",
+    ),
+)
+"""The texts of a family that gives none (domain-neutral; what ``task=custom`` runs get unless the family has ``texts``)."""
+
+
+def family_texts(family: Any) -> FamilyTexts:
+    """``family.texts`` when it is a :class:`FamilyTexts`, else :data:`NEUTRAL_TEXTS`."""
+    texts = getattr(family, "texts", None)
+    return texts if isinstance(texts, FamilyTexts) else NEUTRAL_TEXTS
+
+
 def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
     """The single-turn rollout: one batched ``llm.generate`` call over the opening chats, in order.
 
@@ -190,15 +209,19 @@ def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[G
 class TaskFamily(Protocol):
     """What the loops need from a task domain (module docstring; template in ``docs/adding_a_task_family.md``).
 
-    The texts the operators need beyond these (the task hint of mutator chats, prefill fallbacks) are
-    config keys the family's task config group sets (``inner.task_hint`` in ``conf/task/tool_agent.yaml``).
+    Everything the mutator and the judge model read about the domain (the task hint, the name of the
+    output, rule phrases, styles, vocabulary, prefills, reward hints, the judge prompt) is the family's
+    optional ``texts`` attribute, a :class:`FamilyTexts` (:func:`family_texts`; a family without one gets
+    :data:`NEUTRAL_TEXTS`); an ``inner.*`` key set in config overrides one of them for a run.
 
-    Two optional methods, looked up with ``getattr`` (a family without them works):
+    Optional methods, looked up with ``getattr`` (a family without them works): ``ground_truth(task) ->
+    Mapping`` gives the JSON-ready truth the self-evolution pool archives (default: the task's identity);
     ``probe_outputs(items) -> list[dict[str, str]]`` gives the yardstick's probe texts per item
-    (``reference``, ``lead_lines``, ``skeleton``, ``wrong_meeting``; ``harness/yardstick.py``), which every
+    (named texts such as ``reference`` and ``skeleton``; ``harness/yardstick.py``), which every
     evolve run scores at start to check that ``meta_score`` rewards the task, not a template; and
     ``prepare_meta(outputs, tasks)`` is called before a batch is meta-scored (e.g. to embed every sentence
-    in one call).
+    in one call); and when ``meta_score`` takes an ``embedder=`` keyword, ``mode=evaluate`` passes the run's
+    embedder unless ``wants_embedder(items)`` says these items need none.
 
     Attributes:
         name: the family's registry name (``task.name``).
@@ -281,7 +304,7 @@ class TaskFamily(Protocol):
         ...
 
     def reference_answer(self, task: Any) -> str | None:
-        """A written reference output of ``task`` to replay in self-evolution (e.g. reference minutes), or None."""
+        """A written reference output of ``task`` to replay in self-evolution (e.g. a human-written one), or None."""
         ...
 
     def experience(self, task: Any, output: str) -> str | None:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes import meta_score, reward
 from evotrainer.tasks.meeting_minutes.datasets import load_dataset, owner_source_counts, read_action_item
 from evotrainer.tasks.meeting_minutes.datasets.action_items import (
@@ -18,6 +17,7 @@ from evotrainer.tasks.meeting_minutes.datasets.action_items import (
 )
 from evotrainer.tasks.meeting_minutes.matching import action_f1
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 AMI = ("Project Manager", "Industrial Designer", "Marketing", "User Interface")
 

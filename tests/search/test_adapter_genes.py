@@ -23,8 +23,9 @@ from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
 from evotrainer.search.toolbox import InnerLoopConfig
-from evotrainer.tasks.base import MeetingTask, MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 TASKS = [
     MeetingTask("t1", "Ann: I send the budget by Friday.\nBob: ok", topics=("budget",)),

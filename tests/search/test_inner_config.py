@@ -37,6 +37,8 @@ OVERRIDES: dict[str, tuple[str, object]] = {
     "mutator_top_p": ("0.9", 0.9),
     "mutator_max_new_tokens": ("80", 80),
     "task_hint": ("'answers questions with tools'", "answers questions with tools"),
+    "output_name": ("'these replies'", "these replies"),
+    "reflection_hints.correct": ("'the answer must be right'", None),
     "similarity_low": ("0.1", 0.1),
     "similarity_high": ("0.9", 0.9),
     "min_on_topic": ("0.4", 0.4),
@@ -79,13 +81,14 @@ def test_every_inner_key_has_an_override_here() -> None:
 
 
 def test_every_inner_key_round_trips_from_a_hydra_override() -> None:
-    cfg = _compose(*(f"{'+' if key.startswith('operator_shares.') else ''}inner.{key}={text}"
+    cfg = _compose(*(f"{'+' if key.startswith(('operator_shares.', 'reflection_hints.')) else ''}inner.{key}={text}"
                      for key, (text, _) in OVERRIDES.items()))
     assert type(cfg.inner) is InnerConfig
     for key, (_, expected) in OVERRIDES.items():
         if expected is not None:
             assert getattr(cfg.inner, key) == expected, key
     assert cfg.inner.operator_shares == {"mut_example": 0.1}
+    assert cfg.inner.reflection_hints == {"correct": "the answer must be right"}
     assert (cfg.inner.adapter_lora.rank, cfg.inner.adapter_lora.steps, cfg.inner.adapter_lora.lr) == (4, 2, 1e-3)
     # ... and what the loop receives is that same object (decoding genes set here, so nothing is resolved)
     assert inner_config(cfg) is cfg.inner
@@ -153,12 +156,12 @@ def test_the_toolbox_takes_the_whole_config() -> None:
 
 
 def test_mutation_styles_from_config_text() -> None:
-    from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
+    from evotrainer.search.mutation_prompts import NEUTRAL_STYLES, MutationStyle
 
     cfg = InnerConfig(mutation_styles=["finish (format, rules): Stress the Final Answer: soon.", "plain: Be plain."])
     assert cfg.styles() == (MutationStyle("finish", "Stress the Final Answer: soon.", ("format", "rules")),
                             MutationStyle("plain", "Be plain."))
-    assert InnerConfig().styles() == MUTATION_STYLES
+    assert InnerConfig().styles() == NEUTRAL_STYLES  # no family: the domain-neutral styles
     for bad in (["no colon here"], [], ["a: x", "a: y"], ["(rules): nameless"]):
         with pytest.raises(ConfigError, match="inner.mutation_styles"):
             InnerConfig(mutation_styles=bad).validate()

@@ -13,17 +13,21 @@ from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.operators import is_valid
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 
 def _evaluate_keywords(policies):
     return [keyword_fitness(p) for p in policies]
 
 
+MEETING = InnerLoopConfig().with_texts(MEETING_TEXTS)  # the seeds and the toy fitness are about minutes
+
+
 def _run(seed: int, mutator=None, generations: int = 4, **kw):
     reports: list[GenerationReport] = []
     result = run_inner_loop(
         seed_population(), generations=generations, evaluate=kw.pop("evaluate", _evaluate_keywords),
-        mutator=mutator, cfg=kw.pop("cfg", InnerLoopConfig()), rng=random.Random(seed),
+        mutator=mutator, cfg=kw.pop("cfg", MEETING), rng=random.Random(seed),
         on_generation=reports.append, **kw)
     return result, reports
 

@@ -12,9 +12,10 @@ from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
 from evotrainer.search.operators import cx_sections, is_valid, mut_llm_rewrite_plan, mut_structural
-from evotrainer.search.prefill import DEFAULT_PREFILLS, MAX_PREFILL_HEADINGS, mut_prefill, prefill_candidates
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.search.prefill import MAX_PREFILL_HEADINGS, mut_prefill, prefill_candidates
 from evotrainer.tasks.meeting_minutes.prompts import build_messages
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 SEEDS = PACKAGE_DATA / "populations" / "meeting_minutes.yaml"
 
@@ -32,7 +33,8 @@ def test_candidates_follow_the_prompts_own_headings() -> None:
     assert prefill_candidates(_seed("project_manager_actions_first"))[0] == "## Action items\n-"
     assert prefill_candidates(_seed("plain_labels"))[0] == "Topics:\n-"
     bare = Policy.seed("bare", {"role": "", "format": "Write short minutes.", "rules": "Be brief."})
-    assert prefill_candidates(bare) == list(DEFAULT_PREFILLS)
+    assert prefill_candidates(bare) == ["Answer:"]  # the neutral fallback
+    assert prefill_candidates(bare, MEETING_TEXTS.prefills) == list(MEETING_TEXTS.prefills)
 
 
 def test_candidates_include_later_sections() -> None:

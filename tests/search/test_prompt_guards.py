@@ -9,15 +9,17 @@ from _fakes import TableEmbedder, keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
 from evotrainer.genome import Policy
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
-from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
 from evotrainer.search.operators import apply_rewrite, judge_rewrite, mut_llm_rewrite_plan
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution, negation_count, negation_flipped
 from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
 from evotrainer.search.toolbox import InnerLoopConfig
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
+DOMAIN_VOCABULARY = InnerConfig().with_texts(MEETING_TEXTS).vocabulary()
 TRANSCRIPT = (
     "Priya Raman: Let's start with the Q3 budget review.\n"
     "Tomasz Wolak: The vendor quote came in at 48,500 for the new badge readers.\n"

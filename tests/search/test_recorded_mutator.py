@@ -14,24 +14,28 @@ from _fakes import seed_population
 from evotrainer.backends.replay import ReplayLLM
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import on_topic_fraction
-from evotrainer.search.mutation_prompts import DOMAIN_VOCABULARY
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.operators import MutationPlan, cx_llm_merge_plan, is_valid, mut_llm_rewrite_plan
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
+MEETING = InnerConfig().with_texts(MEETING_TEXTS)  # the recording was made with the meeting family's texts
+DOMAIN_VOCABULARY = MEETING.vocabulary()
 RECORDING = Path(__file__).parent / "data" / "smollm2_mutator.jsonl"
 
 
 def _plans() -> list[MutationPlan]:
     rng, pop = random.Random(0), seed_population()
-    plans = [mut_llm_rewrite_plan(pop[i % 4], rng, 1) for i in range(12)]
-    merges = (cx_llm_merge_plan(pop[i], pop[(i + 1) % 4], rng, 1) for i in range(4))
+    hint = MEETING_TEXTS.task_hint
+    plans = [mut_llm_rewrite_plan(pop[i % 4], rng, 1, styles=MEETING.styles(), task_hint=hint) for i in range(12)]
+    merges = (cx_llm_merge_plan(pop[i], pop[(i + 1) % 4], rng, 1, task_hint=hint) for i in range(4))
     return plans + [p for p in merges if p is not None]
 
 
 def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> None:
     plans = _plans()
     answers = ReplayLLM(RECORDING, name="smollm2").generate([p.request for p in plans])
-    toolbox = build_toolbox(InnerLoopConfig())
+    toolbox = build_toolbox(MEETING)
     children = [toolbox.apply_plan(p, a.text) for p, a in zip(plans, answers, strict=True)]
     kept = [(p, c) for p, c in zip(plans, children, strict=True) if isinstance(c, Policy)]
     assert 1 <= len(kept) < len(plans)  # the small model's output needs the filters

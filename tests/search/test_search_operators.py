@@ -10,7 +10,7 @@ from _fakes import FakeMutator, seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.genome import Policy
-from evotrainer.search.mutation_prompts import DEFAULT_RULE_PHRASES, build_rewrite_messages
+from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import (
     apply_rewrite,
     cx_llm_merge_plan,
@@ -22,6 +22,7 @@ from evotrainer.search.operators import (
     split_sentences,
     validity_problem,
 )
+from evotrainer.tasks.meeting_minutes.texts import RULE_PHRASES
 
 
 def test_is_valid_cases() -> None:
@@ -74,13 +75,13 @@ def test_mut_structural_keeps_genomes_valid_and_within_budget() -> None:
         current = policy
         for _ in range(40):
             before = copy.deepcopy(current)
-            child = mut_structural(current, rng, 1, max_words=40)
+            child = mut_structural(current, rng, 1, max_words=40, phrase_bank=RULE_PHRASES)
             assert current == before
             assert is_valid(child, max_words=40), child.sections
             assert child.parent_ids == (current.id,)
             kinds.add(child.operator)
             for sentence in split_sentences(child.section("rules")):
-                assert sentence in split_sentences(current.section("rules")) or sentence in DEFAULT_RULE_PHRASES
+                assert sentence in split_sentences(current.section("rules")) or sentence in RULE_PHRASES
             current = child
     assert {"mut_structural/add", "mut_structural/drop", "mut_structural/swap"} <= kinds
 

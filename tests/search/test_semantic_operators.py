@@ -244,13 +244,15 @@ def test_mut_structural_move_keeps_the_sentences() -> None:
 
 def test_reflective_plan_shows_the_worst_task_and_is_pure() -> None:
     from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
+    from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
     parent = seed_population()[0]
     info = TaskFeedback("t7", "h" * 64, 0.2, "Minutes: " + "blah " * 300, (("action_f1", 0.1), ("format", 0.3)))
     before = copy.deepcopy(parent)
     assert mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: None) is None
-    plan = mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info)
-    assert plan == mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info)
+    words = {"hints": MEETING_TEXTS.reflection_hints, "output_name": MEETING_TEXTS.output_name}
+    plan = mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info, **words)
+    assert plan == mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info, **words)
     assert parent == before
     assert plan.operator in ("mut_reflective/rules", "mut_reflective/format") and plan.parent is parent
     user = plan.request.messages[-1]["content"]

@@ -15,13 +15,18 @@ from evotrainer.search.exemplars import (
     exemplars_from_tasks,
     mut_exemplar_swap,
 )
-from evotrainer.search.mutation_prompts import MUTATION_STYLES, MutationStyle
+from evotrainer.search.inner_config import InnerConfig
+from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import align_sections, cx_sections, is_valid
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation, style_rates
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+MEETING = InnerConfig().with_texts(MEETING_TEXTS)
+MUTATION_STYLES = MEETING.styles()
 
 
 def _word_jaccard(a: str, b: str) -> float:
@@ -127,10 +132,10 @@ def test_style_mutation_replaces_only_with_a_valid_new_instruction() -> None:
     stats = _stats({"stricter": (4, 3), "simplify": (4, 0)})
     plan = plan_style_mutation(MUTATION_STYLES, stats, random.Random(0), 2, params=PARAMS)
     good = "State every action item as a firm rule with its owner and due date."
-    new = apply_style_mutation(MUTATION_STYLES, plan, good)
+    new = apply_style_mutation(MUTATION_STYLES, plan, good, vocabulary=MEETING.vocabulary())
     assert new is not None and len(new) == len(MUTATION_STYLES)
     assert "simplify" not in {s.name for s in new} and MutationStyle("stricter~2", good) in new
     assert MUTATION_STYLES[0].name == "stricter"  # the input library is untouched
     for bad in (None, "", "Bananas grow quickly in tropical gardens near rivers.", MUTATION_STYLES[0].instruction,
                 "Sure! Here is\nmany lines\nof text that go on"):
-        assert apply_style_mutation(MUTATION_STYLES, plan, bad) is None
+        assert apply_style_mutation(MUTATION_STYLES, plan, bad, vocabulary=MEETING.vocabulary()) is None

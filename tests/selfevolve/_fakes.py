@@ -11,8 +11,8 @@ import numpy as np
 
 from evotrainer.adapters.train import SFTExample, TrainResult
 from evotrainer.backends.base import Generation, GenerationRequest
-from evotrainer.selfevolve.judge import JUDGE_SYSTEM
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 
 def _gen(text: str) -> Generation:
@@ -47,7 +47,7 @@ class FakeLLM:
         self.requests += list(requests)
         out = []
         for r in requests:
-            if r.messages[0]["content"] == JUDGE_SYSTEM:
+            if r.messages[0]["content"] == MEETING_TEXTS.judge_prompt[0]:
                 out.append(_gen(self.grade))
             else:
                 out.append(_gen(self.answer(self._task(r.messages[-1]["content"]), r.adapter)))

@@ -123,7 +123,7 @@ def test_archive_round_trip_of_round_records(tmp_path):
         assert rows == [o.row for o in outs]
         added = ro.selfevolve_pool("run0", round=1)
         assert [r.task_id for r in added] == [p.task.task_id for p in outs[0].state.pool if p.round == 1]
-        assert added[0].transcript and added[0].truth["topics"]
+        assert added[0].task_input and added[0].truth["topics"]
         samples = ro.selfevolve_samples("run0", round=2)
         assert len(samples) == outs[1].row.n_samples
         assert [s.output for s in samples] == [s.text for s in outs[1].samples]

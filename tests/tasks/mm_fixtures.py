@@ -1,6 +1,6 @@
 """A small hand-written meeting shared by the meeting-minutes tests."""
 
-from evotrainer.tasks.base import ActionItem, MeetingTask
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 TRANSCRIPT = """Ottilie: Thanks for joining. First, the greenhouse heating budget.
 Baptiste: The boiler quote came in at twelve thousand, which is over what we planned.

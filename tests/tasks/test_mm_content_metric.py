@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes.content import (
     content_units,
     content_words,
@@ -12,6 +11,7 @@ from evotrainer.tasks.meeting_minutes.content import (
 )
 from evotrainer.tasks.meeting_minutes.metric import content_score, meta_score
 from evotrainer.tasks.meeting_minutes.probes import SKELETON
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from tests.tasks.mm_fixtures import TASK, TRANSCRIPT
 
 HONEST = """## Topics

@@ -3,7 +3,6 @@ import math
 import numpy as np
 import pytest
 
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes import (
     DEFAULT_DIFFICULTY,
     DEFAULT_REWARD_WEIGHTS,
@@ -14,6 +13,7 @@ from evotrainer.tasks.meeting_minutes import (
     reward,
     s_val,
 )
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 from .mm_fixtures import BAD, GOOD, TASK
 

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.matching import (
     PARAPHRASE_THRESHOLD,
     TASK_OVERLAP_THRESHOLD,
@@ -19,6 +18,7 @@ from evotrainer.tasks.meeting_minutes.metric import meta_score
 from evotrainer.tasks.meeting_minutes.minutes_format import ParsedItem, parse_action_item
 from evotrainer.tasks.meeting_minutes.owners import owner_matches, owner_mentioned, parse_owner, split_owners
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 from .mm_fixtures import TASK
 

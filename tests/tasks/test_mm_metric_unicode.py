@@ -5,9 +5,9 @@ import math
 import pytest
 from rouge_score import rouge_scorer, tokenizers
 
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.matching import content_stems, topic_coverage
 from evotrainer.tasks.meeting_minutes.metric import meta_score, rouge_l, rouge_lsum
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.text_units import (
     UnicodeTokenizer,
     sentence_lines,

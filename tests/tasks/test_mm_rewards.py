@@ -1,7 +1,6 @@
 import pytest
 
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes import (
     DEFAULT_REWARD_WEIGHTS,
     REWARD_COMPONENTS,
@@ -11,6 +10,7 @@ from evotrainer.tasks.meeting_minutes import (
 from evotrainer.tasks.meeting_minutes.matching import action_f1, content_stems, topic_coverage
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_action_item, parse_minutes
 from evotrainer.tasks.meeting_minutes.rewards import action_count_score, reward_components
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 from .mm_fixtures import BAD, GOOD, TASK
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes.datasets.jsonl import FIELDS, load_jsonl
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["FIELDS", "load_tasks"]
 

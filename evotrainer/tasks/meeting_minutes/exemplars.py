@@ -6,7 +6,7 @@ exemplar of good minutes looks like is this family's knowledge.
 
 from __future__ import annotations
 
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["exemplar_text"]
 

@@ -10,13 +10,7 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, Generation, Message, with_answer
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import (
-    MeetingTask,
-    MetaScore,
-    RewardBreakdown,
-    RolloutRequest,
-    single_turn_roll_out,
-)
+from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes import generator, probes, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
@@ -29,6 +23,8 @@ from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
 from evotrainer.tasks.meeting_minutes.metric import prefetch as _prefetch
 from evotrainer.tasks.meeting_minutes.prompts import PROMPT_LAYOUTS
 from evotrainer.tasks.meeting_minutes.prompts import build_messages as _build_messages
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 __all__ = ["MeetingMinutes"]
 
@@ -51,6 +47,8 @@ class MeetingMinutes:
     name = "meeting_minutes"
     scorer_version = SCORER_VERSION
     rollout_style = "single_turn"
+    texts = MEETING_TEXTS
+    """What the mutator and the judge read about minutes (:mod:`evotrainer.tasks.meeting_minutes.texts`)."""
 
     def __init__(
         self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first"
@@ -150,6 +148,12 @@ class MeetingMinutes:
         """The task's reference minutes, or None when it has none."""
         return task.reference_minutes if task.reference_minutes.strip() else None
 
+    def ground_truth(self, task: MeetingTask) -> dict[str, Any]:
+        """What the self-evolution pool archives as the task's truth: topics, decisions and action items
+        (``[owner, task, due]``)."""
+        return {"topics": list(task.topics), "decisions": list(task.decisions),
+                "action_items": [[a.owner, a.task, a.due] for a in task.action_items]}
+
     def exemplar(self, task: MeetingTask, max_items: int = 2) -> str | None:
         """See :func:`evotrainer.tasks.meeting_minutes.exemplars.exemplar_text`."""
         return exemplar_text(task, max_items=max_items)
@@ -158,9 +162,15 @@ class MeetingMinutes:
         """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
         return rewards.reward(output, task, weights, self.action_band)
 
-    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
-        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score`."""
-        return _meta_score(output, task)
+    def meta_score(self, output: str, task: MeetingTask, *, embedder: Any = None) -> MetaScore:
+        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score` (``embedder``: the sentence embedder
+        of its semantic view and action-item matching; None = the metric's own)."""
+        return _meta_score(output, task, embedder=embedder)
+
+    def wants_embedder(self, items: Sequence[MeetingTask]) -> bool:
+        """Whether ``mode=evaluate`` should hand ``meta_score`` the run's embedder: only when some item has
+        action items to match (embedding cosine instead of word overlap); QMSum-like sets need none."""
+        return any(t.action_items for t in items)
 
     def prepare_meta(self, outputs: Sequence[str], tasks: Sequence[MeetingTask]) -> None:
         """Embed the sentences of a batch of outputs and references at once before ``meta_score`` reads

@@ -25,10 +25,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import ActionItem, MeetingTask, content_hash
+from evotrainer.tasks.base import content_hash
 from evotrainer.tasks.meeting_minutes import phrases as P
 from evotrainer.tasks.meeting_minutes.minutes_format import format_minutes
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS, Domain, Topic
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 __all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "generate", "resolve_difficulty"]
 

@@ -39,9 +39,9 @@ from functools import lru_cache
 import numpy as np
 
 from evotrainer.backends.base import Embedder
-from evotrainer.tasks.base import ActionItem
 from evotrainer.tasks.meeting_minutes import owners
 from evotrainer.tasks.meeting_minutes.minutes_format import ParsedItem
+from evotrainer.tasks.meeting_minutes.task import ActionItem
 from evotrainer.tasks.meeting_minutes.text_units import tokenize
 
 __all__ = [

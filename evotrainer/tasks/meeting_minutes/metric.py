@@ -50,11 +50,12 @@ from rouge_score import rouge_scorer
 
 from evotrainer.backends.base import Embedder
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import MeetingTask, MetaScore
+from evotrainer.tasks.base import MetaScore
 from evotrainer.tasks.meeting_minutes.content import ContentUnit, content_units, grounded, transcript_words
 from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import OwnerAliases, action_f1
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.text_units import UnicodeTokenizer, sentence_lines
 
 __all__ = ["SCORER_VERSION", "SEMANTIC_BASELINE", "content_score", "default_embedder", "meta_score", "prefetch",

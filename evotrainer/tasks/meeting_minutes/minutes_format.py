@@ -29,7 +29,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from evotrainer.tasks.base import ActionItem
+from evotrainer.tasks.meeting_minutes.task import ActionItem
 
 __all__ = ["ParsedItem", "ParsedMinutes", "format_minutes", "header_of", "parse_action_item", "parse_minutes"]
 

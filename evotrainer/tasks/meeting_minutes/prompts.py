@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from evotrainer.backends.base import Message
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["PROMPT_LAYOUTS", "TRANSCRIPT_FIRST_TEMPLATE", "USER_TEMPLATE", "build_messages"]
 

@@ -28,11 +28,12 @@ import math
 from collections.abc import Mapping
 
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MeetingTask, RewardBreakdown
+from evotrainer.tasks.base import RewardBreakdown
 from evotrainer.tasks.meeting_minutes.content import content_units, transcript_words
 from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import action_f1, topic_coverage
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = [
     "DEFAULT_ACTION_BAND",

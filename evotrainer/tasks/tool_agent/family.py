@@ -26,6 +26,7 @@ from evotrainer.tasks.tool_agent import tasks as _tasks
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, run_episodes
 from evotrainer.tasks.tool_agent.rollout import build_messages as _build_messages
 from evotrainer.tasks.tool_agent.tasks import ToolTask
+from evotrainer.tasks.tool_agent.texts import TOOL_AGENT_TEXTS
 from evotrainer.tasks.tool_agent.trajectory import Trajectory
 
 __all__ = ["SCORER_VERSION", "ToolAgent"]
@@ -51,6 +52,8 @@ class ToolAgent:
     name = "tool_agent"
     scorer_version = SCORER_VERSION
     rollout_style = "multi_step"
+    texts = TOOL_AGENT_TEXTS
+    """What the mutator reads about tool-agent policies (:mod:`evotrainer.tasks.tool_agent.texts`)."""
 
     def __init__(self, rollout: ToolRolloutConfig | None = None, explore_share: float = 0.25) -> None:
         if isinstance(explore_share, bool) or not isinstance(explore_share, (int, float)) or not 0 <= explore_share <= 1:

@@ -40,8 +40,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import speaker_label
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 __all__ = [
     "MAX_OWNER_WORDS",

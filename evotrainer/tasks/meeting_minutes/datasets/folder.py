@@ -22,11 +22,11 @@ import logging
 from pathlib import Path
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes.datasets.action_items import OWNER_SOURCES_KEY
 from evotrainer.tasks.meeting_minutes.datasets.jsonl import check_limit
 from evotrainer.tasks.meeting_minutes.datasets.minutes_md import parse_reference_minutes
 from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import parse_speaker_lines, render_turns
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["load_folder"]
 

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.tasks.base import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.datasets.action_items import (
     OWNER_SOURCES_KEY,
     owner_from_sentence,
@@ -49,6 +48,7 @@ from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import (
     parse_speaker_lines,
     render_turns,
 )
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 __all__ = ["FIELDS", "check_limit", "load_jsonl", "resolve_field_map"]
 

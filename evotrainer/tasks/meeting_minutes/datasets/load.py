@@ -6,9 +6,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.tasks.base import MeetingTask
 from evotrainer.tasks.meeting_minutes.datasets.folder import load_folder
 from evotrainer.tasks.meeting_minutes.datasets.jsonl import load_jsonl
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["FORMATS", "detect_format", "load_dataset"]
 

@@ -30,10 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from evotrainer.errors import DataError
-from evotrainer.tasks.base import ActionItem
 from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_from_sentence
 from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import speaker_label
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_action_item
+from evotrainer.tasks.meeting_minutes.task import ActionItem
 
 __all__ = ["ReferenceMinutes", "parse_reference_minutes"]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evotrainer.tasks.base import MeetingTask
+from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 __all__ = ["LENGTH_BUCKETS", "STRATA", "length_bucket", "strata_of", "word_count"]
 
