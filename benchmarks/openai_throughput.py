@@ -10,7 +10,7 @@ untimed warm-up request each, then ``--reps`` timed calls (median). Three figure
 - **server**: :class:`~evotrainer.backends.openai_compat.OpenAIBackend` against ``--base-url`` / ``--model``
   (any running server: ``vllm serve``, ``llama-server``, ``transformers serve``); without them the script writes
   the in-process model as a served folder and starts ``transformers serve`` on it (which generates one request
-  at a time: the ratio then measures that server, not the HTTP path);
+  at a time unless ``--continuous-batching`` is given: the ratio then measures that server, not the HTTP path);
 - **HTTP path alone**: the same requests against the tests' scripted server (answers at once), i.e. what the
   client, JSON and HTTP cost per request; the target holds when this rate is far above the in-process one.
 
@@ -65,13 +65,18 @@ def timed(llm, requests: list[GenerationRequest], reps: int) -> list[float]:
     return walls
 
 
-def start_transformers_serve(folder: str, timeout_s: float = 600) -> tuple[subprocess.Popen, str]:
-    """``transformers serve folder`` on a free local port; (process, base URL) once it lists the model."""
+def start_transformers_serve(folder: str, timeout_s: float = 600, continuous_batching: bool = False
+                             ) -> tuple[subprocess.Popen, str]:
+    """``transformers serve folder`` on a free local port; (process, base URL) once it lists the model.
+
+    ``continuous_batching`` adds ``--continuous-batching`` (transformers' paged-attention scheduler, which
+    generates concurrent requests together instead of one at a time)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen([sys.executable, "-c", "from transformers.cli.transformers import app; app()", "serve",
-                             folder, "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port)],
+                             folder, "--device", "cpu", "--dtype", "float32", "--host", "127.0.0.1", "--port", str(port),
+                             *(["--continuous-batching"] if continuous_batching else [])],
                             env=dict(os.environ, HF_HUB_OFFLINE="1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url, deadline = f"http://127.0.0.1:{port}/v1", time.monotonic() + timeout_s
     while time.monotonic() < deadline and proc.poll() is None:
@@ -94,6 +99,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--path", default=None, help="in-process model folder (default: the embedded SmolLM2)")
     ap.add_argument("--base-url", default=None, help="a running server (default: start transformers serve)")
     ap.add_argument("--model", default=None, help="the served model's name (with --base-url)")
+    ap.add_argument("--continuous-batching", action="store_true",
+                    help="start transformers serve with --continuous-batching (default: one request at a time)")
     ap.add_argument("--json", default=None, help="write the figures here")
     args = ap.parse_args(argv)
 
@@ -109,7 +116,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if base_url is None:
             model = str(save_served_folder(local, Path(tmp) / "served"))
-            proc, base_url = start_transformers_serve(model)
+            proc, base_url = start_transformers_serve(model, continuous_batching=args.continuous_batching)
         try:
             remote = OpenAIBackend(OpenAIBackendConfig(base_url=base_url, model=model, concurrency=args.concurrency,
                                                        timeout_s=900, max_retries=0))
