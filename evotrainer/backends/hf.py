@@ -829,6 +829,7 @@ class HFBackend:
             generated_tokens=count,
             finish_reason=reason,
             prompt_truncated=prepared.truncated,
+            omitted_words=prepared.omitted_words,
         )
 
 
