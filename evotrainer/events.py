@@ -39,6 +39,7 @@ __all__ = [
     "IncumbentEvent",
     "IncumbentReferenceEvent",
     "InnerGenerationEvent",
+    "InputHandlingEvent",
     "LeadEvent",
     "OperatorStatsEvent",
     "OuterGenerationEvent",
@@ -501,6 +502,25 @@ class TrajectoriesEvent(Event):
     """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputHandlingEvent(Event):
+    """How the items of one fresh evaluation were read when any was not read whole (issue 29: long transcripts
+    windowed or cut are never silent; docs/long_meetings.md)."""
+
+    kind: ClassVar[str] = "input_handling"
+    policy_id: str | None = None
+    """The policy evaluated."""
+    batch_id: str | None = None
+    """The task batch (its items in order: the ``task_batch`` or ``setup`` event)."""
+    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
+    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
+    harness_id: str | None = None
+    """The candidate, None outside one."""
+    handling: tuple[str, ...] = ()
+    """One :class:`~evotrainer.input_handling.InputHandling` code per item, in batch order: ``whole``,
+    ``windowed:N``, ``cut:S`` (S: share of the transcript's words the model saw, in [0, 1])."""
+
+
 # --- self-evolution (evotrainer/selfevolve/) ------------------------------------------------------------
 
 
@@ -548,7 +568,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
     PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
-    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent)})
+    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent, InputHandlingEvent)})
 """Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
 
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({

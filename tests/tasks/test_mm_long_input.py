@@ -79,7 +79,7 @@ def test_windows_cut_at_speaker_turns_with_overlap() -> None:
         assert all(line in lines for line in w.text.splitlines())  # whole turns only, never a cut turn
     for a, b in zip(windows, windows[1:], strict=False):
         shared = a.end - b.start
-        assert 1 <= shared and shared * 10 <= 25  # whole turns repeated, at most the overlap
+        assert shared >= 1 and shared * 10 <= 25  # whole turns repeated, at most the overlap
     assert windows[0].start == 0 and windows[-1].end == len(lines)
     covered = {line for w in windows for line in w.text.splitlines()}
     assert covered == set(lines)
