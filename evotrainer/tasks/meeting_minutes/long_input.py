@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
+from evotrainer import progress
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message
 from evotrainer.errors import ConfigError
 from evotrainer.genome import MERGE_SECTION, PREFILL_SECTION, render_system_prompt
@@ -236,15 +238,12 @@ def long_roll_out(llm: LLM, requests: Sequence[RolloutRequest], build_messages: 
         for k, w in enumerate(plan.windows, 1):
             part = replace(r.task, transcript=f"{PART_HEADER.format(k=k, n=n)}\n{w.text}")
             first.append(GenerationRequest(tuple(build_messages(r.sections, part)), r.params, r.adapter))
-    answers = llm.generate(first) if first else []
-
-    merges: list[GenerationRequest] = []
-    for r, plan, (at, n) in zip(requests, plans, slots, strict=True):
-        if plan.windows:
-            params = replace(r.params, max_new_tokens=settings.merge_max_new_tokens or r.params.max_new_tokens)
-            merges.append(GenerationRequest(merge_messages(r.sections, [g.text for g in answers[at:at + n]]),
-                                            params, r.adapter))
-    merged = iter(llm.generate(merges) if merges else [])
+    windowed = any(plan.windows for plan in plans)
+    with progress.muted() if windowed else nullcontext():  # the phase counts items, not windows (advanced below)
+        answers, merged_list = _generate_both(llm, requests, plans, slots, first, settings)
+    if windowed:
+        progress.advance(len(requests))
+    merged = iter(merged_list)
 
     out: list[Generation] = []
     for plan, (at, n) in zip(plans, slots, strict=True):
@@ -266,6 +265,20 @@ def long_roll_out(llm: LLM, requests: Sequence[RolloutRequest], build_messages: 
             handling=how.code()))
     _warn_lost(requests, out)
     return out
+
+
+def _generate_both(llm: LLM, requests: Sequence[RolloutRequest], plans: Sequence[_Plan],
+                   slots: Sequence[tuple[int, int]], first: list[GenerationRequest],
+                   settings: LongInput) -> tuple[list[Generation], list[Generation]]:
+    """The first call (whole prompts and every window) and the second (one merge per windowed request)."""
+    answers = llm.generate(first) if first else []
+    merges: list[GenerationRequest] = []
+    for r, plan, (at, n) in zip(requests, plans, slots, strict=True):
+        if plan.windows:
+            params = replace(r.params, max_new_tokens=settings.merge_max_new_tokens or r.params.max_new_tokens)
+            merges.append(GenerationRequest(merge_messages(r.sections, [g.text for g in answers[at:at + n]]),
+                                            params, r.adapter))
+    return answers, (llm.generate(merges) if merges else [])
 
 
 def _warn_lost(requests: Sequence[RolloutRequest], generations: Sequence[Generation]) -> None:
