@@ -140,3 +140,27 @@ def test_real_long_meetings_are_read_in_windows(tiny_model_dir: Path, tmp_path: 
     for item in doc["items"]:
         how = InputHandling.parse(item["handling"]["terse"])
         assert item["id"].startswith("elitr-") and how.how == "windowed" and not how.lost_words
+
+
+def test_policies_reading_one_window_share_its_prefix(tiny_model_dir: Path) -> None:
+    """Two policies on one long meeting in the transcript_first layout: every window's transcript is a prefix
+    both send, so the backend computes it once and reuses it (the windows and the merges in two calls)."""
+    from evotrainer.backends.base import SamplingParams
+    from evotrainer.backends.hf import HFBackend, HFBackendConfig
+    from evotrainer.tasks.base import RolloutRequest
+    from evotrainer.tasks.meeting_minutes import MeetingMinutes
+    from evotrainer.tasks.meeting_minutes.long_input import LongInput
+
+    llm = HFBackend(HFBackendConfig(path=str(tiny_model_dir), max_context=768, prefix_cache_mb=0))
+    family = MeetingMinutes(long=LongInput(window_tokens=256, overlap_tokens=32, reserve_tokens=160))
+    (task,), _ = family.load_dataset(LONG, limit=1)
+    params = SamplingParams(max_new_tokens=4)
+    policies = [(("role", "You write minutes."), ("format", "## Topics"), ("rules", "Be brief.")),
+                (("role", "You are a secretary."), ("format", "## Decisions"), ("rules", "Names exact."))]
+    requests = [RolloutRequest(family.build_messages(s, task), params, None, s, task, f"p{i}")
+                for i, s in enumerate(policies)]
+    gens = family.roll_out(llm, requests)
+    n = InputHandling.parse(gens[0].handling).windows
+    assert n >= 8 and gens[1].handling == gens[0].handling
+    assert llm.stats.requests == 2 * n + 2
+    assert llm.stats.prefix_tokens_reused >= n * 200  # each window's ~250 transcript tokens reused once
