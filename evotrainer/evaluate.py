@@ -16,7 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -276,6 +276,7 @@ def run_evaluate(
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
+                  "long_input": asdict(cfg.task.long),  # task.long: how transcripts longer than the context were read
                   **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison, strata=strata))

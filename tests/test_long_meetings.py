@@ -59,6 +59,7 @@ def test_evaluate_records_windowed_and_whole_items(tiny_model_dir: Path, tmp_pat
     assert how.how == "windowed" and how.windows >= 8 and not how.lost_words
     assert doc["items"][1]["handling"]["terse"] == "whole"
     assert doc["policies"][0]["handling"] == "1 whole, 1 windowed"
+    assert doc["long_input"]["mode"] == "window" and doc["long_input"]["window_tokens"] == 256
     with out.files[1].open() as fh:
         rows = {r["item_id"]: r for r in csv.DictReader(fh)}
     assert rows[long_id]["handling"] == how.code() and rows[long_id]["share_seen"] == "1.000"
@@ -130,8 +131,11 @@ def test_long_smoke_experiment_end_to_end(tiny_run_config: Callable[[], Config],
 
 
 @pytest.mark.skipif(not ELITR.is_file(), reason="the ELITR long meetings (CC BY-NC-SA) are not in ../shared/data")
-def test_real_long_meetings_are_read_in_windows(tiny_model_dir: Path, tmp_path: Path) -> None:
-    cfg = _cfg(tiny_model_dir, ELITR, "window")
+def test_real_long_meetings_are_read_in_windows(tiny_model_dir: Path, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """``evaluate.dataset=../shared/data/elitr_long.jsonl`` as the acceptance command writes it, from the checkout."""
+    monkeypatch.chdir(PROJECT_ROOT)
+    cfg = _cfg(tiny_model_dir, Path("../shared/data/elitr_long.jsonl"), "window")
     cfg.model.max_context = 1024
     cfg.task.long.window_tokens = 1536  # the default; capped at 1024 - 8 - 160 by the context
     cfg.evaluate.limit = 2
