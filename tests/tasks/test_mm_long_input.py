@@ -165,3 +165,13 @@ def test_handling_codes_round_trip_and_bad_settings_name_the_key() -> None:
         LongInput(window_tokens=100, overlap_tokens=100)
     with pytest.raises(ConfigError, match="task.long.mode"):
         LongInput(mode="drop")
+
+
+def test_a_policy_with_long_instructions_gets_shorter_windows_not_cut_ones() -> None:
+    family = MeetingMinutes(long=LongInput(window_tokens=200, overlap_tokens=20, reserve_tokens=40))
+    llm = FakeLLM(context=300)
+    wordy = (("role", "You write minutes."), ("format", "## Topics"), ("rules", " ".join(["Be exact."] * 50)))
+    gens = family.roll_out(llm, requests_for(family, [meeting(60, 10)], wordy))
+    how = InputHandling.parse(gens[0].handling)
+    assert how.how == "windowed" and not how.lost_words  # no window and no merge prompt was cut
+    assert len(llm.calls[0]) > 600 // 150  # windows of at most ~150 words: 300 - 20 new - ~130 instructions

@@ -53,6 +53,7 @@ DEFAULT_MERGE_INSTRUCTION = (
 """The merge call's instruction for a policy without a :data:`~evotrainer.genome.MERGE_SECTION`."""
 
 PART_HEADER = "[Part {k} of {n} of the meeting]"
+_HEADER_TOKENS = 32  # more than the part header and the line break after it take
 MERGE_TEMPLATE = "Partial minutes of {n} consecutive parts of one meeting:\n\n{parts}\n\nInstructions:\n\n{instructions}"
 
 
@@ -175,7 +176,17 @@ class WindowCache:
 
     def __init__(self, limit: int = 512) -> None:
         self._store: dict[tuple[str, int, int], list[Window]] = {}
+        self._counts: dict[tuple[str, int, int], int] = {}
         self._limit = limit
+
+    def tokens(self, task: Any, counters: _Counters) -> int:
+        """Tokens of the task's transcript (counted once per transcript)."""
+        key = (task.content_hash, -1, -1)
+        if key not in self._counts:
+            if len(self._counts) >= self._limit:
+                self._counts.clear()
+            self._counts[key] = counters.text(task.transcript)
+        return self._counts[key]
 
     def get(self, task: Any, counters: _Counters, size: int, overlap: int) -> list[Window]:
         key = (task.content_hash, size, overlap)
@@ -194,10 +205,11 @@ def _plan(r: RolloutRequest, settings: LongInput, counters: _Counters | None, ca
     need = counters.prompt(r.messages)
     if need <= budget:
         return _Plan([], words)
-    transcript_tokens = counters.text(r.task.transcript)
+    transcript_tokens = cache.tokens(r.task, counters)
     overhead = max(need - transcript_tokens, 0)
     predicted = max(0.0, min(1.0, (budget - overhead) / transcript_tokens)) if transcript_tokens else None
-    size = min(settings.window_tokens, budget - settings.reserve_tokens)
+    # room for the policy's own text: the reserve, or more when its instructions need more (+ the part header)
+    size = min(settings.window_tokens, budget - max(settings.reserve_tokens, overhead + _HEADER_TOKENS))
     if settings.mode != "window" or size < MIN_WINDOW_TOKENS:
         return _Plan([], words, predicted)
     windows = cache.get(r.task, counters, size, min(settings.overlap_tokens, size - 1))
