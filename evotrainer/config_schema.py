@@ -25,6 +25,7 @@ __all__ = [
     "ExecutorConfig",
     "HackCheckConfig",
     "KnobSpec",
+    "LongInputConfig",
     "ModelConfig",
     "OpenAIConfig",
     "OuterConfig",
@@ -102,6 +103,22 @@ class DecodingConfig:
 
 
 @dataclass
+class LongInputConfig:
+    """What the meeting-minutes family does with a transcript whose prompt would not fit the model's context
+    (``task.long.*``; docs/long_meetings.md)."""
+
+    # window: cut it into windows at speaker turns, minutes per window, then one merge call | cut: let the backend
+    # cut the middle of the prompt (the old behaviour; each cut is announced with the share of words seen)
+    mode: str = "window"
+    window_tokens: int = 1536  # transcript tokens per window (the model's tokenizer), >= 64
+    overlap_tokens: int = 128  # tokens a window repeats from the one before, in [0, window_tokens)
+    # prompt tokens kept free for the policy's instructions beside a window; a window is at most
+    # context - max_new_tokens - reserve_tokens long whatever window_tokens says
+    reserve_tokens: int = 512
+    merge_max_new_tokens: int | None = None  # new tokens of the merge call; null = the policy's max_new_tokens
+
+
+@dataclass
 class TaskConfig:
     """The task family and its data (``task.*``). The family's own defaults (difficulty, reward weights,
     harness space) come from the ``task`` config group (``conf/task/<name>.yaml``, picked by
@@ -139,6 +156,7 @@ class TaskConfig:
     # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
     # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
     plain_prompt: str | None = None
+    long: LongInputConfig = field(default_factory=LongInputConfig)  # transcripts longer than the context
 
 
 @dataclass

@@ -16,7 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from evotrainer.evaluate_report import (
     item_strata,
     render_comparison,
     render_groups,
+    render_handling,
     shown_kinds,
     summarise,
     write_results,
@@ -42,6 +43,7 @@ from evotrainer.evaluate_report import (
 from evotrainer.evaluate_stats import bootstrap_interval
 from evotrainer.gene_support import check_policy_backend
 from evotrainer.genome import load_population
+from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.runtime import build_family, build_llm, load_seed_population, sampling_from
@@ -71,11 +73,12 @@ class EvaluateOutcome:
 
 
 def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
-    """A ranked rich table: rank, policy, S_val with its bootstrap interval, parts, tokens, seconds."""
+    """A ranked rich table: rank, policy, S_val with its bootstrap interval, parts, tokens, seconds, and how its
+    items were read (``6 whole, 2 windowed, 1 cut``; :mod:`evotrainer.input_handling`)."""
     table = Table(title=title)
     lsum = any("rouge_lsum" in r.evaluation.parts for r in results)
     cols = ("rank", "policy", "S_val", "interval", *(("ROUGE-Lsum",) if lsum else ()), "ROUGE-L", "action F1",
-            "degenerate", "tokens", "seconds")
+            "degenerate", "tokens", "seconds", "items read")
     for col in cols:
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for rank, r in enumerate(sorted(results, key=lambda r: -r.mean), 1):
@@ -88,7 +91,7 @@ def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
             f"{parts.get('rouge_l', float('nan')):.4f}",
             f"{parts['action_f1']:.4f}" if "action_f1" in parts else "-",
             f"{parts.get('degenerate', 0.0):.2f}",
-            str(ev.generated_tokens), f"{ev.seconds:.1f}",
+            str(ev.generated_tokens), f"{ev.seconds:.1f}", escape(handling_summary(ev.handling)) or "-",
         )
     return table
 
@@ -248,6 +251,7 @@ def run_evaluate(
     for kind in shown_kinds(strata):
         title = _KIND_TITLES.get(kind, f"per {family_texts(family).size_name}")
         console.print(render_groups(results, kind, title=f"S_val {title} (mean; best in bold)"))
+    _report_handling(results, items, console)
     comparison = _comparison(results, target, items, strata, stats, console)
     n_gen = len(refs) * len(items)
     tokens = sum(r.generated_tokens for r in evaluations)
@@ -267,11 +271,31 @@ def run_evaluate(
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
+                  "long_input": asdict(cfg.task.long),  # task.long: how transcripts longer than the context were read
                   **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison, strata=strata))
         console.print(f"results: {escape(str(files[0]))} (+ {files[1].name}, {files[2].name})")
     return EvaluateOutcome(tuple(results), comparison, files)
+
+
+def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], console: Console) -> None:
+    """How each item was read (a table when any was not read whole), and one warning line per item whose
+    transcript lost words, naming the item (issue 29: no cut goes unsaid)."""
+    table = render_handling(results, items, title="how each item was read (docs/long_meetings.md)")
+    if table is None:
+        console.print(f"every item was read whole by every policy ({len(items)} items)")
+        return
+    console.print(table)
+    for k, item in enumerate(items):
+        cuts = [InputHandling.parse(r.evaluation.handling[k]) for r in results
+                if len(r.evaluation.handling) == len(items)]
+        cuts = [h for h in cuts if h.lost_words]
+        if cuts:
+            worst = min(cuts, key=lambda h: -1.0 if h.share_seen is None else h.share_seen)
+            console.print(f"[yellow]warning[/]: item {escape(item.task_id)} ({item.size} words) was cut for "
+                          f"{len(cuts)} of {len(results)} policies: {escape(worst.label())}; its minutes are scored "
+                          "against the whole meeting")
 
 
 def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items: Sequence[Task],

@@ -29,6 +29,7 @@ from evotrainer.evaluate_stats import (
     paired_difference,
     rng_for,
 )
+from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.rollout import MetaEvaluation
 from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of
 
@@ -37,8 +38,10 @@ __all__ = [
     "ComparisonRow",
     "PolicyResult",
     "compare",
+    "item_handling",
     "item_strata",
     "render_comparison",
+    "render_handling",
     "render_groups",
     "shown_kinds",
     "summarise",
@@ -171,7 +174,34 @@ def compare(base: PolicyResult, other: PolicyResult, items: Sequence[Any], *, se
     return Comparison(base.label, other.label, tuple(rows))
 
 
+def item_handling(result: PolicyResult, n: int) -> list[str]:
+    """The policy's handling code per item (``whole`` where its rollout failed or did not say), length ``n``."""
+    codes = list(result.evaluation.handling)
+    return codes if len(codes) == n else ["whole"] * n
+
+
 # --- tables ---------------------------------------------------------------------------------------
+
+def render_handling(results: Sequence[PolicyResult], items: Sequence[Any], *, title: str) -> Table | None:
+    """Per item: its size and how the model read it (``whole``, ``windowed into N``, ``cut: S% of words seen``);
+    where policies differ, each distinct way with the number of policies. None when every item was read whole
+    by every policy (nothing to report)."""
+    per_policy = [item_handling(r, len(items)) for r in results]
+    if all(InputHandling.parse(c).how == "whole" for codes in per_policy for c in codes):
+        return None
+    table = Table(title=title)
+    for col in ("item", "words", "read as"):
+        table.add_column(col, justify="right" if col == "words" else "left", no_wrap=col == "item")
+    for k, task in enumerate(items):
+        labels: dict[str, int] = {}
+        for codes in per_policy:
+            label = InputHandling.parse(codes[k]).label()
+            labels[label] = labels.get(label, 0) + 1
+        shown = next(iter(labels)) if len(labels) == 1 else "; ".join(f"{lab} ({n} policies)" for lab, n in labels.items())
+        cut = any(InputHandling.parse(codes[k]).lost_words for codes in per_policy)
+        table.add_row(escape(task.task_id), str(task.size), f"[yellow]{escape(shown)}[/]" if cut else escape(shown))
+    return table
+
 
 def render_groups(results: Sequence[PolicyResult], kind: str, *, title: str) -> Table:
     """Policies (ranked by overall score) x groups of one stratum kind; cells are mean scores, the
@@ -227,6 +257,7 @@ def _policy_doc(r: PolicyResult) -> dict[str, Any]:
         "genome_hash": ev.genome_hash, "s_val": ev.s_val, "interval": [r.low, r.high], "stderr": ev.stderr,
         "parts": dict(ev.parts), "generated_tokens": ev.generated_tokens, "seconds": ev.seconds, "error": ev.error,
         "groups": [asdict(g) for g in r.groups],
+        "handling": handling_summary(r.evaluation.handling),
     }
 
 
@@ -252,11 +283,13 @@ def write_results(
     """
     out = Path(folder)
     strata = list(strata) if strata is not None else item_strata(items)
+    handlings = [item_handling(r, len(items)) for r in results]
     item_rows = []
     for k, (task, lab) in enumerate(zip(items, strata, strict=True)):
         item_rows.append({
             "id": task.task_id, **lab, "size": task.size,
             "scores": {r.label: r.values[k] for r in results},
+            "handling": {r.label: handlings[j][k] for j, r in enumerate(results)},
             "outputs": {r.label: (r.evaluation.outputs[k] if k < len(r.evaluation.outputs) else "") for r in results},
         })
     doc = {**header, "n_items": len(items), "policies": [_policy_doc(r) for r in results],
@@ -271,11 +304,13 @@ def write_results(
         paths[0].write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         with paths[1].open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
-            w.writerow(["policy", "policy_id", "item_id", "source", "domain", "length", "size", "score"])
-            for r in results:
-                for row, value in zip(item_rows, r.values, strict=True):
+            w.writerow(["policy", "policy_id", "item_id", "source", "domain", "length", "size", "score", "handling",
+                        "share_seen"])
+            for r, codes in zip(results, handlings, strict=True):
+                for row, value, code in zip(item_rows, r.values, codes, strict=True):
+                    seen = InputHandling.parse(code).share_seen
                     w.writerow([r.label, r.ref.policy.id, row["id"], row["source"], row["domain"], row["length"],
-                                row["size"], f"{value:.6f}"])
+                                row["size"], f"{value:.6f}", code, "" if seen is None else f"{seen:.3f}"])
         with paths[2].open("w", newline="", encoding="utf-8") as fh:
             w = csv.writer(fh)
             w.writerow(["policy", "policy_id", "kind", "group", "n", "mean", "low", "high"])

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 
 from evotrainer.errors import DataError
 from evotrainer.event_base import OMIT_NONE, Event, Subscriber, decode, payload_key
+from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 from evotrainer.transfer_event import TransferEvent
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "IncumbentEvent",
     "IncumbentReferenceEvent",
     "InnerGenerationEvent",
+    "InputHandlingEvent",
     "LeadEvent",
     "OperatorStatsEvent",
     "OuterGenerationEvent",
@@ -501,45 +503,23 @@ class TrajectoriesEvent(Event):
     """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
 
 
-# --- self-evolution (evotrainer/selfevolve/) ------------------------------------------------------------
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SelfEvolveSetupEvent(Event):
-    """A self-evolution run's policy and items (kind ``setup`` with ``mode`` ``selfevolve``)."""
+class InputHandlingEvent(Event):
+    """How the items of one fresh evaluation were read when any was not read whole (issue 29: long transcripts
+    windowed or cut are never silent; docs/long_meetings.md)."""
 
-    kind: ClassVar[str] = "setup"
-    mode: str = "selfevolve"
-    """Always ``selfevolve`` (what tells it from :class:`SetupEvent`)."""
-    policy: str | None = None
-    """The policy trained."""
-    dev_tasks: tuple[str, ...] = ()
-    """Task ids of the development tasks."""
-    val_items: tuple[str, ...] = ()
-    """Task ids of the meta-validation items scored."""
-    seed_tasks: tuple[str, ...] = ()
-    """Task ids of the pool's seed tasks."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SelfEvolveSummaryEvent(Event):
-    """A self-evolution run's result (kind ``summary`` with ``mode`` ``selfevolve``)."""
-
-    kind: ClassVar[str] = "summary"
-    mode: str = "selfevolve"
-    """Always ``selfevolve``."""
-    baseline_dev: float | None = None
-    """Development score before training, in [0, 1]."""
-    baseline_val: float | None = None
-    """Meta-validation S_val before training, None without items."""
-    final_policy: str | None = None
-    """The policy kept at the end."""
-    final_adapter: str | None = None
-    """Its adapter folder relative to the run folder, None without one."""
-    rounds: tuple[tuple[int, str, float | None, float | None], ...] = ()
-    """Per round: ``(round, status, dev_score, val_score)``."""
-    generated_tokens: int | None = None
-    """Tokens generated in all."""
+    kind: ClassVar[str] = "input_handling"
+    policy_id: str | None = None
+    """The policy evaluated."""
+    batch_id: str | None = None
+    """The task batch (its items in order: the ``task_batch`` or ``setup`` event)."""
+    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
+    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
+    harness_id: str | None = None
+    """The candidate, None outside one."""
+    handling: tuple[str, ...] = ()
+    """One :class:`~evotrainer.input_handling.InputHandling` code per item, in batch order: ``whole``,
+    ``windowed:N``, ``cut:S`` (S: share of the transcript's words the model saw, in [0, 1])."""
 
 
 # --- registry -----------------------------------------------------------------------------------------
@@ -548,7 +528,7 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
     PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
-    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent)})
+    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent, InputHandlingEvent)})
 """Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
 
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({

@@ -12,8 +12,8 @@ import yaml
 
 from evotrainer.errors import DataError
 
-__all__ = ["PREFILL_SECTION", "Policy", "REQUIRED_SECTIONS", "instruction_sections", "load_population",
-           "render_system_prompt"]
+__all__ = ["MERGE_SECTION", "PREFILL_SECTION", "Policy", "REQUIRED_SECTIONS", "instruction_sections",
+           "load_population", "render_system_prompt"]
 
 REQUIRED_SECTIONS: tuple[str, ...] = ("role", "format", "rules")
 """Sections every policy carries by default (``inner.required_sections``), in render order. Extra sections follow them."""
@@ -26,6 +26,12 @@ continue the transcript); the answer scored is prefill + continuation. Pre-filli
 is a documented prompting technique (e.g. Anthropic's "prefill Claude's response" guide); measured here
 on 10 meta-validation items with SmolLM2-135M, a ``## Topics`` prefill raised S_val of three seeds by
 +0.005 to +0.028. Text operators leave it alone; :func:`evotrainer.search.prefill.mut_prefill` edits it."""
+
+MERGE_SECTION = "merge"
+"""Optional section holding the instruction of the merge call that joins the partial minutes of a windowed long
+transcript into one set (issue 29, docs/long_meetings.md); not part of the system prompt. Text operators may
+edit it like any instruction section, so evolution can improve how long meetings are merged; a policy without
+it merges with the family's default instruction."""
 
 
 def _sha(obj: object) -> str:
@@ -112,8 +118,10 @@ class Policy:
 def render_system_prompt(sections: Sequence[tuple[str, str]]) -> str:
     """The system prompt of a genome: non-empty section texts, stripped, joined by blank lines.
 
-    The :data:`PREFILL_SECTION` is not part of it (it starts the assistant turn)."""
-    return "\n\n".join(text.strip() for name, text in sections if text.strip() and name != PREFILL_SECTION)
+    The :data:`PREFILL_SECTION` (it starts the assistant turn) and the :data:`MERGE_SECTION` (the merge call's
+    instruction) are not part of it."""
+    return "\n\n".join(text.strip() for name, text in sections
+                        if text.strip() and name not in (PREFILL_SECTION, MERGE_SECTION))
 
 
 def instruction_sections(sections: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:

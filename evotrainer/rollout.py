@@ -19,6 +19,7 @@ from dataclasses import dataclass, fields, replace
 from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
 from evotrainer.errors import DataError, ServerError
 from evotrainer.genome import Policy
+from evotrainer.input_handling import InputHandling
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
 from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
@@ -85,6 +86,9 @@ class PolicyEvaluation:
         error: why it failed, or which tasks failed; None when all went well.
         per_task_components: reward components per task, in batch order (each in [0, 1]; empty
             mapping where the task failed); ``()`` when the rollout failed.
+        handling: how each task's input was read, in batch order
+            (:class:`~evotrainer.input_handling.InputHandling` codes: ``whole``, ``windowed:N``, ``cut:S``);
+            ``()`` when the rollout failed.
     """
 
     policy_id: str
@@ -100,6 +104,7 @@ class PolicyEvaluation:
     cached: bool
     error: str | None = None
     per_task_components: tuple[Mapping[str, float], ...] = ()
+    handling: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,7 @@ class MetaEvaluation:
         seconds: wall seconds spent on it in this call.
         cached: True when no request was sent on its behalf.
         error: failure description, or None.
+        handling: how each item's input was read, in item order (as in :class:`PolicyEvaluation`).
     """
 
     policy_id: str
@@ -134,6 +140,7 @@ class MetaEvaluation:
     seconds: float
     cached: bool
     error: str | None = None
+    handling: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +149,7 @@ class _Rollout:
 
     outputs: tuple[str, ...]
     tokens: tuple[int, ...]
+    handling: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -246,7 +254,7 @@ class RolloutEvaluator:
             value, parts, error = _aggregate(scores)
             out.append(PolicyEvaluation(
                 policy.id, gh, batch_id, value, parts, scores.values, job.rollout.outputs,
-                scores.degenerate, tokens, seconds, not fresh, error, tuple(scores.parts)))
+                scores.degenerate, tokens, seconds, not fresh, error, tuple(scores.parts), job.rollout.handling))
         return out
 
     def meta_evaluate(
@@ -285,7 +293,7 @@ class RolloutEvaluator:
                 var = sum((v - mean) ** 2 for v in filled) / (len(filled) - 1)
                 stderr = math.sqrt(var / len(filled))
             out.append(MetaEvaluation(policy.id, gh, batch_id, value, stderr, parts, scores.values,
-                                      job.rollout.outputs, tokens, seconds, not fresh, error))
+                                      job.rollout.outputs, tokens, seconds, not fresh, error, job.rollout.handling))
         return out
 
     def fitness_function(
@@ -385,7 +393,8 @@ class RolloutEvaluator:
             per_genome.setdefault(gh, []).append(generation)
         token_total = sum(max(int(g.generated_tokens), 0) for g in generations)
         for gh, gens in per_genome.items():
-            rollout = _Rollout(tuple(str(g.text) for g in gens), tuple(int(g.generated_tokens) for g in gens))
+            rollout = _Rollout(tuple(str(g.text) for g in gens), tuple(int(g.generated_tokens) for g in gens),
+                               tuple(_handling_code(g) for g in gens))
             job = jobs[gh]
             job.rollout, job.fresh = rollout, True
             share = sum(rollout.tokens) / token_total if token_total > 0 else len(gens) / len(generations)
@@ -564,6 +573,15 @@ class PassingSampleRecorder:
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._by_genome.values())
+
+
+def _handling_code(generation: Generation) -> str:
+    """The generation's handling code; a family that does not say gets ``whole``, or ``cut`` of unknown share
+    when the backend cut the prompt (the words it dropped are counted on the prompt, not on the item)."""
+    code = str(getattr(generation, "handling", "") or "")
+    if code:
+        return code
+    return InputHandling.parse("", bool(getattr(generation, "prompt_truncated", False))).code()
 
 
 def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:

@@ -89,6 +89,8 @@ PAYLOADS: list[tuple[str, dict]] = [
     ("phase", {"name": "resume", "replayed": {"policies": 3, "events": 9}, "elapsed_before_s": 5.0}),
     ("trajectories", {"policy_id": "terse", "batch_id": "b-1", "kind": "fitness", "harness_id": None,
                       "trajectories": [{"messages": []}, {"text": "not json"}]}),
+    ("input_handling", {"policy_id": "terse", "batch_id": "b-1", "kind": "meta_val", "harness_id": None,
+                        "handling": ["whole", "windowed:4", "cut:0.230"]}),
     ("setup", {"mode": "selfevolve", "policy": "terse", "dev_tasks": ["d1"], "val_items": ["v1"],
                "seed_tasks": ["s1", "s2"]}),
     ("phase", {"name": "selfevolve model load", "seconds": 3.0}),

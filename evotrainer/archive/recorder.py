@@ -22,7 +22,7 @@ from evotrainer.archive.schema import (
     budget_rollouts,
 )
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.events import Event, Subscriber, TrajectoriesEvent, from_payload
+from evotrainer.events import Event, InputHandlingEvent, Subscriber, TrajectoriesEvent, from_payload
 from evotrainer.genome import Policy
 
 if TYPE_CHECKING:
@@ -107,6 +107,15 @@ class RunRecorder:
         self.emit(TrajectoriesEvent(policy_id=e.policy_id, batch_id=e.batch_id, evaluation_kind=kind,
                                     harness_id=harness_id, trajectories=tuple(items)))
 
+    def _handling(self, e: Any, kind: str, harness_id: str | None) -> None:
+        """Archive how the items of a fresh evaluation were read (an ``input_handling`` event) when any item was
+        not read whole: windowed into parts or cut (cached evaluations were archived when first made)."""
+        codes = tuple(getattr(e, "handling", ()) or ())
+        if e.cached or all(c in ("", "whole") for c in codes):
+            return
+        self.emit(InputHandlingEvent(policy_id=e.policy_id, batch_id=e.batch_id, evaluation_kind=kind,
+                                     harness_id=harness_id, handling=codes))
+
     def start(self, seed: int, config: Mapping[str, Any]) -> None:
         self.store.create_run(self.run_id, seed, dict(config), code_version())
         if self.tracker is not None:
@@ -133,6 +142,7 @@ class RunRecorder:
         self._evaluations(rows)
         for e in evaluations:
             self._trajectories(e, "fitness", harness_id)
+            self._handling(e, "fitness", harness_id)
 
     def meta(
         self, evaluation: Any, *, kind: str, harness_id: str | None = None, outer_generation: int | None = None,
@@ -147,6 +157,7 @@ class RunRecorder:
             error=e.error if e.s_val is not None else (e.error or "evaluation failed"),
         )])
         self._trajectories(e, kind, harness_id)
+        self._handling(e, kind, harness_id)
 
     def candidate(self, row: HarnessCandidateRow) -> None:
         self.store.add_harness_candidate(self.run_id, row)

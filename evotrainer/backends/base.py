@@ -97,6 +97,11 @@ class Generation:
         generated_tokens: tokens generated, end-of-turn included when reached.
         finish_reason: "stop" (end-of-turn reached) or "length" (``max_new_tokens`` hit).
         prompt_truncated: True when the prompt was shortened to fit the context window.
+        omitted_words: words the backend cut from the prompt to fit it, >= 0 (0 when nothing was cut or
+            the backend does not count them).
+        handling: how the task family fed the item to the model, an
+            :class:`~evotrainer.input_handling.InputHandling` code (``"whole"``, ``"windowed:4"``,
+            ``"cut:0.230"``); ``""`` when the family does not say.
     """
 
     text: str
@@ -104,6 +109,8 @@ class Generation:
     generated_tokens: int
     finish_reason: str
     prompt_truncated: bool = False
+    omitted_words: int = 0
+    handling: str = ""
 
 
 @runtime_checkable

@@ -432,6 +432,7 @@ class HFBackend(AdapterSlots):
             generated_tokens=count,
             finish_reason=reason,
             prompt_truncated=prepared.truncated,
+            omitted_words=prepared.omitted_words,
         )
 
 

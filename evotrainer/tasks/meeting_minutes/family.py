@@ -10,7 +10,7 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, Generation, Message, with_answer
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest, single_turn_roll_out
+from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest
 from evotrainer.tasks.meeting_minutes import generator, probes, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
@@ -18,6 +18,7 @@ from evotrainer.tasks.meeting_minutes.datasets.action_items import owner_source_
 from evotrainer.tasks.meeting_minutes.datasets.jsonl import resolve_field_map
 from evotrainer.tasks.meeting_minutes.datasets.strata import strata_of
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
+from evotrainer.tasks.meeting_minutes.long_input import LongInput, WindowCache, long_roll_out
 from evotrainer.tasks.meeting_minutes.metric import SCORER_VERSION
 from evotrainer.tasks.meeting_minutes.metric import meta_score as _meta_score
 from evotrainer.tasks.meeting_minutes.metric import prefetch as _prefetch
@@ -39,6 +40,8 @@ class MeetingMinutes:
             reward; integers with ``0 <= lo <= hi``.
         prompt_layout: where the policy's text goes in the chat, one of
             :data:`~evotrainer.tasks.meeting_minutes.prompts.PROMPT_LAYOUTS` (``task.prompt_layout``).
+        long: what to do with a transcript whose prompt does not fit the context (``task.long``; windowed and
+            merged by default, :mod:`~evotrainer.tasks.meeting_minutes.long_input`).
 
     Raises:
         ConfigError: a bad ``action_band`` (names ``task.action_band``) or ``prompt_layout``.
@@ -51,15 +54,19 @@ class MeetingMinutes:
     """What the mutator and the judge read about minutes (:mod:`evotrainer.tasks.meeting_minutes.texts`)."""
 
     def __init__(
-        self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first"
+        self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first",
+        long: LongInput | None = None,
     ) -> None:
         self.action_band = rewards.validate_action_band(tuple(action_band))
         if prompt_layout not in PROMPT_LAYOUTS:
             raise ConfigError(f"task.prompt_layout: expected one of {list(PROMPT_LAYOUTS)}, got {prompt_layout!r}")
         self.prompt_layout = prompt_layout
+        self.long = long if long is not None else LongInput()
+        self._windows = WindowCache()
 
     def __repr__(self) -> str:
-        return f"MeetingMinutes(action_band={self.action_band}, prompt_layout={self.prompt_layout!r})"
+        return (f"MeetingMinutes(action_band={self.action_band}, prompt_layout={self.prompt_layout!r}, "
+                f"long={self.long!r})")
 
     @property
     def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
@@ -82,7 +89,7 @@ class MeetingMinutes:
 
     @classmethod
     def from_config(cls, task: Any) -> MeetingMinutes:
-        """The family from ``task.*`` (``action_band``, ``prompt_layout``; ``task.options`` must be empty).
+        """The family from ``task.*`` (``action_band``, ``prompt_layout``, ``long``; ``task.options`` must be empty).
 
         Raises:
             ConfigError: bad values, or any ``task.options`` key (names the key).
@@ -90,7 +97,8 @@ class MeetingMinutes:
         if task.options:
             raise ConfigError(f"task.options: meeting_minutes takes no options (its keys are task.action_band "
                               f"and task.prompt_layout), got {sorted(task.options)}")
-        return cls(action_band=tuple(task.action_band), prompt_layout=task.prompt_layout)
+        return cls(action_band=tuple(task.action_band), prompt_layout=task.prompt_layout,
+                   long=LongInput.from_config(getattr(task, "long", None)))
 
     @property
     def reward_components(self) -> tuple[str, ...]:
@@ -109,8 +117,10 @@ class MeetingMinutes:
         return _build_messages(sections, task, self.prompt_layout)
 
     def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
-        """Single turn: the minutes are the model's one reply (:func:`~evotrainer.tasks.base.single_turn_roll_out`)."""
-        return single_turn_roll_out(llm, requests)
+        """The minutes are the model's one reply, or for a transcript longer than the context the merge of
+        its windows' minutes; each generation says how its item was read
+        (:func:`~evotrainer.tasks.meeting_minutes.long_input.long_roll_out`)."""
+        return long_roll_out(llm, requests, self.build_messages, self.long, self._windows)
 
     def load_dataset(
         self, path: str | Path, *, fmt: str = "auto", field_map: Mapping[str, str] | None = None,

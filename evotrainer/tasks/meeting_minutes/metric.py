@@ -52,6 +52,7 @@ from evotrainer.backends.base import Embedder
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import MetaScore
 from evotrainer.tasks.meeting_minutes.content import ContentUnit, content_units, grounded, transcript_words
+from evotrainer.tasks.meeting_minutes.coverage import LONG_MEETING_WORDS, late_coverage
 from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import OwnerAliases, action_f1
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
@@ -245,8 +246,11 @@ def meta_score(
         ``value`` in [0, 1], higher is better: ``content`` (mean with ``action_f1`` when the item has
         action items), or 0.0 when the output is degenerate. ``parts``: ``content``, ``lexical``,
         ``semantic``, ``grounded``, ``action_f1`` (only when the item has action items), ``rouge_lsum``
-        and ``rouge_l`` (reported, not in ``value``), ``degenerate`` (1.0 when the guard fired, else 0.0,
-        so its mean over items is the degenerate share). Never raises on any output text.
+        and ``rouge_l`` (reported, not in ``value``), ``late_coverage`` (reported, not in ``value``; only for
+        transcripts of at least :data:`~evotrainer.tasks.meeting_minutes.coverage.LONG_MEETING_WORDS` words
+        with reference content in their last third: recall of that content,
+        :mod:`~evotrainer.tasks.meeting_minutes.coverage`), ``degenerate`` (1.0 when the guard fired, else
+        0.0, so its mean over items is the degenerate share). Never raises on any output text.
 
     Raises:
         DataError: ``task.meta["owner_aliases"]`` is not a mapping of names to lists of names.
@@ -263,6 +267,12 @@ def meta_score(
         used.append(f1)
     parts["rouge_lsum"] = rouge_lsum(output, task.reference_minutes)
     parts["rouge_l"] = rouge_l(output, task.reference_minutes)
+    if len(task.transcript.split()) >= LONG_MEETING_WORDS:
+        emb = embedder if embedder is not None else default_embedder()
+        late = late_coverage(output, task.reference_minutes, task.transcript, lambda texts: _embed(emb, texts),
+                             baseline=SEMANTIC_BASELINE)
+        if late is not None:
+            parts["late_coverage"] = late
     value = sum(used) / len(used)
     degenerate = degenerate_reason(output, task.transcript) is not None
     parts["degenerate"] = 1.0 if degenerate else 0.0
