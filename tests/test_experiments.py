@@ -28,3 +28,28 @@ def test_gpu_bundle_has_the_seed_articles_sizes() -> None:
     assert (c.selfevolve.new_tasks_per_round, c.model.batch_size) == (32, 8)
     assert (lora.rank, lora.alpha, lora.lr, lora.steps, lora.batch_size) == (16, 32, 2e-4, 96, 8)
     assert c.selfevolve.pass_threshold == 0.7
+
+
+def test_main_job_searches_with_pycmas_default_population_and_a_run_long_prefix_store() -> None:
+    """Issue 25: CMA-ES's population is no smaller than pycma's default for the harness searched, the prefix
+    store is the experiment's (sized in docs/outer_loop_budget.md), and the mutator still reuses the policy model."""
+    import math
+
+    from evotrainer.harness import space_from_specs
+    from evotrainer.runtime import build_family, task_settings
+
+    c = _compose("meeting_minutes")
+    family = build_family(c)
+    settings = task_settings(c, family)
+    space = space_from_specs(settings.space, family.difficulty_bounds, settings.difficulty, settings.reward_weights,
+                             knobs=c.outer.knobs, evolve_reward_weights=c.outer.evolve_reward_weights,
+                             reward_logit_bounds=tuple(c.outer.reward_weight_bounds), extras=c.outer.extras)
+    assert c.outer.popsize >= 4 + math.floor(3 * math.log(space.dim))
+    assert c.model.prefix_cache_mb == 2048 and c.mutator == c.model
+    assert _compose_with("meeting_minutes", "model.prefix_cache_mb=0").mutator.prefix_cache_mb == 0
+
+
+def _compose_with(name: str, *overrides: str) -> Config:
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        return to_config(compose(config_name="config", overrides=[f"+experiment={name}", *overrides]))
