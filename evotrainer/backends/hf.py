@@ -610,8 +610,9 @@ class HFBackend:
         """Run all requests, batched; the i-th result answers the i-th request.
 
         Requests whose prompts start with the same tokens (same adapter) share one computation of that
-        prefix when ``prefix_sharing`` is on; chunks of ``batch_size`` rows are then formed group by
-        group, so that a chunk holds few distinct prefixes. Without it, requests are sorted by prompt
+        prefix when ``prefix_sharing`` is on, and a prompt that starts like one computed in an earlier call
+        reuses it from the prefix store (:meth:`_schedule`); chunks of ``batch_size`` rows are then formed
+        group by group, so that a chunk holds few distinct prefixes. Without it, requests are sorted by prompt
         length and chunked (least padding).
 
         Args:
