@@ -77,23 +77,29 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 
-from evotrainer.archive import HarnessCandidateRow, archive_path
+from evotrainer.archive import archive_path
 from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.budget_check import check_gen0_budget
+from evotrainer.candidate_outcome import (
+    Outcome,
+    decide,
+    record_candidates,
+    run_candidate,
+    safe_full,
+    tell_incumbent,
+)
 from evotrainer.config import Config, OuterConfig
 from evotrainer.console_view import ConsoleView
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events import (
-    CandidateFailedEvent,
     GeneralisationEvent,
     IncumbentEvent,
     OperatorStatsEvent,
     OuterGenerationEvent,
     OuterSkippedEvent,
     PhaseEvent,
-    PromotionEvent,
     RewardHackingEvent,
     RollbackEvent,
     SetupEvent,
@@ -107,8 +113,7 @@ from evotrainer.harness import Harness, HarnessSpace, ema_toward, space_from_spe
 from evotrainer.harness.candidates import CandidateSource, candidate_source
 from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
-from evotrainer.harness.racing import PairedBound, paired_bound
-from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
+from evotrainer.harness.rollback import ArchivedPair, RollbackRule, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
 from evotrainer.llm_objective import LLMObjective, TokenMeter, inner_config
 from evotrainer.progress import stdout_console, task
@@ -163,20 +168,6 @@ class OuterResult:
     usage: Usage
 
 
-@dataclass
-class _Outcome:
-    """One evaluated candidate of an outer generation (``full`` and ``promoted`` set by :func:`_decide`)."""
-
-    proposal: np.ndarray
-    harness: Harness
-    harness_id: str
-    result: CandidateResult
-    flagged: bool
-    told: float
-    full: FullScore | None = None  # its whole-selection-set score, when its estimate beat the incumbent
-    promoted: bool = False
-
-
 def run_outer_loop(
     objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace,
     search: CandidateSource, cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
@@ -218,13 +209,13 @@ def run_outer_loop(
         return Usage(clock() - t_start, tokens, evaluations)
 
     # ---- generation 0: the first incumbent -------------------------------------------------------
-    full0 = _safe_full(start)
+    full0 = safe_full(start)
     tokens += full0.generated_tokens
     incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
                              start.best, 0, "h0", full0.per_item)
     pairs: tuple[ArchivedPair, ...] = (incumbent,)
     rec.emit(IncumbentEvent(outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0"))
-    _tell_incumbent(objective, incumbent)
+    tell_incumbent(objective, incumbent)
     console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
     if after_generation is not None:
         after_generation(0)
@@ -241,14 +232,14 @@ def run_outer_loop(
             break
         t_outer = clock()
         xs = search.ask()
-        outcomes: list[_Outcome] = []
+        outcomes: list[Outcome] = []
         for j, x in enumerate(xs):
             hid = f"g{g}c{j}"
             if j and (stop := control.check(usage(), outer_generation=g, harness_id=hid)) is not None:
                 break
             harness = space.decode(ema_toward(anchor, x, cfg.damping))
             try:
-                res = _run_candidate(objective, harness, population, hid, g, rec)
+                res = run_candidate(objective, harness, population, hid, g, rec)
             except StopRequested as req:  # a STOP file seen after an inner generation: this candidate is dropped
                 stop = req.reason
                 break
@@ -256,7 +247,7 @@ def run_outer_loop(
             tokens += res.generated_tokens
             delta = None if res.screen_s_val is None else res.screen_s_val - current
             flagged = hacking_flag(res.inner_gain, delta, check)
-            outcome = _Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check))
+            outcome = Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check))
             outcomes.append(outcome)
             if flagged:
                 rec.emit(RewardHackingEvent(outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
@@ -266,7 +257,7 @@ def run_outer_loop(
                           f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
             # Promotion at once: the next candidate races the incumbent as of its turn (module docstring).
             if math.isfinite(outcome.told) and res.screen_s_val > incumbent.screen_s_val:
-                incumbent, pairs = _decide(objective, outcome, incumbent, pairs, g, cfg, rec)
+                incumbent, pairs = decide(objective, outcome, incumbent, pairs, g, cfg, rec)
                 tokens += outcome.full.generated_tokens if outcome.full is not None else 0
                 if outcome.promoted:
                     console.print(f"  outer {g} cand {j}: {incumbent.best.id} promoted (whole-set S_val "
@@ -277,7 +268,7 @@ def run_outer_loop(
             search.tell(xs, [o.told for o in outcomes])
         scored = [o for o in outcomes if math.isfinite(o.told)]
         if not scored:
-            _record_candidates(rec, g, outcomes, None)
+            record_candidates(rec, g, outcomes, None)
             rec.emit(OuterSkippedEvent(outer_generation=g, reason="no candidate evaluated successfully"))
             console.print(f"outer {g}: no candidate evaluated successfully; nothing promoted")
             if stop is not None:
@@ -287,7 +278,7 @@ def run_outer_loop(
         # The run continues from the generation's best candidate by told score (promoted or not).
         best = max(scored, key=lambda o: o.told)  # first on ties
         full = best.full
-        _record_candidates(rec, g, outcomes, best)
+        record_candidates(rec, g, outcomes, best)
         promoted = [o.harness_id for o in outcomes if o.promoted]
         anchor = np.asarray(best.harness.vector, dtype=float)
         population, current = tuple(best.result.population), float(best.result.screen_s_val)
@@ -336,97 +327,6 @@ def run_outer_loop(
     return OuterResult(incumbent, pairs, s_val_curve, current_curve, rollbacks, stop, usage())
 
 
-def _decide(objective: Objective, o: _Outcome, incumbent: ArchivedPair, pairs: tuple[ArchivedPair, ...], g: int,
-            cfg: OuterConfig, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
-    """Score candidate ``o`` on the whole selection set and decide whether it replaces ``incumbent``.
-
-    Sets ``o.full`` and ``o.promoted``. Promoted on a paired lower bound above 0 at ``outer.race.level``
-    against the incumbent as of now (on a higher whole-set mean for objectives without per-item values);
-    archived as a ``promotion`` event, and on promotion an ``incumbent`` event, both in candidate order, and
-    the objective is told the new incumbent (later races compare with it). Returns the incumbent and the
-    top-k archive after the decision.
-    """
-    o.full = full = _safe_full(o.result)
-    if full.s_val is None:
-        return incumbent, pairs
-    pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, o.harness, tuple(o.result.population), o.result.best,
-                        g, o.harness_id, full.per_item)
-    evidence = _paired(incumbent, pair, cfg.race.level)
-    o.promoted = promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
-    rec.emit(PromotionEvent(outer_generation=g, harness_id=o.harness_id, policy_id=pair.best.id,
-                            incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
-                            incumbent_s_val=incumbent.s_val, level=cfg.race.level,
-                            paired=None if evidence is None else evidence.as_dict()))
-    if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
-        pairs = archive_pair(pairs, pair, cfg.rollback.top_k)
-    if not promote:
-        return incumbent, pairs
-    rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val, harness_id=o.harness_id))
-    _tell_incumbent(objective, pair)
-    return pair, pairs
-
-
-def _paired(incumbent: ArchivedPair, pair: ArchivedPair, level: float) -> PairedBound | None:
-    """Paired bounds of ``pair.best - incumbent.best`` on the same items, or None without per-item values."""
-    if not incumbent.per_item or len(incumbent.per_item) != len(pair.per_item):
-        return None
-    return paired_bound(incumbent.per_item, pair.per_item, level)
-
-
-def _tell_incumbent(objective: Objective, pair: ArchivedPair) -> None:
-    """Let an objective that races (``set_incumbent``) compare later candidates with ``pair.best``."""
-    hook = getattr(objective, "set_incumbent", None)
-    if hook is not None:
-        hook(pair.best, pair.harness_id, pair.outer_generation)
-
-
-def _run_candidate(objective: Objective, harness: Harness, population: Sequence[Any], hid: str, g: int,
-                   rec: RunRecorder) -> CandidateResult:
-    """The objective's result; a crash or a non-finite screen score becomes a failed candidate."""
-    try:
-        res = objective(harness, population, hid, g)
-    except (EvoTrainerError, StopRequested):
-        raise  # systemic (bad config, missing model, leaked validation item): stop the run
-    except Exception as exc:  # a failing candidate never raises (it gets the worst penalty)
-        log.exception("harness candidate %s failed", hid)
-        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"{type(exc).__name__}: {exc}"))
-        return CandidateResult(best=None, population=tuple(population), screen_s_val=None)
-    s = res.screen_s_val
-    if s is not None and not (isinstance(s, (int, float)) and math.isfinite(s)):
-        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"non-finite screen S_val {s!r}"))
-        return CandidateResult(best=res.best, population=tuple(population), screen_s_val=None,
-                               generated_tokens=res.generated_tokens)
-    return res
-
-
-def _safe_full(result: CandidateResult) -> FullScore:
-    """``result.full_score()``; a crash or non-finite score counts as failed (None)."""
-    try:
-        full = result.full_score()
-    except EvoTrainerError:
-        raise
-    except Exception:
-        log.exception("whole-set scoring failed")
-        return FullScore(None, None)
-    ok = full.s_val is not None and math.isfinite(full.s_val)
-    return full if ok else FullScore(None, None, full.generated_tokens)
-
-
-def _record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[_Outcome], best: _Outcome | None) -> None:
-    """One candidate row per outcome: ``s_val`` is its whole-set score when it got one, ``values.promoted``
-    whether it replaced the incumbent (several may in one generation, in candidate order)."""
-    for j, o in enumerate(outcomes):
-        is_best = o is best
-        status = ("failed" if o.result.screen_s_val is None else "best" if is_best
-                  else "flagged_reward_hacking" if o.flagged else "evaluated")
-        rec.candidate(HarnessCandidateRow(
-            harness_id=o.harness_id, outer_generation=g, index=j, vector=tuple(float(v) for v in o.harness.vector),
-            values={**o.harness.as_dict(), "proposal": [float(v) for v in o.proposal],
-                    "told": o.told if math.isfinite(o.told) else None, "flagged_reward_hacking": o.flagged,
-                    "promoted": o.promoted},
-            s_val=o.full.s_val if o.full is not None else None, screen_s_val=o.result.screen_s_val,
-            best_policy_id=getattr(o.result.best, "id", None), status=status,
-        ))
 
 
 @dataclass

@@ -84,7 +84,8 @@ class ModelConfig:
     # hf backend: compute a prompt prefix shared by several requests once and reuse its KV states
     prefix_sharing: bool = True
     prefix_min_tokens: int = 32  # shortest shared prefix worth reusing, tokens
-    prefix_cache_mb: int = 512  # MiB of prefix KV states kept across generate calls (LRU); 0 = none
+    # MiB of prefix KV states kept for the whole run (served entries kept longest; docs/outer_loop_budget.md); 0 = none
+    prefix_cache_mb: int = 512
     kv_cache: str = "static"  # hf backend: static (preallocated, written in place) | dynamic (grows each step)
     # cap on rows x (prompt + new tokens) per forward batch, bounds the KV cache's memory; null = rows only
     max_batch_tokens: int | None = 32768

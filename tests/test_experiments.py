@@ -28,3 +28,19 @@ def test_gpu_bundle_has_the_seed_articles_sizes() -> None:
     assert (c.selfevolve.new_tasks_per_round, c.model.batch_size) == (32, 8)
     assert (lora.rank, lora.alpha, lora.lr, lora.steps, lora.batch_size) == (16, 32, 2e-4, 96, 8)
     assert c.selfevolve.pass_threshold == 0.7
+
+
+def test_main_job_keeps_a_run_long_prefix_store_and_a_population_its_budget_can_tell() -> None:
+    """Issue 25: the prefix store is the experiment's (sized in docs/outer_loop_budget.md), the mutator still reuses
+    the policy model, and CMA-ES's population fits the budget at least twice (about 9 candidates: 3 x 3), so CMA-ES
+    is told; pycma's default (10 for 10 parameters) would never be told at today's candidate cost."""
+    c = _compose("meeting_minutes")
+    assert c.outer.popsize * 2 <= 9 and c.outer.generations * c.outer.popsize <= 9
+    assert c.model.prefix_cache_mb == 2048 and c.mutator == c.model
+    assert _compose_with("meeting_minutes", "model.prefix_cache_mb=0").mutator.prefix_cache_mb == 0
+
+
+def _compose_with(name: str, *overrides: str) -> Config:
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        return to_config(compose(config_name="config", overrides=[f"+experiment={name}", *overrides]))

@@ -211,8 +211,9 @@ class HFBackend(AdapterSlots):
         """Run all requests, batched; the i-th result answers the i-th request.
 
         Requests whose prompts start with the same tokens (same adapter) share one computation of that
-        prefix when ``prefix_sharing`` is on; chunks of ``batch_size`` rows are then formed group by
-        group, so that a chunk holds few distinct prefixes. Without it, requests are sorted by prompt
+        prefix when ``prefix_sharing`` is on, and a prompt that starts like one computed in an earlier call
+        reuses it from the prefix store (:meth:`_schedule`); chunks of ``batch_size`` rows are then formed
+        group by group, so that a chunk holds few distinct prefixes. Without it, requests are sorted by prompt
         length and chunked (least padding).
 
         Args:
@@ -240,12 +241,13 @@ class HFBackend(AdapterSlots):
                 self.context_length,
                 max(p.omitted_words for p in cut),
             )
-        order, prefix_len = self._schedule(prepared, requests)
+        order, prefix_len, source = self._schedule(prepared, requests)
         chunks = self._chunks(order, prepared, requests, prefix_len)
         results: list[Generation | None] = [None] * len(requests)
         for chunk in self._progress(chunks):
             outs = self._generate_chunk(
-                [prepared[i] for i in chunk], [requests[i] for i in chunk], [prefix_len[i] for i in chunk]
+                [prepared[i] for i in chunk], [requests[i] for i in chunk], [prefix_len[i] for i in chunk],
+                [source[i] for i in chunk],
             )
             for i, out in zip(chunk, outs, strict=True):
                 results[i] = out
@@ -257,20 +259,41 @@ class HFBackend(AdapterSlots):
 
     def _schedule(
         self, prepared: list[_Prepared], requests: list[GenerationRequest]
-    ) -> tuple[list[int], list[int]]:
-        """Row order for chunking, and each row's shared-prefix length (0: none)."""
-        if not self.prefix_sharing or len(prepared) < 2:
-            return sorted(range(len(prepared)), key=lambda i: len(prepared[i].ids)), [0] * len(prepared)
+    ) -> tuple[list[int], list[int], list[tuple | None]]:
+        """Row order for chunking, each row's prefix length (0: none) and where its prefix states come from.
+
+        A row's source is ``(state key, entry ids)``: the states of ``entry ids``, of which the row uses
+        the first ``prefix_len`` tokens (``entry ids`` starts with them). Per group of :func:`plan_prefixes`:
+        when the prefix store already holds a prefix covering at least half of what the group shares (the
+        meeting every row reads), each row uses its own longest stored match; otherwise a prefix several rows
+        share is computed once; a row alone has all its prompt but the last token computed as its prefix when
+        the store keeps anything, so that rows of later calls reading the same meeting find it.
+        """
+        rows_n = len(prepared)
+        if not self.prefix_sharing:
+            return sorted(range(rows_n), key=lambda i: len(prepared[i].ids)), [0] * rows_n, [None] * rows_n
+        least = self.cfg.prefix_min_tokens
         keys = [self._state_key(r.adapter) for r in requests]
-        groups = plan_prefixes([p.ids for p in prepared], keys, self.cfg.prefix_min_tokens)
-        groups.sort(key=lambda g: (g.length == 0, max(len(prepared[i].ids) for i in g.rows)))
-        order: list[int] = []
-        prefix_len = [0] * len(prepared)
+        groups = plan_prefixes([p.ids for p in prepared], keys, least)
+        prefix_len: list[int] = [0] * rows_n
+        source: list[tuple | None] = [None] * rows_n
         for group in groups:
-            order += sorted(group.rows, key=lambda i: len(prepared[i].ids))
-            for i in group.rows:
-                prefix_len[i] = group.length
-        return order, prefix_len
+            reach = group.length or len(prepared[group.rows[0]].ids) - 1  # what computing here would share
+            found = {i: self.prefix_store.match(keys[i], prepared[i].ids, len(prepared[i].ids) - 1)
+                     for i in group.rows}
+            if max(m for m, _ in found.values()) >= max(least, reach / 2):
+                picks = {i: found[i] for i in group.rows if found[i][0] >= least}
+            elif group.length:
+                picks = {i: (group.length, tuple(prepared[i].ids[: group.length])) for i in group.rows}
+            elif self.prefix_store.max_bytes > 0 and reach >= least:
+                picks = {group.rows[0]: (reach, tuple(prepared[group.rows[0]].ids[:reach]))}
+            else:
+                picks = {}
+            for i, (n, entry) in picks.items():
+                prefix_len[i], source[i] = n, (keys[i], entry)
+        groups.sort(key=lambda g: (prefix_len[g.rows[0]] == 0, max(len(prepared[i].ids) for i in g.rows)))
+        order = [i for g in groups for i in sorted(g.rows, key=lambda i: len(prepared[i].ids))]
+        return order, prefix_len, source
 
     def _chunks(
         self, order: list[int], prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int]
@@ -311,13 +334,13 @@ class HFBackend(AdapterSlots):
                 bar.advance(task)
 
     def _prefix_states(
-        self, row_keys: list[tuple | None], requests: list[GenerationRequest], prefix_len: list[int]
+        self, sources: list[tuple | None], requests: list[GenerationRequest], prefix_len: list[int]
     ) -> dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]]:
-        """Per-layer ``(keys, values)``, each ``(1, kv_heads, L, head_dim)``, of every distinct prefix of
-        a chunk (``row_keys``: per row ``(adapter key, prefix ids)`` or None), from the prefix store or
-        from one forward pass each (under the rows' adapter)."""
+        """Per-layer ``(keys, values)``, each ``(1, kv_heads, L, head_dim)``, of every distinct prefix source
+        of a chunk (``sources``: per row ``(adapter key, entry ids)`` or None, :meth:`_schedule`), from the
+        prefix store or from one forward pass each (under the rows' adapter), then stored."""
         states: dict[tuple, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        for key, r, n in zip(row_keys, requests, prefix_len, strict=True):
+        for key, r, n in zip(sources, requests, prefix_len, strict=True):
             if key is None:
                 continue
             if key in states:
@@ -334,13 +357,15 @@ class HFBackend(AdapterSlots):
             cache = out.get("cache") or out.get("past_key_values")
             states[key] = [(layer.keys, layer.values) for layer in cache.layers]
             self.prefix_store.put(*key, states[key])
-            self.stats.prefix_tokens_computed += n
+            self.stats.prefix_tokens_computed += len(key[1])
         return states
 
     def _chunk_cache(
-        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int], capacity: int
+        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int], capacity: int,
+        sources: list[tuple | None] | None = None,
     ):
-        """A KV cache (``model.kv_cache``) holding each row's prefix states, left-padded to the chunk's
+        """A KV cache (``model.kv_cache``) holding each row's prefix states (the first ``prefix_len`` tokens
+        of its source, :meth:`_schedule`; its own prompt when ``sources`` is None), left-padded to the chunk's
         longest prefix; a static one is allocated for ``capacity`` tokens (prompt width + new tokens)."""
         from transformers import DynamicCache, StaticCache
 
@@ -351,23 +376,25 @@ class HFBackend(AdapterSlots):
         width = max(prefix_len)
         if width == 0:
             return cache
-        row_keys = [(self._state_key(r.adapter), tuple(p.ids[:n])) if n else None
-                    for p, r, n in zip(prepared, requests, prefix_len, strict=True)]  # one stat per row
-        states = self._prefix_states(row_keys, requests, prefix_len)
+        if sources is None:
+            sources = [(self._state_key(r.adapter), tuple(p.ids[:n])) if n else None
+                       for p, r, n in zip(prepared, requests, prefix_len, strict=True)]
+        states = self._prefix_states(sources, requests, prefix_len)
         template = next(iter(states.values()))
         for layer, (k0, v0) in enumerate(template):
             keys = k0.new_zeros((len(prepared), k0.shape[1], width, k0.shape[3]))  # (B, H, Lp, D)
             values = v0.new_zeros((len(prepared), v0.shape[1], width, v0.shape[3]))
-            for row, (key, n) in enumerate(zip(row_keys, prefix_len, strict=True)):
-                if key is not None:
+            for row, (key, n) in enumerate(zip(sources, prefix_len, strict=True)):
+                if key is not None and n:
                     k, v = states[key][layer]
-                    keys[row, :, width - n :] = k[0]
-                    values[row, :, width - n :] = v[0]
+                    keys[row, :, width - n :] = k[0, :, :n]
+                    values[row, :, width - n :] = v[0, :, :n]
             cache.update(keys, values, layer)
         return cache
 
     def _generate_chunk(
-        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int] | None = None
+        self, prepared: list[_Prepared], requests: list[GenerationRequest], prefix_len: list[int] | None = None,
+        sources: list[tuple | None] | None = None,
     ) -> list[Generation]:
         """Generate one chunk. Row layout: ``[pad | prefix][pad | suffix]``: the prefix part (all pad when a
         row has no shared prefix) comes from a precomputed cache, only the suffix part runs here;
@@ -375,6 +402,7 @@ class HFBackend(AdapterSlots):
         from transformers import GenerationConfig
 
         prefix_len = prefix_len or [0] * len(prepared)
+        sources = sources or [None] * len(prepared)
         lead = max(prefix_len)  # width of the cached part
         tail = max(len(p.ids) - n for p, n in zip(prepared, prefix_len, strict=True))
         width = lead + tail
@@ -394,7 +422,7 @@ class HFBackend(AdapterSlots):
             pad_token_id=self.pad_token_id,
         )
         cache_kwargs = (
-            {_cache_kwarg(): self._chunk_cache(prepared, requests, prefix_len, width + gen_cfg.max_new_tokens)}
+            {_cache_kwarg(): self._chunk_cache(prepared, requests, prefix_len, width + gen_cfg.max_new_tokens, sources)}
             if lead or self.cfg.kv_cache == "static" else {}
         )
         device = self.model.device

@@ -6,8 +6,9 @@ one transcript share a long token prefix. Its key/value states are computed once
 row; only the differing suffix goes through the model per row. The same idea is vLLM's automatic prefix
 caching (https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html) and transformers'
 "re-use a prompt cache" recipe (https://huggingface.co/docs/transformers/kv_cache). This module holds
-the model-free part: which rows share which prefix (:func:`plan_prefixes`) and a byte-bounded LRU store
-of computed prefix states (:class:`PrefixStore`); :mod:`evotrainer.backends.hf` does the tensor work.
+the model-free part: which rows share which prefix (:func:`plan_prefixes`) and a byte-bounded store of
+computed prefix states, looked up by the longest common prefix (:class:`PrefixStore`);
+:mod:`evotrainer.backends.hf` does the tensor work.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections import OrderedDict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = ["PrefixGroup", "PrefixStore", "common_prefix_length", "plan_prefixes"]
@@ -130,10 +132,20 @@ def plan_prefixes(
 
 
 class PrefixStore:
-    """Least-recently-used store of computed prefix states, bounded in bytes.
+    """Store of computed prefix states, bounded in bytes, looked up by the longest common prefix.
 
     An entry is the per-layer ``(keys, values)`` of one prefix, each tensor shaped
-    ``(1, kv_heads, length, head_dim)``, stored under ``(key, token ids)``.
+    ``(1, kv_heads, length, head_dim)``, stored under ``(key, token ids)``. Key/value states of a causal
+    model at a position depend only on the tokens up to it, so an entry also serves any prompt that starts
+    with only part of it: :meth:`match` finds the entry sharing the longest prefix with a prompt, and the
+    caller slices its states to that length (as vLLM's automatic prefix caching reuses any cached leading
+    block, https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html). A meeting read by one
+    policy is thus reused by every other policy that reads it later, however their instructions differ.
+
+    Eviction keeps what is read again: the least recently used entry that was never served is dropped first,
+    and only when every entry was served, the least recently used one (a segmented LRU). A run-long store
+    keeps the meta-validation items that every harness candidate reads (the screening items) while a scan of
+    the whole selection set, or a candidate's generated training meetings, replace one another.
 
     Args:
         max_bytes: total tensor bytes kept, >= 0 (0 keeps nothing: each call recomputes its prefixes).
@@ -141,7 +153,8 @@ class PrefixStore:
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max(0, int(max_bytes))
-        self._entries: OrderedDict[tuple, tuple[list[tuple[torch.Tensor, torch.Tensor]], int]] = OrderedDict()
+        # (key, ids) -> [states, bytes, times served, ids as an array for matching]
+        self._entries: OrderedDict[tuple, list] = OrderedDict()
         self.bytes = 0
         self.hits = 0
         self.misses = 0
@@ -150,17 +163,43 @@ class PrefixStore:
         return len(self._entries)
 
     def get(self, key: Hashable, ids: Sequence[int]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
-        """The stored states of prefix ``ids`` under ``key``, or None (counted as a hit or a miss)."""
+        """The stored states of exactly prefix ``ids`` under ``key``, or None (counted as a hit or a miss)."""
         entry = self._entries.get((key, tuple(ids)))
         if entry is None:
             self.misses += 1
             return None
         self._entries.move_to_end((key, tuple(ids)))
         self.hits += 1
+        entry[2] += 1
         return entry[0]
 
+    def match(self, key: Hashable, ids: Sequence[int], limit: int) -> tuple[int, tuple[int, ...]]:
+        """The stored prefix under ``key`` that shares the most leading tokens with ``ids``.
+
+        Args:
+            key: what else the states depend on (entries under other keys never match).
+            ids: a prompt's token ids.
+            limit: most tokens usable (a prompt keeps at least its last token for the model: ``len(ids) - 1``).
+
+        Returns:
+            ``(length, entry ids)``: ``min(common prefix, limit)`` tokens of the entry ``entry ids`` are
+            usable; ``(0, ())`` when nothing is stored under ``key``. Counts nothing (:meth:`get` does).
+        """
+        want = np.asarray(ids, dtype=np.int64)
+        best, best_ids = 0, ()
+        for (k, entry_ids), entry in self._entries.items():
+            if k != key:
+                continue
+            stored = entry[3]
+            n = min(len(stored), len(want))
+            diff = np.flatnonzero(stored[:n] != want[:n])
+            common = int(diff[0]) if diff.size else n
+            if common > best:
+                best, best_ids = common, entry_ids
+        return min(best, max(limit, 0)), best_ids
+
     def put(self, key: Hashable, ids: Sequence[int], states: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Keep ``states`` for prefix ``ids`` under ``key``, evicting the least recently used entries."""
+        """Keep ``states`` for prefix ``ids`` under ``key``, evicting as the class docstring says."""
         size = sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in states)
         if size > self.max_bytes:
             return
@@ -169,9 +208,9 @@ class PrefixStore:
         if old is not None:
             self.bytes -= old[1]
         while self._entries and self.bytes + size > self.max_bytes:
-            _, (_, freed) = self._entries.popitem(last=False)
-            self.bytes -= freed
-        self._entries[full] = (states, size)
+            victim = next((k for k, e in self._entries.items() if e[2] == 0), next(iter(self._entries)))
+            self.bytes -= self._entries.pop(victim)[1]
+        self._entries[full] = [states, size, 0, np.asarray(full[1], dtype=np.int64)]
         self.bytes += size
 
     def clear(self) -> None:

@@ -85,6 +85,36 @@ def test_prefix_store_is_a_byte_bounded_lru() -> None:
     assert len(store) == 0 and store.bytes == 0
 
 
+def test_prefix_store_matches_the_longest_common_prefix() -> None:
+    """A stored prefix serves any prompt that starts with part of it (causal states), capped at ``limit``."""
+    store = PrefixStore(max_bytes=10**6)
+    meeting_a, meeting_b = list(range(100, 160)), list(range(300, 340))
+    store.put(None, meeting_a + [1, 2, 3], [(torch.zeros(1, 1, 63, 2), torch.zeros(1, 1, 63, 2))])
+    store.put(None, meeting_b, [(torch.zeros(1, 1, 40, 2), torch.zeros(1, 1, 40, 2))])
+    assert store.match(None, meeting_a + [9, 9], limit=61) == (60, tuple(meeting_a + [1, 2, 3]))
+    assert store.match(None, meeting_a + [1, 2, 3, 4], limit=10) == (10, tuple(meeting_a + [1, 2, 3]))
+    assert store.match(None, meeting_b[:20] + [7], limit=20) == (20, tuple(meeting_b))
+    assert store.match("adapter", meeting_a, limit=59) == (0, ())  # other states never match
+    assert (store.hits, store.misses) == (0, 0)  # matching counts nothing; get does
+
+
+def test_prefix_store_evicts_entries_never_served_first() -> None:
+    """A scan of prompts read once does not push out a prefix that was served (the screening items)."""
+    def states(n: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        return [(torch.zeros(1, 1, n, 2), torch.zeros(1, 1, n, 2))]  # 16 bytes per token
+
+    store = PrefixStore(max_bytes=16 * 12)
+    store.put(None, [1], states(4))
+    assert store.get(None, [1]) is not None  # served: kept over the scan below
+    for k in range(2, 8):
+        store.put(None, [k], states(4))  # each evicts the oldest never-served entry
+    assert store.get(None, [1]) is not None and store.get(None, [7]) is not None
+    assert store.get(None, [2]) is None and len(store) == 3
+    store.put(None, [8], states(4))  # order now [1], [7] (both served), [8]
+    store.put(None, [9], states(8))  # two slots: the never-served [8], then the least recently used [1]
+    assert store.get(None, [7]) is not None and store.get(None, [1]) is None and store.get(None, [8]) is None
+
+
 # ---------------------------------------------------------------- the backend
 @pytest.mark.parametrize("prefill", ["", "## Decisions\n-"])
 @pytest.mark.parametrize(
@@ -120,6 +150,27 @@ def test_prefix_store_serves_a_second_call(tiny: HFBackend) -> None:
     assert tiny.prefix_store.hits >= len(TRANSCRIPTS)
 
 
+def test_a_meeting_read_before_serves_later_policies_alone(tiny: HFBackend) -> None:
+    """One policy alone stores its prompts; another policy alone on the same meetings, a later call, reuses
+    the meeting part (the longest common prefix) and computes no prefix; the text equals a store-less run."""
+    params = SamplingParams(max_new_tokens=8)
+    first = [GenerationRequest(_chat(t, POLICIES[0]), params) for t in TRANSCRIPTS]
+    later = [GenerationRequest(_chat(t, POLICIES[2]), params) for t in TRANSCRIPTS]
+    tiny.prefix_store.clear()
+    tiny.generate(first)
+    assert len(tiny.prefix_store) == len(TRANSCRIPTS)  # each lone row stored its prompt
+    computed, reused = tiny.stats.prefix_tokens_computed, tiny.stats.prefix_tokens_reused
+    served = tiny.generate(later)
+    assert tiny.stats.prefix_tokens_computed == computed  # nothing recomputed
+    assert tiny.stats.prefix_tokens_reused - reused >= sum(len(t) // 8 for t in TRANSCRIPTS)
+    tiny.prefix_sharing = False
+    try:
+        alone = [tiny.generate([r])[0] for r in later]
+    finally:
+        tiny.prefix_sharing = True
+    assert served == alone
+
+
 def test_prefix_settings_are_validated(tiny_model_dir: Path) -> None:
     with pytest.raises(ConfigError, match="prefix_min_tokens"):
         HFBackend(HFBackendConfig(path=str(tiny_model_dir), prefix_min_tokens=0))
@@ -131,7 +182,7 @@ def test_token_budget_closes_chunks(tiny_model_dir: Path) -> None:
     backend = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=8, max_batch_tokens=1))
     requests = _population(SamplingParams(max_new_tokens=4))
     prepared = [backend._prepare(i, r) for i, r in enumerate(requests)]
-    order, prefix_len = backend._schedule(prepared, requests)
+    order, prefix_len, _ = backend._schedule(prepared, requests)
     assert [len(c) for c in backend._chunks(order, prepared, requests, prefix_len)] == [1] * len(requests)
     roomy = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4, max_batch_tokens=10**6))
     assert [len(c) for c in roomy._chunks(order, prepared, requests, prefix_len)] == [4, 2]

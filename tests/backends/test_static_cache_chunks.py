@@ -52,15 +52,15 @@ def test_static_cache_is_not_reused_across_chunk_sizes(
     static = backends["static"]
     requests = _requests()
     prepared = [static._prepare(i, r) for i, r in enumerate(requests)]
-    order, prefix_len = static._schedule(prepared, requests)
+    order, prefix_len, _ = static._schedule(prepared, requests)
     assert [len(c) for c in static._chunks(order, prepared, requests, prefix_len)] == [2, 2, 1]
     assert prefix_sharing == any(prefix_len)  # the shared system prompt really is shared when asked
 
     caches: list[tuple[int, object]] = []
     build = static._chunk_cache
 
-    def spy(prepared_rows, chunk_requests, chunk_prefix_len, capacity):
-        cache = build(prepared_rows, chunk_requests, chunk_prefix_len, capacity)
+    def spy(prepared_rows, chunk_requests, chunk_prefix_len, capacity, sources=None):
+        cache = build(prepared_rows, chunk_requests, chunk_prefix_len, capacity, sources)
         caches.append((len(prepared_rows), cache))
         return cache
 
