@@ -271,7 +271,7 @@ def run_evaluate(
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
-                  "long_input": asdict(cfg.task.long),  # task.long: how transcripts longer than the context were read
+                  "long_input": asdict(cfg.task.long),  # task.long: how inputs longer than the context were read
                   **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison, strata=strata))
@@ -281,8 +281,8 @@ def run_evaluate(
 
 def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], console: Console) -> None:
     """How each item was read (a table when any was not read whole), and one warning line per item whose
-    transcript lost words, naming the item (issue 29: no cut goes unsaid)."""
-    table = render_handling(results, items, title="how each item was read (docs/long_meetings.md)")
+    input lost words, naming the item (issue 29: no cut goes unsaid)."""
+    table = render_handling(results, items, title="how each item was read (task.long)")
     if table is None:
         console.print(f"every item was read whole by every policy ({len(items)} items)")
         return
@@ -294,8 +294,8 @@ def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], con
         if cuts:
             worst = min(cuts, key=lambda h: -1.0 if h.share_seen is None else h.share_seen)
             console.print(f"[yellow]warning[/]: item {escape(item.task_id)} ({item.size} words) was cut for "
-                          f"{len(cuts)} of {len(results)} policies: {escape(worst.label())}; its minutes are scored "
-                          "against the whole meeting")
+                          f"{len(cuts)} of {len(results)} policies: {escape(worst.label())}; its output is scored "
+                          "against the whole reference")
 
 
 def _comparison(results: Sequence[PolicyResult], target: PolicyRef | None, items: Sequence[Task],

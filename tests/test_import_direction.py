@@ -85,10 +85,11 @@ def test_rollout_does_not_import_deap_or_cma() -> None:
     assert not bad
 
 
-@pytest.mark.parametrize("name", ["events.py", "event_base.py", "transfer_event.py"])
+@pytest.mark.parametrize("name", ["events.py", "event_base.py", "transfer_event.py", "selfevolve_event.py"])
 def test_events_modules_are_neutral(name: str) -> None:
     """The typed archive events are read and written by every layer: their modules import none of them
     (search, archive, tasks, backends, ...), only the error classes and each other."""
-    allowed = {"evotrainer.errors", "evotrainer.event_base", "evotrainer.transfer_event"}
+    allowed = {"evotrainer.errors", "evotrainer.event_base", "evotrainer.transfer_event",
+               "evotrainer.selfevolve_event"}
     bad = {m for m in _imports(PKG / name) if m.startswith("evotrainer") and m not in allowed}
     assert not bad, f"{name} imports {sorted(bad)}"
