@@ -427,9 +427,9 @@ def report(
     path = resolve_archive(archive)
     target = out if out is not None else path.parent / "report.html"
     with open_archive(path, read_only=True) as store:
-        rid = views.pick_run(store, run).run_id
+        info = views.pick_run(store, run)
+        rid, se = info.run_id, selfevolve_view.is_selfevolve(store, info)
         try:
-            se = selfevolve_view.is_selfevolve(store, store.get_run(rid))
             written = write_report(store, rid, target, build=build_selfevolve_report if se else build_report)
         except ArchiveError as exc:
             if out is not None:
