@@ -19,6 +19,7 @@ from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.cli import main
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.selfevolve_report import SCORES_PLOT_ID
+from evotrainer.events import TrajectoriesEvent
 from evotrainer.genome import Policy
 from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
@@ -154,3 +155,24 @@ def test_harness_view_labels_the_race_estimate_as_an_estimate(tmp_path: Path, ca
     code, out, _ = _cli(capsys, "harness", path)
     assert code == 0 and "race estimate (can be < 0)" in out and "-0.0312" in out
     assert "screen S_val" not in out and "S_val (whole set)" in out
+
+
+def test_trajectories_of_a_coevolution_run_still_export_its_episodes(tmp_path: Path, capsys) -> None:
+    """The self-evolution branch leaves the multi-step export as it was; a run with neither says why."""
+    path = tmp_path / "archive.db"
+    seed = Policy.seed("a", {"role": "You act."})
+    with ArchiveStore(path) as store:
+        store.create_run("co", seed=1, config={"seed": 1, "mode": "coevolve"}, code_version="test")
+        store.add_policies("co", [seed])
+        store.add_event("co", "trajectories", TrajectoriesEvent(
+            policy_id="a", batch_id="b1", evaluation_kind="fitness", harness_id="h0.0",
+            trajectories=({"messages": [NASTY]}, {"text": "x"})).to_payload())
+    code, out, _ = _cli(capsys, "trajectories", path)
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and [r["policy_id"] for r in rows] == ["a", "a"] and rows[0]["messages"] == [NASTY]
+    assert rows[0]["kind"] == "fitness" and rows[1]["text"] == "x"
+    empty = tmp_path / "empty.db"
+    with ArchiveStore(empty) as store:
+        store.create_run("co", seed=1, config={"seed": 1}, code_version="test")
+    code, _, err = _cli(capsys, "trajectories", empty)
+    assert code == 2 and "no archived trajectories" in err
