@@ -10,6 +10,7 @@ self-evolution setup and summary events.
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -176,3 +177,21 @@ def test_trajectories_of_a_coevolution_run_still_export_its_episodes(tmp_path: P
         store.create_run("co", seed=1, config={"seed": 1}, code_version="test")
     code, _, err = _cli(capsys, "trajectories", empty)
     assert code == 2 and "no archived trajectories" in err
+
+
+def test_a_selfevolve_archive_of_the_previous_release_reads_read_only(tmp_path: Path, capsys) -> None:
+    """``tests/data/archive_v2/archive_v2.db`` (schema 2, pool columns ``transcript`` / ``reference_minutes``,
+    no setup or summary event) shows its round and exports its sample, and is left as it was."""
+    copy = tmp_path / "archive.db"
+    shutil.copyfile(Path(__file__).resolve().parents[1] / "data" / "archive_v2" / "archive_v2.db", copy)
+    before = copy.read_bytes()
+    code, out, _ = _cli(capsys, "show", copy, "--json")
+    ov = json.loads(out)
+    assert code == 0 and [(r["round"], r["status"], r["dev_score"]) for r in ov["rounds"]] == [(1, "kept", 0.5)]
+    assert ov["status"].startswith("running or crashed") and ov["pool"] == {"tasks": 2, "seed": 1, "generated": 1}
+    code, out, _ = _cli(capsys, "trajectories", copy)
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert code == 0 and row["task_input"] == "Cy: budget talk." and row["output"] == "- budget" and row["grades"] == [8.0]
+    code, out, _ = _cli(capsys, "harness", copy)
+    assert code == 0 and "has no harness" in out
+    assert copy.read_bytes() == before
