@@ -466,6 +466,17 @@ _CLICK_JS = """
 """
 
 
+def _head(title: str) -> str:
+    """The page up to ``<body>``: no network (the CSP), the style sheet, plotly.js inlined; ``title`` escaped."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
+<title>{_e(title)}</title>
+<style>{_CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>"""
+
+
 def build_report(store: ArchiveStore, run_id: str) -> str:
     """The report of run ``run_id`` as one HTML document (plotly.js inlined, about 5 MB).
 
@@ -514,13 +525,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
         "Grey open circles are intermediate children that were varied again before evaluation and so were "
         "never archived; a dotted edge links one to its root seed.</p>")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
-<title>EvoTrainer report — {_e(run_id)}</title>
-<style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
-</head><body>
+    return f"""{_head(f"EvoTrainer report — {run_id}")}
 <h1>EvoTrainer run {_e(run_id)}</h1>
 <p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
 {_summary_html(ov)}

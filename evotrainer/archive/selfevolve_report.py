@@ -13,10 +13,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from evotrainer.archive import selfevolve_view
-from evotrainer.archive.report import _CSS, _div, _e, _empty, _num, _table
+from evotrainer.archive.report import _div, _e, _empty, _head, _num, _table
 from evotrainer.archive.store import ArchiveStore
 
 __all__ = ["SCORES_PLOT_ID", "build_selfevolve_report"]
@@ -124,13 +123,7 @@ def build_selfevolve_report(store: ArchiveStore, run_id: str) -> str:
     ov = selfevolve_view.selfevolve_overview(store, store.get_run(run_id))
     plot = _div(_scores_figure(ov), SCORES_PLOT_ID, 420)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
-<title>EvoTrainer self-evolution report — {_e(run_id)}</title>
-<style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
-</head><body>
+    return f"""{_head(f"EvoTrainer self-evolution report — {run_id}")}
 <h1>EvoTrainer self-evolution run {_e(run_id)}</h1>
 <p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · mode=selfevolve: one policy's LoRA
 adapter trained in rounds (no harness, no outer generations) · scores are higher-is-better.</p>
