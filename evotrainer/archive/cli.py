@@ -24,7 +24,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer import transfer, transfer_view
-from evotrainer.archive import views, yardstick_view
+from evotrainer.archive import selfevolve_view, views, yardstick_view
 from evotrainer.archive.cli_common import (
     ArchiveArg,
     JsonOpt,
@@ -38,6 +38,7 @@ from evotrainer.archive.cli_common import (
     make_console,
     open_store,
 )
+from evotrainer.archive.cli_selfevolve import print_overview, rounds_table
 from evotrainer.archive.diff import diff_policies
 from evotrainer.archive.locate import find_archives, resolve_archive
 from evotrainer.archive.store import checkpoint_archive, open_archive
@@ -52,6 +53,9 @@ __all__ = ["app", "main"]
 # the shared helpers (cli_common) under the names the commands below use
 _console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json, fmt, friendly, kv_table, open_store
 
+
+RACE_ESTIMATE = "race estimate (can be < 0)"
+"""``harness``'s header for ``screen_s_val``: the race's estimate of S_val, not an S_val (it can be negative)."""
 
 # --- runs / show ----------------------------------------------------------------------------------
 
@@ -111,9 +115,18 @@ def runs(
 @app.command()
 @_friendly
 def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
-    """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason, yardstick."""
+    """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason, yardstick;
+    for a self-evolution run (mode=selfevolve) its rounds, baseline and final scores, pool and samples."""
     with _open(archive) as store:
-        ov = views.run_overview(store, views.pick_run(store, run))
+        info = views.pick_run(store, run)
+        if selfevolve_view.is_selfevolve(store, info):
+            se = selfevolve_view.selfevolve_overview(store, info)
+            if as_json:
+                _emit_json(se)
+            else:
+                print_overview(_console(), se)
+            return
+        ov = views.run_overview(store, info)
         try:
             g = views.run_generalisation(store, ov["run_id"])
         except ArchiveError:
@@ -274,14 +287,21 @@ def best(
 @app.command()
 @_friendly
 def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
-    """The harness trajectory: every CMA-ES candidate per outer generation with its values and scores."""
+    """The harness trajectory: every CMA-ES candidate per outer generation with its values, the race's estimate
+    of its best policy's S_val (incumbent's mean + paired difference: it can fall below 0) and the whole-set S_val.
+    A self-evolution run has no harness: it says so and shows the rounds (--json: [])."""
     with _open(archive) as store:
-        rows = views.harness_trajectory(store, views.pick_run(store, run).run_id)
+        info = views.pick_run(store, run)
+        se = selfevolve_view.round_rows(store, info.run_id) if selfevolve_view.is_selfevolve(store, info) else None
+        rows = views.harness_trajectory(store, info.run_id)
     if as_json:
         _emit_json(rows)
         return
-    t = Table(title="harness candidates (S_val higher is better)", title_justify="left")
-    for col in ("outer", "cand", "status", "screen S_val", "S_val", "best policy"):
+    if se is not None and not rows:
+        _console().print(Text(selfevolve_view.NO_HARNESS), rounds_table(se))
+        return
+    t = Table(title="harness candidates (higher is better)", title_justify="left")
+    for col in ("outer", "cand", "status", RACE_ESTIMATE, "S_val (whole set)", "best policy"):
         t.add_column(col, min_width=min(len(col), 6))
     t.add_column("difficulty")
     t.add_column("reward weights")
@@ -351,14 +371,19 @@ def trajectories(
 ) -> None:
     """Export the archived multi-step episodes (a tool_agent run) as JSONL: one line per episode with the
     policy, the batch, the evaluation kind (fitness / meta_screen / meta_val / race ...), the messages, tool
-    calls, observations, per-step rewards and the first wrong step."""
+    calls, observations, per-step rewards and the first wrong step. For a self-evolution run: one line per
+    judged sample with its round, policy, pool task (input, reference, difficulty), output, judge score,
+    rule reward and components, model grades, and whether it passed."""
     from evotrainer.atomic import write_text_atomic
 
     with _open(archive) as store:
-        rid = views.pick_run(store, run).run_id
+        info = views.pick_run(store, run)
+        rid = info.run_id
         pid = views.resolve_policy(store, rid, policy).id if policy else None
-        lines = []
-        for stored in store.events(rid, "trajectories"):
+        se = selfevolve_view.is_selfevolve(store, info)
+        lines = [json.dumps(row, ensure_ascii=False) + "\n" for row in selfevolve_view.sample_lines(store, rid, pid)] \
+            if se else []
+        for stored in [] if se else store.events(rid, "trajectories"):
             ev = stored.event
             if not isinstance(ev, TrajectoriesEvent) or (pid is not None and ev.policy_id != pid):
                 continue
@@ -367,8 +392,9 @@ def trajectories(
                        "harness_id": ev.harness_id, **(traj if isinstance(traj, dict) else {"text": traj})}
                 lines.append(json.dumps(row, ensure_ascii=False) + "\n")
     if not lines:
-        raise typer.BadParameter("no archived trajectories in this run (only multi-step families such as "
-                                 "task=tool_agent archive them)", param_hint="ARCHIVE")
+        raise typer.BadParameter("no judged samples archived in this self-evolution run yet" if se else
+                                 "no archived trajectories in this run (only multi-step families such as "
+                                 "task=tool_agent, and self-evolution runs, archive them)", param_hint="ARCHIVE")
     if out is None:
         sys.stdout.write("".join(lines))
         return
@@ -377,7 +403,7 @@ def trajectories(
                                  param_hint="--out")
     out.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out, "".join(lines))
-    _console().print(Text(f"{len(lines)} trajectories -> {terminal_safe(str(out))}"))
+    _console().print(Text(f"{len(lines)} {'samples' if se else 'trajectories'} -> {terminal_safe(str(out))}"))
 
 
 @app.command()
@@ -390,18 +416,21 @@ def report(
     run: RunOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Write a self-contained HTML report (plots, lineage graph with clickable prompts) into the run folder.
+    """Write a self-contained HTML report (plots, lineage graph with clickable prompts) into the run folder;
+    for a self-evolution run: its rounds (dev and val score per round), pool and judged samples.
 
     It goes to RUN_DIR/report.html, beside archive.db, unless --out names another file (needed for a read-only run).
     """
-    from evotrainer.archive.report import write_report
+    from evotrainer.archive.report import build_report, write_report
+    from evotrainer.archive.selfevolve_report import build_selfevolve_report
 
     path = resolve_archive(archive)
     target = out if out is not None else path.parent / "report.html"
     with open_archive(path, read_only=True) as store:
-        rid = views.pick_run(store, run).run_id
+        info = views.pick_run(store, run)
+        rid, se = info.run_id, selfevolve_view.is_selfevolve(store, info)
         try:
-            written = write_report(store, rid, target)
+            written = write_report(store, rid, target, build=build_selfevolve_report if se else build_report)
         except ArchiveError as exc:
             if out is not None:
                 raise

@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -129,7 +130,7 @@ def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
     if scr:
         fig.add_trace(go.Scatter(
             x=[c["outer_generation"] for c in scr], y=[c["screen_s_val"] for c in scr], mode="markers",
-            name="candidate S_val (screening subset)", marker={"color": "#ff7f0e", "size": 8},
+            name="candidate race estimate (can be < 0)", marker={"color": "#ff7f0e", "size": 8},
             hovertext=[_e(c["harness_id"]) for c in scr], hoverinfo="x+y+text"))
     if full:
         fig.add_trace(go.Scatter(
@@ -465,6 +466,17 @@ _CLICK_JS = """
 """
 
 
+def _head(title: str) -> str:
+    """The page up to ``<body>``: no network (the CSP), the style sheet, plotly.js inlined; ``title`` escaped."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
+<title>{_e(title)}</title>
+<style>{_CSS}</style>
+<script type="text/javascript">{get_plotlyjs()}</script>
+</head><body>"""
+
+
 def build_report(store: ArchiveStore, run_id: str) -> str:
     """The report of run ``run_id`` as one HTML document (plotly.js inlined, about 5 MB).
 
@@ -513,13 +525,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
         "Grey open circles are intermediate children that were varied again before evaluation and so were "
         "never archived; a dotted edge links one to its root seed.</p>")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
-<title>EvoTrainer report — {_e(run_id)}</title>
-<style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
-</head><body>
+    return f"""{_head(f"EvoTrainer report — {run_id}")}
 <h1>EvoTrainer run {_e(run_id)}</h1>
 <p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
 {_summary_html(ov)}
@@ -542,8 +548,10 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 """
 
 
-def write_report(store: ArchiveStore, run_id: str, out: str | Path) -> Path:
-    """Write :func:`build_report` to ``out`` (a file path chosen by the user; parent folders created).
+def write_report(store: ArchiveStore, run_id: str, out: str | Path,
+                 build: Callable[[ArchiveStore, str], str] | None = None) -> Path:
+    """Write :func:`build_report` (or ``build``, e.g. the self-evolution report) to ``out`` (a file path chosen
+    by the user; parent folders created).
 
     Atomic (:func:`evotrainer.atomic.write_text_atomic`): the document goes to a temporary file in the
     same folder, then replaces ``out``, so a browser reloading the report of a running run never reads half a file.
@@ -555,7 +563,7 @@ def write_report(store: ArchiveStore, run_id: str, out: str | Path) -> Path:
         ArchiveError: the file cannot be written, or as :func:`build_report`.
     """
     path = Path(out)
-    doc = build_report(store, run_id)
+    doc = (build or build_report)(store, run_id)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(path, doc, mode=0o644)  # a report is for reading

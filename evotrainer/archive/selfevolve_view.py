@@ -1,0 +1,140 @@
+"""What the archive CLI and the report show of a self-evolution run (``mode=selfevolve``): its rounds, its task
+pool and its judged samples, as JSON-ready dicts read from the ``selfevolve_*`` tables
+(:mod:`evotrainer.archive.selfevolve_store`) and the run's ``setup`` / ``summary`` events
+(:mod:`evotrainer.selfevolve_event`).
+
+A self-evolution run trains one policy's LoRA adapter round by round; it has no harness candidates, no outer
+generations and no races, so ``show``, ``harness``, ``trajectories`` and ``report`` switch to these views when
+:func:`is_selfevolve` says so. Scores are higher-is-better: judge scores, pass rates and dev scores in [0, 1];
+the val score is the meta-validation S_val of the round's candidate in [0, 1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Any
+
+from evotrainer.archive.schema import RunInfo
+from evotrainer.archive.store import ArchiveStore
+from evotrainer.archive.views import RUNNING_OR_CRASHED
+from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+
+__all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "round_rows", "sample_lines", "selfevolve_overview"]
+
+MODE = "selfevolve"
+"""``config["mode"]`` (and the ``mode`` of the setup / summary events) of a self-evolution run."""
+
+NO_HARNESS = ("a self-evolution run (mode=selfevolve) has no harness: it trains one policy's adapter in rounds, "
+              "shown below (also by `show`)")
+"""What ``harness`` says of a self-evolution run."""
+
+
+def is_selfevolve(store: ArchiveStore, run: RunInfo) -> bool:
+    """True when ``run`` is a self-evolution run: its config says ``mode: selfevolve``, its setup or summary
+    event is the self-evolution variant, or it has archived rounds (an archive made without the config key)."""
+    if isinstance(run.config, dict) and run.config.get("mode") == MODE:
+        return True
+    if any(e.payload.get("mode") == MODE for e in store.events(run.run_id) if e.kind in ("setup", "summary")):
+        return True
+    return bool(store.selfevolve_rounds(run.run_id))
+
+
+def round_rows(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
+    """Every archived round of ``run_id`` as a dict, in round order.
+
+    Returns:
+        rows with the fields of :class:`~evotrainer.archive.schema.RoundRow` (round, policy_id, status,
+        difficulty, next_difficulty, curriculum, config, pool_size, n_added, n_duplicates, n_samples,
+        n_kept, pass_rate, mean_score, losses, candidate_id, adapter_path, train, dev_score,
+        prev_dev_score, val_score, timings, note), plus ``steps`` (training steps, or None) and
+        ``final_loss`` (the last training loss, or None).
+    """
+    out = []
+    for r in store.selfevolve_rounds(run_id):
+        row = asdict(r)
+        row["losses"] = list(r.losses)
+        row["steps"] = r.train.get("steps") if isinstance(r.train, dict) else None
+        row["final_loss"] = r.losses[-1] if r.losses else None
+        out.append(row)
+    return out
+
+
+def selfevolve_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
+    """``show`` of a self-evolution run.
+
+    Returns:
+        dict with run_id, mode ("selfevolve"), seed, created_at, code_version, status ("finished" once the
+        summary event is archived, else "running or crashed (no summary event)"), last_event_at, config (the
+        whole run config), policy (the policy trained, from the setup event), dev_tasks / val_items /
+        seed_tasks (counts), baseline_dev, baseline_val, final_policy, final_adapter (relative to the run
+        folder), generated_tokens (from the summary event, None before it), rounds (:func:`round_rows`),
+        rounds_kept, pool (tasks in all, seed and generated), samples (judged in all, passed).
+    """
+    rid = run.run_id
+    events = store.events(rid)
+    setups = [e.event for e in events if e.kind == "setup" and e.payload.get("mode") == MODE]
+    summaries = [e.event for e in events if e.kind == "summary" and e.payload.get("mode") == MODE]
+    setup = setups[-1] if setups and isinstance(setups[-1], SelfEvolveSetupEvent) else SelfEvolveSetupEvent()
+    summary = summaries[-1] if summaries and isinstance(summaries[-1], SelfEvolveSummaryEvent) else None
+    rounds = round_rows(store, rid)
+    pool = store.selfevolve_pool(rid)
+    samples = store.selfevolve_samples(rid)
+    return {
+        "run_id": rid,
+        "mode": MODE,
+        "seed": run.seed,
+        "created_at": run.created_at,
+        "code_version": run.code_version,
+        "status": "finished" if summary is not None else RUNNING_OR_CRASHED,
+        "last_event_at": events[-1].created_at if events else None,
+        "config": run.config,
+        "policy": setup.policy,
+        "dev_tasks": len(setup.dev_tasks),
+        "val_items": len(setup.val_items),
+        "seed_tasks": len(setup.seed_tasks),
+        "baseline_dev": None if summary is None else summary.baseline_dev,
+        "baseline_val": None if summary is None else summary.baseline_val,
+        "final_policy": None if summary is None else summary.final_policy,
+        "final_adapter": None if summary is None else summary.final_adapter,
+        "generated_tokens": None if summary is None else summary.generated_tokens,
+        "rounds": rounds,
+        "rounds_kept": sum(r["status"] == "kept" for r in rounds),
+        "pool": {"tasks": len(pool), "seed": sum(p.source == "seed" for p in pool),
+                 "generated": sum(p.source != "seed" for p in pool)},
+        "samples": {"judged": len(samples), "passed": sum(s.passed for s in samples)},
+    }
+
+
+def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None) -> list[dict[str, Any]]:
+    """``trajectories`` of a self-evolution run: one dict per judged sample, with the pool task it answers.
+
+    Args:
+        policy_id: keep only the samples of rounds that started from this policy (None: all).
+
+    Returns:
+        rows in archive order: kind ("selfevolve_sample"), round, policy_id (the policy that sampled it: the
+        round's start policy, None while the round has no row yet), task_id, sample_index, task_source
+        ("seed" / "generated"), task_round (the round that added the task), difficulty, task_input,
+        reference ("" when none), output (the policy's answer, untrusted text), score (judge score in [0, 1]),
+        rule (rule reward in [0, 1]), components, grades (model grades per repeat, None = unparsed), model
+        (mean grade / 10, or None), degenerate (the guard's reason, or None), passed, error.
+    """
+    started = {r.round: r.policy_id for r in store.selfevolve_rounds(run_id)}
+    tasks = {p.task_id: p for p in store.selfevolve_pool(run_id)}
+    out = []
+    for s in store.selfevolve_samples(run_id):
+        pid = started.get(s.round)
+        if policy_id is not None and pid != policy_id:
+            continue
+        task = tasks.get(s.task_id)
+        out.append({
+            "kind": "selfevolve_sample", "round": s.round, "policy_id": pid, "task_id": s.task_id,
+            "sample_index": s.index, "task_source": None if task is None else task.source,
+            "task_round": None if task is None else task.round,
+            "difficulty": None if task is None else dict(task.difficulty),
+            "task_input": None if task is None else task.task_input,
+            "reference": None if task is None else task.reference, "output": s.output, "score": s.score,
+            "rule": s.rule, "components": dict(s.components), "grades": list(s.grades), "model": s.model,
+            "degenerate": s.degenerate, "passed": s.passed, "error": s.error,
+        })
+    return out
