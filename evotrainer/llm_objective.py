@@ -56,9 +56,10 @@ from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
+from evotrainer.search.inner_loop import GenerationReport, InnerResult, initial_population, run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.phrases import PhraseBank
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
 from evotrainer.style_evolution import StyleLibrary
 from evotrainer.tasks.base import Task, TaskFamily, family_texts
@@ -354,11 +355,13 @@ class LLMObjective:
                       planned_requests(policies, tasks), console=console):
                 return fitness(policies)
 
+        toolbox = build_toolbox(
+            self.inner_cfg, mutator=self.mutator, phrases=self.phrase_bank, feedback=feedback,
+            styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
+            seed_prompts=initial_population(population, self.inner_cfg, lead))
         result = run_inner_loop(
-            population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
-            cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
-            on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.style_library.styles, exemplars=exemplars, adapters=workshop, lead=lead,
+            population, toolbox, evaluate, self.inner_cfg, self.seeds.python(f"inner/{hid}"),
+            start_generation=inner_gen, on_generation=on_generation, lead=lead,
             lead_tried=self.leads.kinds_tried(lead),
         )
         self.leads.note_tried(lead, result.lead_kinds)
