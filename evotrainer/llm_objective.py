@@ -58,6 +58,7 @@ from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, InnerResult, initial_population, run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegistry
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
@@ -196,12 +197,15 @@ class LLMObjective:
             generation; raises to end the run there (``RunControl.inner_boundary``); None = never.
         operator_stats: the run's operator statistics, merged over every candidate so far.
         experience: solved training episodes offered as exemplars (families with ``experience``).
+        operators: the operator registry each candidate's inner-loop toolbox is built on (default the
+            built-in records; set ``DEFAULT_REGISTRY.added(record)`` to run with an operator of your own).
 
     Raises:
         ConfigError: adapter genes are on but the policy model is not a transformers backend.
     """
 
     stop_check: Callable[..., None] | None = None
+    operators: OperatorRegistry = DEFAULT_REGISTRY
 
     def __init__(
         self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
@@ -356,8 +360,8 @@ class LLMObjective:
                 return fitness(policies)
 
         toolbox = build_toolbox(
-            self.inner_cfg, mutator=self.mutator, phrases=self.phrase_bank, feedback=feedback,
-            styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
+            self.inner_cfg, registry=self.operators, mutator=self.mutator, phrases=self.phrase_bank,
+            feedback=feedback, styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
             seed_prompts=initial_population(population, self.inner_cfg, lead))
         result = run_inner_loop(
             population, toolbox, evaluate, self.inner_cfg, self.seeds.python(f"inner/{hid}"),

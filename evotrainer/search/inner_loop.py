@@ -294,8 +294,8 @@ def _vary(
     merges = [op for op in registry.crossovers() if op.output == "plan" and _runnable(op, toolbox)]
 
     for i in range(0, len(parents) - 1, 2):  # crossover of consecutive pairs
-        if i in forced or i + 1 in forced or rng.random() >= cfg.cx_prob:
-            continue
+        if i in forced or i + 1 in forced or not crossovers or rng.random() >= cfg.cx_prob:
+            continue  # (a registry without a crossover that makes children crosses nothing)
         op = registry[_pick(crossovers, rng)]  # one crossover (the built-in records): no draw
         pair = getattr(toolbox, op.alias)(parents[i], parents[i + 1], rng, gen)
         slots[i], slots[i + 1] = _checked_pair(pair, op.alias)

@@ -317,7 +317,8 @@ def crossover_probabilities(
 
     The rest crossover (``cx_sections``) takes ``1 - the others' shares``; each other one its share when
     ``available`` (the loop: its alias is registered and its needs are met), else 0; zeros are dropped. With
-    the built-in records this is ``{"cx_sections": 1.0}``, so the loop makes no random draw for it. The plan
+    the built-in records this is ``{"cx_sections": 1.0}``, so the loop makes no random draw for it; empty when
+    no crossover can make children (the loop then crosses nothing); normalised to sum 1 otherwise. The plan
     crossovers (``cx_llm_merge``) are not drawn here: the loop tries each on a crossed pair with its share.
     """
     ops = [op for op in (registry or DEFAULT_REGISTRY).crossovers() if op.output == "policy" and not op.wraps]
@@ -326,7 +327,8 @@ def crossover_probabilities(
     for value in shares.values():
         left -= value
     probs = {op.name: left if op.rest else shares[op.name] for op in ops}
-    return {k: v for k, v in probs.items() if v > 0}
+    total = sum(v for v in probs.values() if v > 0)
+    return {k: v / total for k, v in probs.items() if v > 0}
 
 
 def _mutator_params(cfg: InnerConfig) -> dict[str, Any]:
