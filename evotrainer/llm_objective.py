@@ -56,9 +56,11 @@ from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.inner_loop import GenerationReport, InnerResult, run_inner_loop
+from evotrainer.search.inner_loop import GenerationReport, InnerResult, initial_population, run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegistry
 from evotrainer.search.phrases import PhraseBank
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
 from evotrainer.style_evolution import StyleLibrary
 from evotrainer.tasks.base import Task, TaskFamily, family_texts
@@ -195,12 +197,15 @@ class LLMObjective:
             generation; raises to end the run there (``RunControl.inner_boundary``); None = never.
         operator_stats: the run's operator statistics, merged over every candidate so far.
         experience: solved training episodes offered as exemplars (families with ``experience``).
+        operators: the operator registry each candidate's inner-loop toolbox is built on (default the
+            built-in records; set ``DEFAULT_REGISTRY.added(record)`` to run with an operator of your own).
 
     Raises:
         ConfigError: adapter genes are on but the policy model is not a transformers backend.
     """
 
     stop_check: Callable[..., None] | None = None
+    operators: OperatorRegistry = DEFAULT_REGISTRY
 
     def __init__(
         self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
@@ -354,11 +359,13 @@ class LLMObjective:
                       planned_requests(policies, tasks), console=console):
                 return fitness(policies)
 
+        toolbox = build_toolbox(
+            self.inner_cfg, registry=self.operators, mutator=self.mutator, phrases=self.phrase_bank,
+            feedback=feedback, styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
+            seed_prompts=initial_population(population, self.inner_cfg, lead))
         result = run_inner_loop(
-            population, generations=self.cfg.inner.generations, evaluate=evaluate, mutator=self.mutator,
-            cfg=self.inner_cfg, rng=self.seeds.python(f"inner/{hid}"), start_generation=inner_gen,
-            on_generation=on_generation, phrase_bank=self.phrase_bank, feedback=feedback,
-            styles=self.style_library.styles, exemplars=exemplars, adapters=workshop, lead=lead,
+            population, toolbox, evaluate, self.inner_cfg, self.seeds.python(f"inner/{hid}"),
+            start_generation=inner_gen, on_generation=on_generation, lead=lead,
             lead_tried=self.leads.kinds_tried(lead),
         )
         self.leads.note_tried(lead, result.lead_kinds)

@@ -311,7 +311,7 @@ class RolloutEvaluator:
             weights: reward weights.
             on_evaluations: receives the full records of each call (e.g. to archive per-task results).
             feedback: records each evaluation's worst task for reflective mutation (pass the same
-                recorder to ``run_inner_loop(feedback=...)``); it must be built on ``tasks``.
+                recorder to ``build_toolbox(feedback=...)``); it must be built on ``tasks``.
 
         Raises:
             DataError: ``feedback`` was built on another batch.

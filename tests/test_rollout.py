@@ -14,7 +14,7 @@ from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
 from evotrainer.search.inner_loop import run_inner_loop
-from evotrainer.search.toolbox import InnerLoopConfig
+from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
 from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
@@ -107,9 +107,8 @@ def test_identical_population_costs_one_rollout_per_task() -> None:
 def test_identical_population_through_the_inner_loop_costs_one_rollout_per_task() -> None:
     ev, _, _ = _evaluator()
     pop = [_policy(f"p{i}") for i in range(4)]
-    run_inner_loop(pop, generations=1, evaluate=ev.fitness_function(TASKS, WEIGHTS), mutator=None,
-                   cfg=InnerLoopConfig(population_size=4, elites=1, tournament_size=2, mut_prob=0.0,
-                                       cx_prob=0.0), rng=random.Random(0))
+    cfg = InnerLoopConfig(population_size=4, elites=1, tournament_size=2, mut_prob=0.0, cx_prob=0.0, generations=1)
+    run_inner_loop(pop, build_toolbox(cfg), ev.fitness_function(TASKS, WEIGHTS), cfg, random.Random(0))
     assert ev.rollouts == len(TASKS)  # unvaried copies keep their fitness: nothing new to roll out
 
 
@@ -296,11 +295,11 @@ def test_reflective_mutation_sees_training_tasks_only() -> None:
     evaluator.meta_evaluate([_policy("a")], validation)  # meta-validation runs never reach the recorder
     evaluate = evaluator.fitness_function(TASKS, {"kw": 0.5, "short": 0.5}, feedback=recorder)
     cfg = InnerLoopConfig(population_size=4, elites=1, mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0,
-                          reflective_share=1.0, min_on_topic=0.0)
+                          reflective_share=1.0, min_on_topic=0.0, generations=2)
     population = [_policy("a", "Mention the budget."), _policy("b", "Mention the launch."),
                   _policy("c", "Be brief."), _policy("d", "Be kind.")]
-    result = run_inner_loop(population, generations=2, evaluate=evaluate, mutator=EchoMutator(), cfg=cfg,
-                            rng=random.Random(0), feedback=feedback)
+    toolbox = build_toolbox(cfg, mutator=EchoMutator(), feedback=feedback, seed_prompts=population)
+    result = run_inner_loop(population, toolbox, evaluate, cfg, random.Random(0))
     assert given and all(info.content_hash in {t.content_hash for t in TASKS} for info in given)
     assert not any(info.content_hash in forbidden for info in given)
     assert "mut_reflective" in result.operator_stats.counts

@@ -1,8 +1,11 @@
 """The inner generation loop: select -> vary -> evaluate the new -> hall of fame -> statistics.
 
 One function, :func:`run_inner_loop`, meant to be read top to bottom (DEAP's own ``eaSimple`` says
-such loops exist to be rewritten; this is ours). Helpers below it do the bookkeeping: checking what
-operators return, the one batched mutator call, and evaluation with failures turned into None.
+such loops exist to be rewritten; this is ours), in ``eaSimple``'s shape: the caller builds the toolbox
+(:func:`~evotrainer.search.toolbox.build_toolbox`), the loop takes the population, the toolbox, the
+evaluation, its config and the RNG. Helpers below it do the bookkeeping: checking what operators return,
+the one batched mutator call, and evaluation with failures turned into None. What it reports
+(:class:`GenerationReport`, :class:`InnerResult`) lives in :mod:`evotrainer.search.inner_report`.
 """
 
 from __future__ import annotations
@@ -13,27 +16,24 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from deap import base, tools
+from deap import tools
 
-from evotrainer.backends.base import LLM, Embedder
+from evotrainer.backends.base import LLM
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError, ServerError
 from evotrainer.genome import Policy
-from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import enforce_min_diversity, population_diversity
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.mutation_prompts import MutationStyle
+from evotrainer.search.inner_report import GenerationReport, InnerResult
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import MutationPlan, validity_problem
-from evotrainer.search.operators_registry import REGISTRY, mutation_probabilities
+from evotrainer.search.operators_registry import Operator, crossover_probabilities, mutation_probabilities
 from evotrainer.search.phrases import PhraseBank
-from evotrainer.search.reflection import Feedback
-from evotrainer.search.toolbox import GenomeHallOfFame, build_toolbox
+from evotrainer.search.toolbox import GenomeHallOfFame, InnerToolbox
 
-__all__ = ["GenerationReport", "InnerResult", "run_inner_loop"]
+__all__ = ["GenerationReport", "InnerResult", "initial_population", "run_inner_loop"]
 
 logger = logging.getLogger(__name__)
 
@@ -45,188 +45,89 @@ LOGBOOK_HEADER = ("gen", "nevals", "rejected", "max", "mean", "min", "std", "t_s
 embedder, see :func:`~evotrainer.search.diversity.population_diversity`)."""
 
 
-@dataclass(frozen=True)
-class GenerationReport:
-    """What one generation did; passed to ``on_generation``.
+def initial_population(population: Sequence[Policy], cfg: InnerConfig, lead: Policy | None = None) -> list[Policy]:
+    """The population :func:`run_inner_loop` starts from: ``population``, with ``lead`` first when it gets
+    lead slots (``cfg.lead_offspring > 0``) and is not in it. Build the toolbox with these as ``seed_prompts``.
 
-    Attributes:
-        generation: generation number (``start_generation`` for the initial evaluation).
-        initial: True for the report of the initial population's evaluation (no variation).
-        population: the population after this generation (each member has a fitness).
-        fitness: id -> fitness of every population member (float, higher is better).
-        children: new genomes made and evaluated this generation (parent ids and operator on each),
-            including those whose evaluation failed.
-        child_fitness: id -> fitness of each child, None where its evaluation failed.
-        rejected: LLM answers rejected plus invalid or duplicate children replaced this generation.
-        rejections: one ``"<operator>: <reason>"`` per rejection counted in ``rejected`` (e.g.
-            ``"mut_reflective/rules: leak: names 'Priya'"``, ``"cx_sections: duplicate genome"``); the
-            record's ``rejections`` entry sums them up as one string for the archive.
-        skipped: True when every evaluation failed and the population was kept unchanged.
-        record: this generation's logbook record (see ``LOGBOOK_HEADER``).
-        timings: seconds per phase: ``select``, ``vary``, ``evaluate``.
-        hall_of_fame: best distinct genomes so far, best first.
-        mutator_error: the error string when the batched mutator call raised, else None.
-        intermediates: genomes made on the way to a child but never evaluated (a crossover child that
-            was then mutated, a rejected child that was repaired): archive them with ``children`` so
-            every child's parent ids resolve and lineage reaches the seeds.
-        operator_stats: this generation's children that beat their parents, per operator.
-        mutation_probabilities: mutation operator kind -> probability used this generation (adapted
-            when ``cfg.adaptive_operators``).
-        diversity_swaps: members swapped in to keep ``cfg.min_diversity``.
+    Raises:
+        ConfigError: an empty population or a non-Policy in it (key ``inner.population``).
     """
-
-    generation: int
-    initial: bool
-    population: tuple[Policy, ...]
-    fitness: Mapping[str, float]
-    children: tuple[Policy, ...]
-    child_fitness: Mapping[str, float | None]
-    rejected: int
-    skipped: bool
-    record: Mapping[str, Any]
-    timings: Mapping[str, float]
-    hall_of_fame: tuple[Policy, ...]
-    mutator_error: str | None = None
-    operator_stats: OperatorStats = field(default_factory=OperatorStats)
-    mutation_probabilities: Mapping[str, float] = field(default_factory=dict)
-    diversity_swaps: int = 0
-    intermediates: tuple[Policy, ...] = ()
-    rejections: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class InnerResult:
-    """Outcome of :func:`run_inner_loop`.
-
-    Attributes:
-        population: the final population.
-        fitness: id -> fitness of every policy evaluated successfully during the call (the final
-            population included).
-        hall_of_fame: best distinct genomes of the call, best first.
-        logbook: DEAP ``Logbook``, one record per generation (initial evaluation included).
-        best: the best policy of the call (hall of fame's first).
-        best_fitness: its fitness.
-        skipped_generations: generations in which every evaluation failed.
-        operator_stats: children that beat their parents, per operator, summed over the call.
-        lead_children: the children made in the lead's slots (``lead`` and ``cfg.lead_offspring``) that
-            were evaluated successfully, in the order made (each has a fitness in ``fitness``).
-        lead_kinds: the mutation kind given to each lead slot of the call, in order (pass them on as
-            ``lead_tried`` to keep the rotation going across calls).
-    """
-
-    population: tuple[Policy, ...]
-    fitness: Mapping[str, float]
-    hall_of_fame: tuple[Policy, ...]
-    logbook: tools.Logbook
-    best: Policy
-    best_fitness: float
-    skipped_generations: tuple[int, ...] = field(default=())
-    operator_stats: OperatorStats = field(default_factory=OperatorStats)
-    lead_children: tuple[Policy, ...] = ()
-    lead_kinds: tuple[str, ...] = ()
+    population = _checked_population(population, cfg)
+    if lead is not None and cfg.lead_offspring > 0 and all(p.id != lead.id for p in population):
+        return [lead, *population]
+    return population
 
 
 def run_inner_loop(
     population: Sequence[Policy],
-    *,
-    generations: int,
+    toolbox: InnerToolbox,
     evaluate: Evaluate,
-    mutator: LLM | None,
     cfg: InnerConfig,
     rng: random.Random,
+    *,
     start_generation: int = 0,
     on_generation: Callable[[GenerationReport], None] | None = None,
-    toolbox: base.Toolbox | None = None,
-    embedder: Embedder | None = None,
-    phrase_bank: PhraseBank | None = None,
-    feedback: Feedback | None = None,
-    styles: tuple[MutationStyle, ...] | None = None,
-    exemplars: Sequence[str] = (),
-    adapters: AdapterWorkshop | None = None,
     lead: Policy | None = None,
     lead_tried: Sequence[str] = (),
-    training_texts: Sequence[str] | None = None,
 ) -> InnerResult:
-    """Evolve ``population`` for ``generations`` generations; fitness is higher-is-better.
+    """Evolve ``population`` for ``cfg.generations`` generations; fitness is higher-is-better.
+
+    The shape of DEAP's ``eaSimple(population, toolbox, cxpb, mutpb, ngen, ...)``: the caller builds the
+    toolbox (:func:`~evotrainer.search.toolbox.build_toolbox`: the operator registry, selection, the checks,
+    the mutator model, the phrase bank and the batch's feedback, exemplars and adapters); the loop selects,
+    varies through the toolbox's registry, evaluates and keeps the books.
 
     Per generation: the ``cfg.elites`` best distinct genomes pass unchanged; the other
-    ``population_size - elites`` slots are filled by tournament selection then variation (pairs
-    crossed with ``cx_prob``, each offspring mutated with ``mut_prob`` by an operator drawn from the
-    mutation probabilities (LLM rewrite, structural edit, phrase substitution, decoding gene, few-shot exemplar; see
-    :class:`~evotrainer.search.inner_config.InnerConfig`); LLM rewrites and merges of the whole generation go to the mutator in one
-    ``generate`` call). Rejected LLM answers and invalid, already-seen or near-duplicate genomes are
-    replaced by a structural mutation, or by a copy of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot refilled from the
-    previous population; a generation in which every evaluation fails is skipped (population kept,
-    logged). With a ``lead`` and ``cfg.lead_offspring > 0``, that many of the non-elite slots are
-    mutants of the lead instead (see :class:`~evotrainer.search.inner_config.InnerConfig`). With an embedder, the phrase bank then banks the new children's sentences and the
-    population is kept at ``cfg.min_diversity``. Operator statistics, the hall of fame and a logbook
-    record follow, then ``on_generation(report)``.
+    ``population_size - elites`` slots are filled by tournament selection then variation (pairs crossed
+    with ``cx_prob`` by a crossover drawn from the registry, then offered to its plan crossovers (LLM merge)
+    with their shares; each offspring mutated with ``mut_prob`` by a mutation drawn from the mutation
+    probabilities (:func:`~evotrainer.search.operators_registry.mutation_probabilities`); LLM rewrites and
+    merges of the whole generation go to ``toolbox.mutator`` in one ``generate`` call). Rejected LLM answers
+    and invalid, already-seen or near-duplicate genomes are replaced by a structural mutation, or by a copy
+    of the parent. Only new genomes are evaluated; a child whose evaluation fails is dropped and its slot
+    refilled from the previous population; a generation in which every evaluation fails is skipped
+    (population kept, logged). With a ``lead`` and ``cfg.lead_offspring > 0``, that many of the non-elite
+    slots are mutants of the lead instead. With ``toolbox.phrases``, the bank then banks the new children's
+    sentences and the population is kept at ``cfg.min_diversity``. Operator statistics, the hall of fame
+    and a logbook record follow, then ``on_generation(report)``.
 
     Args:
         population: initial individuals (any number >= 1); evaluated at the start of the call (the
             fitness cache makes this free for already-scored genomes on the same batch).
-        generations: generations to run, >= 1.
+        toolbox: built by :func:`~evotrainer.search.toolbox.build_toolbox` with
+            ``seed_prompts=initial_population(population, cfg, lead)``.
         evaluate: scores policies on one fixed task batch (common random numbers for the whole call):
             returns one value per policy, a finite float (higher is better) or None (failed). Non-finite
-            values count as failed.
-        mutator: the model for LLM rewrites and merges; None uses model-free operators only.
-        cfg: loop settings (validated here).
+            values count as failed. With adapters in the toolbox it must score each policy with its adapter.
+        cfg: loop settings (validated here); ``cfg.generations`` generations are run.
         rng: the only random source of the loop and its operators.
         start_generation: number of the generation before the first one run here (children of the
             first generation get ``start_generation + 1``).
         on_generation: called after the initial evaluation and after each generation.
-        toolbox: operators by role (default :func:`build_toolbox` of ``cfg`` and the phrase bank).
-        embedder: sentence embedder (e.g. ``MiniLMEmbedder()``) enabling phrase substitution,
-            near-duplicate rejection and the diversity floor; None disables them (no model needed).
-        phrase_bank: a bank to grow across calls (keep one per run); by default a new one over
-            ``embedder``, seeded with the default rule phrases. When given, ``embedder`` may be None.
-        feedback: ``policy -> TaskFeedback | None`` from *training* rollouts of this call's batch
-            (e.g. :class:`evotrainer.rollout.FeedbackRecorder`, also given to the fitness function);
-            enables reflective mutation (``cfg.reflective_share`` of LLM mutations). A slot without
-            feedback (e.g. a fresh crossover child) gets a style rewrite instead.
-        styles: the mutation style library of LLM rewrites (it may evolve between calls, see
-            :mod:`evotrainer.search.style_library`); None = ``cfg.styles()``.
-        exemplars: few-shot exemplar texts built from this call's *generated* batch (enables exemplar
-            swaps; see :func:`~evotrainer.search.exemplars.exemplars_from_tasks`).
-        adapters: the adapter workshop built on the policy model and *this call's training batch*
-            (enables adapter genes: ``cfg.adapter_mutation_share`` of the mutations fine-tune or perturb a
-            policy's LoRA adapter, and crossover merges two parents' adapters; see
-            :mod:`evotrainer.search.adapter_ops`). ``evaluate`` must then score each policy with its
-            adapter (the rollout evaluator does, in mixed-adapter batches).
         lead: the policy whose neighbourhood gets ``cfg.lead_offspring`` mutants per generation (the
             caller's best policy on meta-validation); added to the initial population when absent.
         lead_tried: mutation kinds already tried on ``lead`` by earlier calls: each lead slot takes a kind
             tried least often so far (ties drawn with ``rng``), so every kind is tried once before one repeats.
-        training_texts: the task inputs (``Task.text``) of this call's training batch: an LLM answer that copies names,
-            numbers or phrases found only there (not in its parents, the initial population, the task hint
-            or the instruction) is rejected as a leak (:mod:`evotrainer.search.leakage`). None: the
-            inputs of ``feedback.tasks`` when the feedback source carries its batch (as
-            :class:`evotrainer.rollout.FeedbackRecorder` does), else none.
 
     Returns:
         The final population, all fitnesses, hall of fame, logbook and best policy.
 
     Raises:
-        ConfigError: a bad setting (key ``inner.<field>``), an empty population or a non-Policy in it.
+        ConfigError: a bad setting (key ``inner.<field>``), an empty population, a non-Policy in it, or a
+            toolbox not built by ``build_toolbox``.
         OperatorError: an operator, ``evaluate`` or the mutator returned the wrong type or shape.
         EvoTrainerError: every policy of the initial population failed evaluation.
     """
-    cfg.validate(generations=generations)
-    REGISTRY.check_shares(cfg)
-    population = _checked_population(population, cfg)
-    if lead is not None and cfg.lead_offspring > 0 and all(p.id != lead.id for p in population):
-        population = [lead, *population]
-    bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
+    cfg.validate()
+    if not isinstance(toolbox, InnerToolbox):
+        raise ConfigError(f"inner loop: expected the toolbox of build_toolbox, got {type(toolbox).__name__}")
+    toolbox.registry.check_shares(cfg)
+    population = initial_population(population, cfg, lead)
+    bank = toolbox.phrases
     if bank is not None:
         if len(bank) == 0:
             bank.add(("rules", phrase) for phrase in cfg.rules())
         bank.add_policies(population)
-    if training_texts is None:
-        inputs = (getattr(task, "text", None) for task in getattr(feedback, "tasks", ()))
-        training_texts = [t for t in inputs if isinstance(t, str)]
-    toolbox = toolbox if toolbox is not None else build_toolbox(
-        cfg, phrases=bank, feedback=feedback, styles=styles, exemplars=exemplars, adapters=adapters,
-        training_texts=training_texts, seed_prompts=population)
     operator_stats = OperatorStats()
     logbook = tools.Logbook()
     logbook.header = list(LOGBOOK_HEADER)
@@ -258,7 +159,7 @@ def run_inner_loop(
             (), {}, 0, False, record, timings, hall_of_fame.items))
     seen_genomes = {p.genome_hash for p in population}
 
-    for gen in range(start_generation + 1, start_generation + generations + 1):
+    for gen in range(start_generation + 1, start_generation + cfg.generations + 1):
         # --- select: elites pass unchanged, tournaments pick the parents of the rest ------------
         t0 = time.perf_counter()
         ranked = _ranked(population, fitness)
@@ -272,7 +173,7 @@ def run_inner_loop(
 
         # --- vary: crossover, mutation, one batched mutator call, validity and novelty ------------
         t0 = time.perf_counter()
-        probabilities = _mutation_probabilities(cfg, toolbox, mutator, operator_stats)
+        probabilities = _mutation_probabilities(cfg, toolbox, operator_stats)
         forced = {}
         for i in range(n_offspring - n_lead, n_offspring):
             least = min(tries[k] for k in probabilities)
@@ -280,7 +181,7 @@ def run_inner_loop(
             tries[forced[i]] += 1
             lead_kinds.append(forced[i])
         offspring, origins, rejections, mutator_error, made = _vary(
-            parents, population, gen, toolbox, cfg, rng, mutator, seen_genomes, probabilities, forced)
+            parents, population, gen, toolbox, cfg, rng, seen_genomes, probabilities, forced)
         rejected = len(rejections)
         t_vary = time.perf_counter() - t0
 
@@ -337,13 +238,17 @@ def run_inner_loop(
 # variation
 
 
-def _mutation_probabilities(
-    cfg: InnerConfig, toolbox: base.Toolbox, mutator: LLM | None, stats: OperatorStats
-) -> dict[str, float]:
-    """Mutation operator kind -> probability (sums to 1; kinds that cannot run are absent): the registry's
-    shares (:func:`~evotrainer.search.operators_registry.mutation_probabilities`), an operator counting
-    when ``toolbox`` has its alias; adapted to ``stats`` when ``cfg.adaptive_operators``."""
-    return mutation_probabilities(cfg, lambda op: hasattr(toolbox, op.alias), mutator is not None, stats)
+def _mutation_probabilities(cfg: InnerConfig, toolbox: InnerToolbox, stats: OperatorStats) -> dict[str, float]:
+    """Mutation operator kind -> probability (sums to 1; kinds that cannot run are absent): the shares of the
+    toolbox's registry (:func:`~evotrainer.search.operators_registry.mutation_probabilities`), an operator
+    counting when ``toolbox`` has its alias; adapted to ``stats`` when ``cfg.adaptive_operators``."""
+    return mutation_probabilities(cfg, lambda op: hasattr(toolbox, op.alias), toolbox.mutator is not None, stats,
+                                  toolbox.registry)
+
+
+def _runnable(op: Operator, toolbox: InnerToolbox) -> bool:
+    """Whether the record ``op`` can run: its alias is registered and, when it needs one, there is a mutator."""
+    return hasattr(toolbox, op.alias) and (toolbox.mutator is not None or "mutator" not in op.needs)
 
 
 def _pick(probabilities: Mapping[str, float], rng: random.Random) -> str:
@@ -363,10 +268,9 @@ def _vary(
     parents: list[Policy],
     population: list[Policy],
     gen: int,
-    toolbox: base.Toolbox,
+    toolbox: InnerToolbox,
     cfg: InnerConfig,
     rng: random.Random,
-    mutator: LLM | None,
     seen_genomes: set[str],
     probabilities: Mapping[str, float],
     forced: Mapping[int, str] | None = None,
@@ -385,26 +289,32 @@ def _vary(
     plans: dict[int, MutationPlan] = {}
     made: dict[str, Policy] = {}
     forced = forced or {}
+    registry, mutator = toolbox.registry, toolbox.mutator
+    crossovers = crossover_probabilities(cfg, lambda op: _runnable(op, toolbox), registry)
+    merges = [op for op in registry.crossovers() if op.output == "plan" and _runnable(op, toolbox)]
 
     for i in range(0, len(parents) - 1, 2):  # crossover of consecutive pairs
-        if i in forced or i + 1 in forced or rng.random() >= cfg.cx_prob:
-            continue
-        slots[i], slots[i + 1] = _checked_pair(toolbox.mate(parents[i], parents[i + 1], rng, gen), "mate")
+        if i in forced or i + 1 in forced or not crossovers or rng.random() >= cfg.cx_prob:
+            continue  # (a registry without a crossover that makes children crosses nothing)
+        op = registry[_pick(crossovers, rng)]  # one crossover (the built-in records): no draw
+        pair = getattr(toolbox, op.alias)(parents[i], parents[i + 1], rng, gen)
+        slots[i], slots[i + 1] = _checked_pair(pair, op.alias)
         made.update({slots[i].id: slots[i], slots[i + 1].id: slots[i + 1]})
         varied[i] = varied[i + 1] = True
         origins[i] = origins[i + 1] = (parents[i].id, parents[i + 1].id)
-        if mutator is not None and rng.random() < cfg.llm_merge_share:
-            plan = toolbox.plan_merge(parents[i], parents[i + 1], rng, gen)
-            if plan is not None:
-                plans[i] = _checked_plan(plan, "plan_merge")
+        for op in merges:  # plan crossovers (LLM merge): the first that draws its share answers slot i
+            if i not in plans and rng.random() < op.share(cfg):
+                plan = getattr(toolbox, op.alias)(parents[i], parents[i + 1], rng, gen)
+                if plan is not None:
+                    plans[i] = _checked_plan(plan, op.alias)
 
     for i in range(len(slots)):  # mutation
         if i in plans or (i not in forced and rng.random() >= cfg.mut_prob):
             continue
-        op = REGISTRY[forced[i] if i in forced else _pick(probabilities, rng)]
+        op = registry[forced[i] if i in forced else _pick(probabilities, rng)]
         result = getattr(toolbox, op.alias)(slots[i], rng, gen)
         while result is None and op.fallback is not None:  # e.g. no feedback for this slot: style rewrite
-            op = REGISTRY[op.fallback]
+            op = registry[op.fallback]
             result = getattr(toolbox, op.alias)(slots[i], rng, gen)
         if op.output == "plan":
             plans[i] = _checked_plan(result, op.alias)
@@ -460,7 +370,7 @@ def _intermediates(made: Mapping[str, Policy], children: Sequence[Policy], offsp
 
 
 def _novelty_problem(
-    policy: Policy, toolbox: base.Toolbox, seen_genomes: set[str], references: Sequence[Policy]
+    policy: Policy, toolbox: InnerToolbox, seen_genomes: set[str], references: Sequence[Policy]
 ) -> str | None:
     """Why ``policy`` may not join the offspring (seen genome, invalid, near-duplicate), or None."""
     if policy.genome_hash in seen_genomes:
@@ -474,7 +384,7 @@ def _novelty_problem(
 
 
 def _replacement(
-    child: Policy, parent: Policy, gen: int, toolbox: base.Toolbox, rng: random.Random, seen: set[str],
+    child: Policy, parent: Policy, gen: int, toolbox: InnerToolbox, rng: random.Random, seen: set[str],
     references: Sequence[Policy],
 ) -> Policy:
     """A structural mutation of the rejected child, else of its parent, else the parent itself."""

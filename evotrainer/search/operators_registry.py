@@ -3,13 +3,16 @@
 One :class:`Operator` per operator says what it is (mutation or crossover), which function does it, under
 which toolbox alias the loop calls it, which config key holds its share, which pool that share is taken
 from and what it needs (a mutator, the phrase bank over an embedder, feedback, exemplars, adapters).
-:func:`~evotrainer.search.toolbox.build_toolbox` registers every record whose needs are met, and
-:func:`mutation_probabilities` turns the shares into the probabilities the loop draws from.
+:func:`~evotrainer.search.toolbox.build_toolbox` registers every record whose needs are met and hands the
+registry on with the toolbox; the loop draws mutations from :func:`mutation_probabilities` and crossovers
+from :func:`crossover_probabilities` and calls each drawn record's alias. A registry is read-only:
+:data:`DEFAULT_REGISTRY` holds the built-in records, and ``DEFAULT_REGISTRY.added(record)`` is a new registry
+for an experiment, passed as ``build_toolbox(cfg, registry=...)`` (no process-wide state to undo).
 
 Adding an operator is one function plus one record: write ``my_op(parent, rng, generation, **kw) ->
 Policy`` (children carry ``operator="<name>/<detail>"``), then append
 ``Operator("mut_mine", "mutation", "mutate_mine", my_op, default_share=0.1, bind=...)`` to
-:data:`DEFAULT_OPERATORS` (or, for an experiment, ``with REGISTRY.added(record): ...``). Its share comes
+:data:`DEFAULT_OPERATORS` (or, for an experiment, build the toolbox on ``DEFAULT_REGISTRY.added(record)``). Its share comes
 from the config field named by ``share_key`` when it has one, else from ``inner.operator_shares.<name>``,
 else ``default_share``.
 
@@ -30,9 +33,9 @@ probabilities (and the loop's random draws) are exactly those of the hand-writte
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from evotrainer.errors import ConfigError
@@ -50,12 +53,13 @@ from evotrainer.search.reflection import Feedback, mut_reflective_plan
 
 __all__ = [
     "DEFAULT_OPERATORS",
+    "DEFAULT_REGISTRY",
     "NEEDS",
     "POOLS",
-    "REGISTRY",
     "Operator",
     "OperatorRegistry",
     "Resources",
+    "crossover_probabilities",
     "mutation_probabilities",
 ]
 
@@ -113,7 +117,8 @@ class Operator:
             (then ``inner.operator_shares[name]``, else ``default_share``); unused for a pool's rest operator.
         default_share: its share when neither the config field nor ``operator_shares`` gives one, in [0, 1].
         pool: mutations only: ``"llm"``, ``"model_free"`` or ``"all"`` (:data:`POOLS`).
-        rest: the pool's remainder operator (one per pool of ``llm`` and ``model_free``; no share of its own).
+        rest: the pool's remainder operator (one per pool of ``llm`` and ``model_free``, and one among the
+            crossovers that make children: ``cx_sections``); it has no share of its own.
         needs: entries of :data:`NEEDS`; the record is registered only when the toolbox-time ones are met.
         output: ``"policy"`` (a child; a pair for crossovers) or ``"plan"`` (a ``MutationPlan`` the loop's
             one batched mutator call answers).
@@ -146,11 +151,40 @@ class Operator:
         return float(cfg.operator_shares.get(self.name, self.default_share))
 
 
+def _check(op: Operator, ops: Mapping[str, Operator]) -> None:
+    """Raise ConfigError when ``op`` cannot join the records ``ops`` (see :class:`OperatorRegistry`)."""
+    where = f"operator {op.name!r}"
+    if op.name in ops:
+        raise ConfigError(f"{where}: already registered")
+    if op.kind not in ("mutation", "crossover") or op.output not in ("policy", "plan"):
+        raise ConfigError(f"{where}: kind must be mutation|crossover and output policy|plan, got "
+                          f"{op.kind!r}, {op.output!r}")
+    if op.pool not in POOLS or not set(op.needs) <= set(NEEDS):
+        raise ConfigError(f"{where}: pool must be one of {POOLS} and needs from {NEEDS}, got {op.pool!r}, "
+                          f"{op.needs}")
+    if not 0.0 <= op.default_share <= 1.0:
+        raise ConfigError(f"{where}: default_share must be in [0, 1], got {op.default_share}")
+    if op.share_key is not None and op.share_key not in InnerConfig.__dataclass_fields__:
+        raise ConfigError(f"{where}: share_key {op.share_key!r} is not an inner.* key")
+    if op.rest and op.kind == "crossover" and (op.output != "policy" or op.wraps or any(
+            o.rest and o.kind == "crossover" for o in ops.values())):
+        raise ConfigError(f"{where}: the crossovers have a rest operator already (or it is a plan or a wrapper)")
+    if op.rest and op.kind == "mutation" and (op.pool == "all" or any(
+            o.rest and o.kind == "mutation" and o.pool == op.pool for o in ops.values())):
+        raise ConfigError(f"{where}: the {op.pool!r} pool has a rest operator already (or takes none)")
+    if op.fallback is not None and op.fallback not in ops:
+        raise ConfigError(f"{where}: fallback {op.fallback!r} is not registered before it")
+
+
 class OperatorRegistry:
-    """Operators by name, in registration order (the order of the toolbox and of the probabilities).
+    """Operators by name, in registration order (the order of the toolbox and of the probabilities); read-only.
+
+    A registry is never changed in place: :meth:`added` and :meth:`removed` return a new one, which the
+    caller hands to :func:`~evotrainer.search.toolbox.build_toolbox` (the toolbox carries it into the loop),
+    so no run sees another run's experiment.
 
     Args:
-        operators: the initial records.
+        operators: the records, checked in order.
 
     Raises:
         ConfigError: a malformed record (unknown kind, pool, need or output, a share out of [0, 1], a
@@ -158,49 +192,25 @@ class OperatorRegistry:
     """
 
     def __init__(self, operators: Sequence[Operator] = ()) -> None:
-        self._ops: dict[str, Operator] = {}
+        ops: dict[str, Operator] = {}
         for op in operators:
-            self.register(op)
+            _check(op, ops)
+            ops[op.name] = op
+        self._ops = MappingProxyType(ops)
 
-    def register(self, op: Operator) -> None:
-        """Add ``op`` at the end (a crossover or a new mutation kind).
+    def added(self, *ops: Operator) -> OperatorRegistry:
+        """A new registry: these records followed by ``ops`` (a new mutation kind or crossover).
 
         Raises:
             ConfigError: see the class.
         """
-        where = f"operator {op.name!r}"
-        if op.name in self._ops:
-            raise ConfigError(f"{where}: already registered")
-        if op.kind not in ("mutation", "crossover") or op.output not in ("policy", "plan"):
-            raise ConfigError(f"{where}: kind must be mutation|crossover and output policy|plan, got "
-                              f"{op.kind!r}, {op.output!r}")
-        if op.pool not in POOLS or not set(op.needs) <= set(NEEDS):
-            raise ConfigError(f"{where}: pool must be one of {POOLS} and needs from {NEEDS}, got {op.pool!r}, "
-                              f"{op.needs}")
-        if not 0.0 <= op.default_share <= 1.0:
-            raise ConfigError(f"{where}: default_share must be in [0, 1], got {op.default_share}")
-        if op.share_key is not None and op.share_key not in InnerConfig.__dataclass_fields__:
-            raise ConfigError(f"{where}: share_key {op.share_key!r} is not an inner.* key")
-        if op.rest and (op.pool == "all" or any(o.rest and o.pool == op.pool for o in self.mutations())):
-            raise ConfigError(f"{where}: the {op.pool!r} pool has a rest operator already (or takes none)")
-        if op.fallback is not None and op.fallback not in self._ops:
-            raise ConfigError(f"{where}: fallback {op.fallback!r} is not registered before it")
-        self._ops[op.name] = op
+        return OperatorRegistry((*self, *ops))
 
-    def remove(self, name: str) -> Operator:
-        """Take the operator ``name`` out (KeyError when absent) and return it."""
-        return self._ops.pop(name)
-
-    @contextmanager
-    def added(self, *ops: Operator) -> Iterator[OperatorRegistry]:
-        """Register ``ops`` for the duration of a ``with`` block (experiments and tests)."""
-        for op in ops:
-            self.register(op)
-        try:
-            yield self
-        finally:
-            for op in ops:
-                self._ops.pop(op.name, None)
+    def removed(self, *names: str) -> OperatorRegistry:
+        """A new registry without the operators ``names`` (KeyError when one is absent)."""
+        for name in names:
+            self._ops[name]  # noqa: B018 - the KeyError names the missing operator
+        return OperatorRegistry(tuple(op for op in self if op.name not in names))
 
     def __getitem__(self, name: str) -> Operator:
         return self._ops[name]
@@ -215,6 +225,10 @@ class OperatorRegistry:
         """The mutation records, in order."""
         return tuple(op for op in self._ops.values() if op.kind == "mutation")
 
+    def crossovers(self) -> tuple[Operator, ...]:
+        """The crossover records, in order."""
+        return tuple(op for op in self._ops.values() if op.kind == "crossover")
+
     def roles(self) -> dict[str, str]:
         """Mutation kind -> the toolbox alias that performs it."""
         return {op.name: op.alias for op in self.mutations()}
@@ -224,8 +238,8 @@ class OperatorRegistry:
         share key of its own, and each pool's shares sum to at most 1."""
         for name in cfg.operator_shares:
             op = self._ops.get(name)
-            if op is None or op.share_key is not None or op.rest:
-                free = sorted(o.name for o in self.mutations() if o.share_key is None and not o.rest)
+            if op is None or op.share_key is not None or op.rest or op.wraps:
+                free = sorted(o.name for o in self if o.share_key is None and not o.rest and not o.wraps)
                 raise ConfigError(f"config key 'inner.operator_shares.{name}': expected the name of a registered "
                                   f"operator without its own share key ({free}), got {name!r}")
         for pool in POOLS:
@@ -235,6 +249,10 @@ class OperatorRegistry:
                 keys = " + ".join(op.share_key or f"operator_shares.{op.name}" for op in ops)
                 raise ConfigError(f"config key 'inner.{ops[-1].share_key or 'operator_shares'}': expected "
                                   f"{keys} <= 1 (the {pool} pool), got {total:g}")
+        crossovers = [op for op in self.crossovers() if op.output == "policy" and not op.rest and not op.wraps]
+        if (total := sum(op.share(cfg) for op in crossovers)) > 1.0 + 1e-9:
+            raise ConfigError(f"config key 'inner.operator_shares': expected the crossover shares "
+                              f"{[op.name for op in crossovers]} to sum to <= 1, got {total:g}")
 
 
 def mutation_probabilities(
@@ -252,13 +270,13 @@ def mutation_probabilities(
             operator is always counted.
         has_mutator: False zeroes the operators that need a mutator (the whole ``llm`` pool).
         stats: the operators' success so far (used when ``cfg.adaptive_operators``).
-        registry: the records (default :data:`REGISTRY`).
+        registry: the records (default :data:`DEFAULT_REGISTRY`; the loop passes its toolbox's).
 
     Returns:
         The probabilities in record order (pools ``llm``, ``model_free`` with each pool's rest operator
         first, then ``all``); only the ``model_free`` rest operator (1.0) when every share is 0.
     """
-    ops = (registry or REGISTRY).mutations()
+    ops = (registry or DEFAULT_REGISTRY).mutations()
 
     def share(op: Operator) -> float:
         runnable = available(op) and (has_mutator or "mutator" not in op.needs)
@@ -289,6 +307,28 @@ def mutation_probabilities(
         return adapted_probabilities(probs, stats, mix=cfg.adaptive_mix)
     total = sum(probs.values())
     return {k: v / total for k, v in probs.items()}
+
+
+def crossover_probabilities(
+    cfg: InnerConfig, available: Callable[[Operator], bool], registry: OperatorRegistry | None = None
+) -> dict[str, float]:
+    """Crossover kind -> probability of crossing a pair with it (sums to 1), for the crossovers that make
+    children (``output="policy"``; a wrapper such as the adapter crossover is part of the alias it wraps).
+
+    The rest crossover (``cx_sections``) takes ``1 - the others' shares``; each other one its share when
+    ``available`` (the loop: its alias is registered and its needs are met), else 0; zeros are dropped. With
+    the built-in records this is ``{"cx_sections": 1.0}``, so the loop makes no random draw for it; empty when
+    no crossover can make children (the loop then crosses nothing); normalised to sum 1 otherwise. The plan
+    crossovers (``cx_llm_merge``) are not drawn here: the loop tries each on a crossed pair with its share.
+    """
+    ops = [op for op in (registry or DEFAULT_REGISTRY).crossovers() if op.output == "policy" and not op.wraps]
+    shares = {op.name: op.share(cfg) if available(op) else 0.0 for op in ops if not op.rest}
+    left = 1.0
+    for value in shares.values():
+        left -= value
+    probs = {op.name: left if op.rest else shares[op.name] for op in ops}
+    total = sum(v for v in probs.values() if v > 0)
+    return {k: v / total for k, v in probs.items() if v > 0}
 
 
 def _mutator_params(cfg: InnerConfig) -> dict[str, Any]:
@@ -328,7 +368,7 @@ DEFAULT_OPERATORS: tuple[Operator, ...] = (
     Operator("mut_adapter", "mutation", "mutate_adapter", mut_adapter, share_key="adapter_mutation_share",
              pool="all", needs=("adapters",), fallback="mut_structural",
              bind=lambda c, r: {"workshop": r.adapters, "noise_share": c.adapter_noise_share}),
-    Operator("cx_sections", "crossover", "mate", cx_sections, bind=_mate),
+    Operator("cx_sections", "crossover", "mate", cx_sections, rest=True, bind=_mate),
     Operator("cx_llm_merge", "crossover", "plan_merge", cx_llm_merge_plan, share_key="llm_merge_share",
              needs=("mutator",), output="plan", bind=lambda c, r: _mutator_params(c)),
     Operator("cx_adapter", "crossover", "mate", cx_adapter_pair, needs=("adapters",), wraps=True,
@@ -336,6 +376,6 @@ DEFAULT_OPERATORS: tuple[Operator, ...] = (
 )
 """The built-in operators (see each function for what it does)."""
 
-REGISTRY = OperatorRegistry(DEFAULT_OPERATORS)
-"""The registry the toolbox and the inner loop use."""
+DEFAULT_REGISTRY = OperatorRegistry(DEFAULT_OPERATORS)
+"""The built-in operators as a (read-only) registry: :func:`~evotrainer.search.toolbox.build_toolbox`'s default."""
 

@@ -1,4 +1,13 @@
-"""DEAP glue: the operator Toolbox built from the operator registry, and a hall of fame keyed on genome hash."""
+"""DEAP glue: the toolbox the caller builds for the inner loop, and a hall of fame keyed on genome hash.
+
+The inner loop has DEAP's ``eaSimple`` shape: the caller builds the toolbox (the variation records, the
+selection, the checks and the resources the operators use) and the loop takes the population, the
+toolbox, the evaluation, its config and the RNG. The toolbox is a subclass of DEAP's ``base.Toolbox``
+rather than a dataclass of our own: DEAP's ``register``/``unregister`` stay the way to plug another
+operator in under an alias (the loop checks the shape of what it returns), and the few things the loop
+itself reads besides the aliases (the operator registry, the mutator model, the phrase bank) are typed
+attributes set when it is built, so the registry travels with the toolbox instead of living in a global.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from deap import base
 
+from evotrainer.backends.base import LLM
 from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import is_near_duplicate
@@ -13,16 +23,38 @@ from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operators import is_valid, judge_rewrite, sel_tournament
-from evotrainer.search.operators_registry import REGISTRY, Resources
+from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegistry, Resources
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.reflection import Feedback
 
-__all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "build_toolbox"]
+__all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "InnerToolbox", "build_toolbox"]
+
+
+class InnerToolbox(base.Toolbox):
+    """A DEAP ``Toolbox`` (operators by alias) that also carries what the inner loop reads besides them.
+
+    Args:
+        registry: the operator records the loop draws mutations and crossovers from (each drawn record's
+            ``alias`` is called on this toolbox).
+        mutator: the model answering LLM rewrites and merges in one batched call per generation; None runs
+            the model-free operators only.
+        phrases: the run's phrase bank over a sentence embedder (the loop banks new children's sentences
+            in it and keeps ``inner.min_diversity`` with it), or None.
+    """
+
+    def __init__(self, registry: OperatorRegistry = DEFAULT_REGISTRY, mutator: LLM | None = None,
+                 phrases: PhraseBank | None = None) -> None:
+        super().__init__()
+        self.registry = registry
+        self.mutator = mutator
+        self.phrases = phrases
 
 
 def build_toolbox(
     cfg: InnerConfig,
     *,
+    registry: OperatorRegistry = DEFAULT_REGISTRY,
+    mutator: LLM | None = None,
     styles: tuple[MutationStyle, ...] | None = None,
     phrase_bank: Sequence[str] | None = None,
     similarity: Callable[[str, str], float] | None = None,
@@ -30,12 +62,12 @@ def build_toolbox(
     feedback: Feedback | None = None,
     exemplars: Sequence[str] = (),
     adapters: AdapterWorkshop | None = None,
-    training_texts: Sequence[str] = (),
+    training_texts: Sequence[str] | None = None,
     seed_prompts: Sequence[Policy] = (),
-) -> base.Toolbox:
-    """A DEAP Toolbox with the inner loop's operators registered by role.
+) -> InnerToolbox:
+    """The inner loop's toolbox: its operators registered by role, carrying ``registry``, ``mutator`` and ``phrases``.
 
-    Every record of :data:`~evotrainer.search.operators_registry.REGISTRY` whose needs are met is
+    Every record of ``registry`` whose needs are met is
     registered under its alias with its ``bind`` keyword arguments; selection, the answer judge, the
     validity check and the near-duplicate check are registered here. The built-in aliases and how the
     loop calls them (``rng``: ``random.Random``; ``gen``: int):
@@ -73,29 +105,38 @@ def build_toolbox(
 
     Args:
         cfg: a validated config.
+        registry: the operator records (default the built-in ones; ``DEFAULT_REGISTRY.added(record)`` adds one).
+        mutator: the model for LLM rewrites and merges; None leaves the LLM operators undrawn.
         styles: mutation style library for LLM rewrites (default ``cfg.styles()``).
         phrase_bank: rule sentences structural mutation may add (default ``cfg.rules()``).
         similarity: optional ``(old, new) -> float`` check for LLM children (band from ``cfg``).
-        phrases: the run's phrase bank (enables phrase substitution and near-duplicate rejection).
+        phrases: the run's phrase bank, e.g. ``PhraseBank(MiniLMEmbedder())``, one per run so it grows across
+            calls (enables phrase substitution, near-duplicate rejection and the diversity floor).
         feedback: worst-training-task feedback per policy (enables reflective mutation).
         exemplars: few-shot exemplar texts from generated tasks (enables exemplar swaps).
         adapters: the adapter workshop (enables adapter genes: ``mutate_adapter`` and adapter crossover).
-        training_texts: the training batch's task inputs (``Task.text``) that LLM answers may not copy.
-        seed_prompts: prompts whose words are never leaks (the loop passes its initial population).
+        training_texts: the training batch's task inputs (``Task.text``) that LLM answers may not copy; None:
+            the inputs of ``feedback.tasks`` when the feedback source carries its batch (as
+            :class:`evotrainer.rollout.FeedbackRecorder` does), else none.
+        seed_prompts: prompts whose words are never leaks: the loop's initial population
+            (:func:`~evotrainer.search.inner_loop.initial_population`).
 
     Raises:
         ConfigError: ``inner.operator_shares`` names an unknown operator, or a pool's shares sum above 1.
     """
-    REGISTRY.check_shares(cfg)
+    registry.check_shares(cfg)
+    if training_texts is None:
+        inputs = (getattr(task, "text", None) for task in getattr(feedback, "tasks", ()))
+        training_texts = [t for t in inputs if isinstance(t, str)]
     texts = cfg.texts()
     styles = cfg.styles() if styles is None else tuple(styles)
     phrase_bank = texts.rule_phrases if phrase_bank is None else tuple(phrase_bank)
     sections = tuple(cfg.required_sections)
     res = Resources(styles=tuple(styles), phrase_bank=tuple(phrase_bank), phrases=phrases, feedback=feedback,
                     exemplars=tuple(exemplars), adapters=adapters)
-    tb = base.Toolbox()
+    tb = InnerToolbox(registry, mutator, phrases)
     tb.register("select", sel_tournament, tournsize=cfg.tournament_size)
-    for op in REGISTRY:  # every operator whose needs are met, in registration order
+    for op in registry:  # every operator whose needs are met, in registration order
         if all(res.has(need) for need in op.needs):
             wrapped = {op.alias: getattr(tb, op.alias)} if op.wraps else {}
             tb.register(op.alias, op.function, **wrapped, **op.bind(cfg, res))

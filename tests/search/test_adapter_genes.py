@@ -22,7 +22,7 @@ from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutE
 from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
-from evotrainer.search.toolbox import InnerLoopConfig
+from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
 from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
@@ -216,8 +216,9 @@ def _score(policies: Sequence[Policy]) -> list[float]:
 
 def _loop(cfg: InnerLoopConfig, seed: int = 3, adapters: AdapterWorkshop | None = None):
     pop = [_policy(f"s{i}", r) for i, r in enumerate(("Name every owner.", "Keep dates.", "Be brief.", "No chat."))]
-    return run_inner_loop(pop, generations=3, evaluate=_score, mutator=None, cfg=cfg, rng=random.Random(seed),
-                          adapters=adapters)
+    cfg = replace(cfg, generations=3)
+    return run_inner_loop(pop, build_toolbox(cfg, adapters=adapters, seed_prompts=pop), _score, cfg,
+                          random.Random(seed))
 
 
 def test_share_zero_keeps_the_prompt_only_search(tmp_path: Path) -> None:
@@ -240,8 +241,8 @@ def test_adapter_mutations_in_the_loop(tmp_path: Path) -> None:
         return _score(policies)
 
     pop = [_policy(f"s{i}", r) for i, r in enumerate(("Name every owner.", "Keep dates.", "Be brief.", "No chat."))]
-    result = run_inner_loop(pop, generations=3, evaluate=evaluate, mutator=None, cfg=cfg, rng=random.Random(0),
-                            adapters=_fake_workshop(tmp_path, calls))
+    toolbox = build_toolbox(cfg, adapters=_fake_workshop(tmp_path, calls), seed_prompts=pop)
+    result = run_inner_loop(pop, toolbox, evaluate, replace(cfg, generations=3), random.Random(0))
     made = [p for p in seen if p.adapter is not None]
     assert made and {"finetune", "noise"} <= set(calls)
     assert all(Path(p.adapter) == tmp_path / p.id for p in made)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from _fakes import FailingMutator, FakeMutator, keyword_fitness, seed_population
@@ -23,12 +24,13 @@ def _evaluate_keywords(policies):
 MEETING = InnerLoopConfig().with_texts(MEETING_TEXTS)  # the seeds and the toy fitness are about minutes
 
 
-def _run(seed: int, mutator=None, generations: int = 4, **kw):
+def _run(seed: int, mutator=None, generations: int = 4, toolbox=None, **kw):
+    """The loop on the seed population, the toolbox built here (with ``mutator``) unless one is given."""
     reports: list[GenerationReport] = []
-    result = run_inner_loop(
-        seed_population(), generations=generations, evaluate=kw.pop("evaluate", _evaluate_keywords),
-        mutator=mutator, cfg=kw.pop("cfg", MEETING), rng=random.Random(seed),
-        on_generation=reports.append, **kw)
+    cfg = replace(kw.pop("cfg", MEETING), generations=generations)
+    toolbox = toolbox or build_toolbox(cfg, mutator=mutator, seed_prompts=seed_population())
+    result = run_inner_loop(seed_population(), toolbox, kw.pop("evaluate", _evaluate_keywords), cfg,
+                            random.Random(seed), on_generation=reports.append, **kw)
     return result, reports
 
 
@@ -47,15 +49,15 @@ def _run(seed: int, mutator=None, generations: int = 4, **kw):
 def test_bad_settings_fail_at_start_naming_the_key(cfg, generations, key) -> None:
     calls = []
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        run_inner_loop(seed_population(), generations=generations, evaluate=lambda ps: calls.append(ps),
-                       mutator=None, cfg=cfg, rng=random.Random(0))
+        cfg = replace(cfg, generations=generations)
+        run_inner_loop(seed_population(), build_toolbox(InnerLoopConfig()), lambda ps: calls.append(ps), cfg,
+                       random.Random(0))
     assert not calls  # nothing was evaluated
 
 
 def test_empty_population_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="inner.population"):
-        run_inner_loop([], generations=1, evaluate=_evaluate_keywords, mutator=None,
-                       cfg=InnerLoopConfig(), rng=random.Random(0))
+        run_inner_loop([], build_toolbox(InnerLoopConfig()), _evaluate_keywords, InnerLoopConfig(), random.Random(0))
 
 
 @pytest.mark.parametrize(
@@ -70,10 +72,10 @@ def test_empty_population_is_a_config_error() -> None:
 )
 def test_wrong_shape_custom_operator_is_caught(alias, operator) -> None:
     cfg = InnerLoopConfig(cx_prob=1.0, mut_prob=1.0, llm_mutation_share=1.0 if alias == "plan_rewrite" else 0.0)
-    toolbox = build_toolbox(cfg)
+    toolbox = build_toolbox(cfg, mutator=FakeMutator())
     toolbox.register(alias, operator)
     with pytest.raises(OperatorError, match=alias):
-        _run(0, mutator=FakeMutator(), cfg=cfg, toolbox=toolbox)
+        _run(0, cfg=cfg, toolbox=toolbox)
 
 
 def test_evaluate_returning_the_wrong_length_is_caught() -> None:

@@ -4,6 +4,7 @@ operator statistics and adaptive probabilities."""
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from _fakes import FakeEmbedder, FakeMutator, keyword_fitness, seed_population
@@ -20,10 +21,14 @@ def _evaluate(policies):
     return [keyword_fitness(p) + 0.01 * dict(p.decoding).get("repetition_penalty", 1.0) for p in policies]
 
 
-def _run(seed, cfg=None, generations=4, **kw):
+def _run(seed, cfg=None, generations=4, *, toolbox=None, mutator=None, embedder=None, phrase_bank=None, **kw):
+    """The loop on the seed population; the toolbox built here (``mutator``, a phrase bank over ``embedder``
+    unless ``phrase_bank`` is given) unless one is given."""
     reports = []
-    result = run_inner_loop(seed_population(), generations=generations, evaluate=kw.pop("evaluate", _evaluate),
-                            mutator=kw.pop("mutator", None), cfg=cfg or InnerLoopConfig(), rng=random.Random(seed),
+    cfg = replace(cfg or InnerLoopConfig(), generations=generations)
+    bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
+    toolbox = toolbox or build_toolbox(cfg, mutator=mutator, phrases=bank, seed_prompts=seed_population())
+    result = run_inner_loop(seed_population(), toolbox, kw.pop("evaluate", _evaluate), cfg, random.Random(seed),
                             on_generation=reports.append, **kw)
     return result, reports
 

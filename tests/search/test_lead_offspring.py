@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from _fakes import FakeMutator, keyword_fitness, seed_population
 
 from evotrainer.genome import Policy
-from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
+from evotrainer.search.inner_loop import GenerationReport, initial_population, run_inner_loop
 from evotrainer.search.operators import is_valid
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
 
@@ -36,10 +37,14 @@ def _spy_toolbox(cfg: InnerLoopConfig, calls: list[tuple[str, str]]):
     return toolbox
 
 
-def _run(cfg: InnerLoopConfig, seed: int = 0, generations: int = 3, lead: Policy | None = LEAD, **kw):
+def _run(cfg: InnerLoopConfig, seed: int = 0, generations: int = 3, lead: Policy | None = LEAD, toolbox=None,
+         mutator=None, **kw):
     reports: list[GenerationReport] = []
-    result = run_inner_loop(seed_population(), generations=generations, evaluate=_evaluate, mutator=kw.pop("mutator", None),
-                            cfg=cfg, rng=random.Random(seed), on_generation=reports.append, lead=lead, **kw)
+    cfg = replace(cfg, generations=generations)
+    toolbox = toolbox or build_toolbox(cfg, mutator=mutator,
+                                       seed_prompts=initial_population(seed_population(), cfg, lead))
+    result = run_inner_loop(seed_population(), toolbox, _evaluate, cfg, random.Random(seed),
+                            on_generation=reports.append, lead=lead, **kw)
     return result, reports
 
 

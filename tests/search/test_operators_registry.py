@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 from _fakes import keyword_fitness, seed_population
@@ -14,8 +15,14 @@ from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import _mutation_probabilities, _pick, run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats, adapted_probabilities
-from evotrainer.search.operators_registry import REGISTRY, Operator, OperatorRegistry, mutation_probabilities
-from evotrainer.search.toolbox import build_toolbox
+from evotrainer.search.operators_registry import (
+    DEFAULT_REGISTRY,
+    Operator,
+    OperatorRegistry,
+    crossover_probabilities,
+    mutation_probabilities,
+)
+from evotrainer.search.toolbox import InnerToolbox, build_toolbox
 
 
 def _formula_before_the_registry(cfg: InnerConfig, toolbox: base.Toolbox, mutator: object,
@@ -62,11 +69,11 @@ def test_probabilities_are_exactly_those_of_the_replaced_formula() -> None:
     for _ in range(3000):
         cfg = _random_config(rng)
         cfg.validate()
-        toolbox = base.Toolbox()
+        mutator = object() if rng.random() < 0.7 else None
+        toolbox = InnerToolbox(mutator=mutator)
         for alias in ("mutate", "plan_rewrite", *(a for a in aliases if rng.random() < 0.6)):
             toolbox.register(alias, lambda *a: None)
-        mutator = object() if rng.random() < 0.7 else None
-        new = _mutation_probabilities(cfg, toolbox, mutator, stats)
+        new = _mutation_probabilities(cfg, toolbox, stats)
         old = _formula_before_the_registry(cfg, toolbox, mutator, stats)
         assert list(new.items()) == list(old.items())  # same keys, same order, bit-identical values
         draws = random.Random(5), random.Random(5)
@@ -88,36 +95,37 @@ def test_an_operator_added_by_one_record_is_registered_drawn_and_applied() -> No
     cfg = InnerConfig(population_size=4, elites=1, tournament_size=2, cx_prob=0.0, mut_prob=1.0,
                       phrase_mutation_share=0.2, decoding_mutation_share=0.1, exemplar_mutation_share=0.1,
                       prefill_mutation_share=0.1)
-    with REGISTRY.added(SHOUT):
-        toolbox = build_toolbox(cfg)
-        assert hasattr(toolbox, "mutate_shout")
-        probabilities = _mutation_probabilities(cfg, toolbox, None, OperatorStats())
-        # no mutator, no embedder, no exemplars: structural 1 - 0.1 - 0.1 - 0.5, decoding, prefill, shout
-        assert probabilities == pytest.approx({"mut_structural": 0.3, "mut_decoding": 0.1, "mut_prefill": 0.1,
-                                               "mut_shout": 0.5})
-        rng = random.Random(3)
-        draws = Counter(_pick(probabilities, rng) for _ in range(2000))
-        assert draws["mut_shout"] / 2000 == pytest.approx(0.5, abs=0.04)
-        reports = []
-        run_inner_loop(seed_population(), generations=3, evaluate=lambda ps: [keyword_fitness(p) for p in ps],
-                       mutator=None, cfg=cfg, rng=random.Random(0), on_generation=reports.append)
+    toolbox = build_toolbox(cfg, registry=DEFAULT_REGISTRY.added(SHOUT), seed_prompts=seed_population())
+    assert hasattr(toolbox, "mutate_shout") and "mut_shout" in toolbox.registry
+    probabilities = _mutation_probabilities(cfg, toolbox, OperatorStats())
+    # no mutator, no embedder, no exemplars: structural 1 - 0.1 - 0.1 - 0.5, decoding, prefill, shout
+    assert probabilities == pytest.approx({"mut_structural": 0.3, "mut_decoding": 0.1, "mut_prefill": 0.1,
+                                           "mut_shout": 0.5})
+    rng = random.Random(3)
+    draws = Counter(_pick(probabilities, rng) for _ in range(2000))
+    assert draws["mut_shout"] / 2000 == pytest.approx(0.5, abs=0.04)
+    reports = []
+    run_inner_loop(seed_population(), toolbox, lambda ps: [keyword_fitness(p) for p in ps],
+                   replace(cfg, generations=3), random.Random(0), on_generation=reports.append)
     children = [c for r in reports for c in r.children]
     shouted = [c for c in children if c.operator.startswith("mut_shout/")]
     assert shouted and all(any(t.endswith(" NOW.") for _, t in c.sections) for c in shouted)
     assert all(r.mutation_probabilities.get("mut_shout") == pytest.approx(0.5) for r in reports if not r.initial)
-    assert "mut_shout" not in REGISTRY  # the with-block took it out again
+    assert "mut_shout" not in DEFAULT_REGISTRY  # the default registry is never changed
 
 
 def test_a_registry_operator_share_is_set_from_the_config() -> None:
-    with REGISTRY.added(SHOUT):
-        cfg = InnerConfig(phrase_mutation_share=0.0, decoding_mutation_share=0.0, exemplar_mutation_share=0.0,
-                          prefill_mutation_share=0.0, operator_shares={"mut_shout": 0.25})
-        probs = mutation_probabilities(cfg, lambda op: True, False, OperatorStats())
-        assert probs == {"mut_structural": 0.75, "mut_shout": 0.25}
-        with pytest.raises(ConfigError, match=r"inner\.operator_shares\.mut_nothing"):
-            build_toolbox(InnerConfig(operator_shares={"mut_nothing": 0.1}))
-        with pytest.raises(ConfigError, match="model_free pool"):
-            build_toolbox(InnerConfig(operator_shares={"mut_shout": 0.9}))
+    registry = DEFAULT_REGISTRY.added(SHOUT)
+    cfg = InnerConfig(phrase_mutation_share=0.0, decoding_mutation_share=0.0, exemplar_mutation_share=0.0,
+                      prefill_mutation_share=0.0, operator_shares={"mut_shout": 0.25})
+    probs = mutation_probabilities(cfg, lambda op: True, False, OperatorStats(), registry)
+    assert probs == {"mut_structural": 0.75, "mut_shout": 0.25}
+    with pytest.raises(ConfigError, match=r"inner\.operator_shares\.mut_nothing"):
+        build_toolbox(InnerConfig(operator_shares={"mut_nothing": 0.1}), registry=registry)
+    with pytest.raises(ConfigError, match="model_free pool"):
+        build_toolbox(InnerConfig(operator_shares={"mut_shout": 0.9}), registry=registry)
+    with pytest.raises(ConfigError, match=r"inner\.operator_shares\.mut_shout"):  # not in the default registry
+        build_toolbox(cfg)
     with pytest.raises(ConfigError, match=r"inner\.operator_shares\.x"):
         InnerConfig(operator_shares={"x": 1.5}).validate()
 
@@ -136,18 +144,64 @@ def test_a_registry_operator_share_is_set_from_the_config() -> None:
     ],
 )
 def test_malformed_records_are_refused(record: Operator, message: str) -> None:
-    registry = OperatorRegistry(REGISTRY)
     with pytest.raises(ConfigError, match=message):
-        registry.register(record)
+        DEFAULT_REGISTRY.added(record)
+    with pytest.raises(ConfigError, match=message):
+        OperatorRegistry((*DEFAULT_REGISTRY, record))
 
 
 def test_the_toolbox_registers_a_record_only_when_its_needs_are_met() -> None:
     needy = Operator("mut_needy", "mutation", "mutate_needy", _mut_shout, default_share=0.1, needs=("exemplars",),
                      bind=lambda cfg, res: {"suffix": res.exemplars[0]})
-    with REGISTRY.added(needy):
-        assert not hasattr(build_toolbox(InnerConfig()), "mutate_needy")
-        toolbox = build_toolbox(InnerConfig(), exemplars=["Example: ok."])
+    registry = DEFAULT_REGISTRY.added(needy)
+    assert not hasattr(build_toolbox(InnerConfig(), registry=registry), "mutate_needy")
+    toolbox = build_toolbox(InnerConfig(), registry=registry, exemplars=["Example: ok."])
     child = toolbox.mutate_needy(seed_population()[0], random.Random(0), 1)
     assert child.operator.startswith("mut_shout/") and render_system_prompt(child.sections).count("Example: ok.") == 1
-    roles = REGISTRY.roles()
+    roles = DEFAULT_REGISTRY.roles()
     assert roles["mut_reflective"] == "plan_reflect" and "cx_sections" not in roles
+
+
+def test_the_registry_is_read_only_and_travels_with_the_toolbox() -> None:
+    assert not hasattr(DEFAULT_REGISTRY, "register") and not hasattr(DEFAULT_REGISTRY, "remove")
+    smaller = DEFAULT_REGISTRY.removed("mut_prefill")
+    assert "mut_prefill" in DEFAULT_REGISTRY and "mut_prefill" not in smaller
+    toolbox = build_toolbox(InnerConfig(), registry=smaller)
+    assert toolbox.registry is smaller and not hasattr(toolbox, "mutate_prefill")
+    assert "mut_prefill" not in _mutation_probabilities(InnerConfig(), toolbox, OperatorStats())
+    assert build_toolbox(InnerConfig()).registry is DEFAULT_REGISTRY
+    with pytest.raises(KeyError, match="mut_nothing"):
+        DEFAULT_REGISTRY.removed("mut_nothing")
+
+
+def test_the_loop_refuses_a_toolbox_without_a_registry() -> None:
+    with pytest.raises(ConfigError, match="build_toolbox"):
+        run_inner_loop(seed_population(), base.Toolbox(), lambda ps: [0.0] * len(ps), InnerConfig(),
+                       random.Random(0))
+
+
+def _cx_swap(p1: Policy, p2: Policy, rng: random.Random, generation: int) -> tuple[Policy, Policy]:
+    """A test crossover: the children take each other's last section."""
+    (n1, t1), (n2, t2) = p1.sections[-1], p2.sections[-1]
+    a = p1.child((*p1.sections[:-1], (n1, t2 + " Swapped.")), operator="cx_swap/last", generation=generation,
+                 parents=(p2,))
+    b = p2.child((*p2.sections[:-1], (n2, t1 + " Swapped.")), operator="cx_swap/last", generation=generation,
+                 parents=(p1,))
+    return a, b
+
+
+def test_crossover_goes_through_the_registry() -> None:
+    assert crossover_probabilities(InnerConfig(), lambda op: True) == {"cx_sections": 1.0}  # no draw, as before
+    swap = Operator("cx_swap", "crossover", "mate_swap", _cx_swap, default_share=0.6)
+    registry = DEFAULT_REGISTRY.added(swap)
+    cfg = InnerConfig(population_size=6, elites=1, tournament_size=2, cx_prob=1.0, mut_prob=0.0, generations=3)
+    assert crossover_probabilities(cfg, lambda op: True, registry) == pytest.approx({"cx_sections": 0.4,
+                                                                                   "cx_swap": 0.6})
+    assert crossover_probabilities(cfg, lambda op: op.name != "cx_swap", registry) == {"cx_sections": 1.0}
+    reports = []
+    run_inner_loop(seed_population(), build_toolbox(cfg, registry=registry),
+                   lambda ps: [keyword_fitness(p) for p in ps], cfg, random.Random(1), on_generation=reports.append)
+    kinds = Counter(c.operator.split("/")[0] for r in reports for c in r.children)
+    assert kinds["cx_swap"] > 0 and kinds["cx_sections"] > 0
+    with pytest.raises(ConfigError, match="crossover shares"):
+        build_toolbox(replace(cfg, operator_shares={"cx_swap": 1.5}), registry=registry)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 
 import pytest
 from _fakes import TableEmbedder, keyword_fitness, seed_population
@@ -15,7 +16,7 @@ from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
 from evotrainer.search.operators import apply_rewrite, judge_rewrite, mut_llm_rewrite_plan
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution, negation_count, negation_flipped
 from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
-from evotrainer.search.toolbox import InnerLoopConfig
+from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
@@ -110,10 +111,10 @@ def test_the_inner_loop_rejects_leaking_answers_and_archives_why() -> None:
 
     reports: list[GenerationReport] = []
     cfg = InnerLoopConfig(population_size=4, elites=1, cx_prob=0.0, mut_prob=1.0, llm_mutation_share=1.0,
-                          min_on_topic=0.0)
-    result = run_inner_loop(seed_population(), generations=2, evaluate=lambda ps: [keyword_fitness(p) for p in ps],
-                            mutator=Copycat(), cfg=cfg, rng=random.Random(0), feedback=Recorder(),
-                            on_generation=reports.append)
+                          min_on_topic=0.0, generations=2)
+    toolbox = build_toolbox(cfg, mutator=Copycat(), feedback=Recorder(), seed_prompts=seed_population())
+    result = run_inner_loop(seed_population(), toolbox, lambda ps: [keyword_fitness(p) for p in ps], cfg,
+                            random.Random(0), on_generation=reports.append)
     leaks = [r for rep in reports for r in rep.rejections if "leak:" in r]
     assert len(leaks) == 6  # 3 offspring slots x 2 generations, every answer rejected
     assert all(r.endswith("leak: names 'Tomasz', 'Wolak'") and r.startswith("mut_") for r in leaks)
@@ -122,9 +123,9 @@ def test_the_inner_loop_rejects_leaking_answers_and_archives_why() -> None:
     assert all("Tomasz" not in text for p in result.population for _, text in p.sections)
     # the same answers pass when the batch is not known (explicit empty training texts)
     reports.clear()
-    run_inner_loop(seed_population(), generations=1, evaluate=lambda ps: [keyword_fitness(p) for p in ps],
-                   mutator=Copycat(), cfg=cfg, rng=random.Random(0), on_generation=reports.append,
-                   training_texts=[])
+    toolbox = build_toolbox(cfg, mutator=Copycat(), training_texts=[], seed_prompts=seed_population())
+    run_inner_loop(seed_population(), toolbox, lambda ps: [keyword_fitness(p) for p in ps],
+                   replace(cfg, generations=1), random.Random(0), on_generation=reports.append)
     assert not any("leak:" in r for rep in reports for r in rep.rejections)
 
 
