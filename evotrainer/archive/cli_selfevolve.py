@@ -11,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer.archive.cli_common import fmt, kv_table
+from evotrainer.archive.selfevolve_view import overview_facts
 from evotrainer.archive.textsafe import clip, terminal_safe
 
 __all__ = ["print_overview", "rounds_table"]
@@ -38,16 +39,6 @@ def rounds_table(rounds: list[dict[str, Any]]) -> Table | Text:
 
 def print_overview(console: Console, ov: dict[str, Any]) -> None:
     """``show`` of a self-evolution run: its facts, its rounds, and the pool and samples counted."""
-    console.print(kv_table(f"self-evolution run {terminal_safe(ov['run_id'])}", [
-        ("status", ov["status"]), ("seed", ov["seed"]), ("created", ov["created_at"]),
-        ("last event", ov["last_event_at"]), ("code", ov["code_version"]), ("policy trained", ov["policy"]),
-        ("dev tasks / val items", f"{ov['dev_tasks']} / {ov['val_items']}"),
-        ("baseline dev score", ov["baseline_dev"]), ("baseline val S_val", ov["baseline_val"]),
-        ("final policy", ov["final_policy"]), ("final adapter", ov["final_adapter"]),
-        ("rounds (kept)", f"{len(ov['rounds'])} ({ov['rounds_kept']})"),
-        ("pool tasks (seed + generated)", f"{ov['pool']['tasks']} ({ov['pool']['seed']} + {ov['pool']['generated']})"),
-        ("samples judged (passed)", f"{ov['samples']['judged']} ({ov['samples']['passed']})"),
-        ("generated tokens", ov["generated_tokens"]),
-    ]))
+    console.print(kv_table(f"self-evolution run {terminal_safe(ov['run_id'])}", overview_facts(ov)))
     console.print(rounds_table(ov["rounds"]))
     console.print(Text("every judged sample with its task: `trajectories`; plots and the pool: `report`"))

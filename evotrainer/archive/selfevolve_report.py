@@ -54,15 +54,7 @@ def _scores_figure(ov: dict[str, Any]) -> go.Figure:
 
 
 def _summary_html(ov: dict[str, Any]) -> str:
-    kv = [("status", ov["status"]), ("seed", ov["seed"]), ("created", ov["created_at"]),
-          ("last event", ov["last_event_at"]), ("code", ov["code_version"]), ("policy trained", ov["policy"]),
-          ("dev tasks / val items", f"{ov['dev_tasks']} / {ov['val_items']}"),
-          ("baseline dev score", ov["baseline_dev"]), ("baseline val S_val", ov["baseline_val"]),
-          ("final policy", ov["final_policy"]), ("final adapter", ov["final_adapter"]),
-          ("rounds (kept)", f"{len(ov['rounds'])} ({ov['rounds_kept']})"),
-          ("pool tasks (seed + generated)", f"{ov['pool']['tasks']} ({ov['pool']['seed']} + {ov['pool']['generated']})"),
-          ("samples judged (passed)", f"{ov['samples']['judged']} ({ov['samples']['passed']})"),
-          ("generated tokens", ov["generated_tokens"])]
+    kv = selfevolve_view.overview_facts(ov)
     return _table(["", ""], [[_e(k), _num(v)] for k, v in kv])
 
 

@@ -19,7 +19,7 @@ from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.views import RUNNING_OR_CRASHED
 from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
-__all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "round_rows", "sample_lines", "selfevolve_overview"]
+__all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "round_rows", "sample_lines", "selfevolve_overview"]
 
 MODE = "selfevolve"
 """``config["mode"]`` (and the ``mode`` of the setup / summary events) of a self-evolution run."""
@@ -103,6 +103,22 @@ def selfevolve_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
                  "generated": sum(p.source != "seed" for p in pool)},
         "samples": {"judged": len(samples), "passed": sum(s.passed for s in samples)},
     }
+
+
+def overview_facts(ov: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The (label, value) facts of a :func:`selfevolve_overview`, in display order, shared by ``show`` and the
+    HTML report (values raw: each caller escapes and formats them)."""
+    return [
+        ("status", ov["status"]), ("seed", ov["seed"]), ("created", ov["created_at"]),
+        ("last event", ov["last_event_at"]), ("code", ov["code_version"]), ("policy trained", ov["policy"]),
+        ("dev tasks / val items", f"{ov['dev_tasks']} / {ov['val_items']}"),
+        ("baseline dev score", ov["baseline_dev"]), ("baseline val S_val", ov["baseline_val"]),
+        ("final policy", ov["final_policy"]), ("final adapter", ov["final_adapter"]),
+        ("rounds (kept)", f"{len(ov['rounds'])} ({ov['rounds_kept']})"),
+        ("pool tasks (seed + generated)", f"{ov['pool']['tasks']} ({ov['pool']['seed']} + {ov['pool']['generated']})"),
+        ("samples judged (passed)", f"{ov['samples']['judged']} ({ov['samples']['passed']})"),
+        ("generated tokens", ov["generated_tokens"]),
+    ]
 
 
 def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None) -> list[dict[str, Any]]:
