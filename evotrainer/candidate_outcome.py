@@ -24,12 +24,11 @@ from evotrainer.errors import EvoTrainerError
 from evotrainer.events import CandidateFailedEvent, IncumbentEvent, PromotionEvent
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
-from evotrainer.harness.racing import PairedBound, paired_bound
+from evotrainer.harness.promotion import PromotionRule
 from evotrainer.harness.rollback import ArchivedPair, archive_pair
 from evotrainer.run_control import StopRequested
 
-__all__ = ["Outcome", "decide", "paired_evidence", "record_candidates", "run_candidate", "safe_full",
-           "tell_incumbent"]
+__all__ = ["Outcome", "decide", "record_candidates", "run_candidate", "safe_full", "tell_incumbent"]
 
 log = logging.getLogger("evotrainer.coevolution")
 
@@ -52,8 +51,9 @@ def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tup
             cfg: OuterConfig, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
     """Score candidate ``o`` on the whole selection set and decide whether it replaces ``incumbent``.
 
-    Sets ``o.full`` and ``o.promoted``. Promoted on a paired lower bound above 0 at ``outer.race.level``
-    against the incumbent as of now (on a higher whole-set mean for objectives without per-item values);
+    Sets ``o.full`` and ``o.promoted``. Promoted by :class:`~evotrainer.harness.promotion.PromotionRule` at
+    ``outer.race.level`` against the incumbent as of now (a paired lower bound above 0; a higher whole-set mean
+    for objectives without per-item values);
     archived as a ``promotion`` event, and on promotion an ``incumbent`` event, both in candidate order, and
     the objective is told the new incumbent (later races compare with it). Returns the incumbent and the
     top-k archive after the decision.
@@ -63,8 +63,9 @@ def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tup
         return incumbent, pairs
     pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, o.harness, tuple(o.result.population), o.result.best,
                         g, o.harness_id, full.per_item)
-    evidence = paired_evidence(incumbent, pair, cfg.race.level)
-    o.promoted = promote = evidence.better if evidence is not None else full.s_val > incumbent.s_val
+    decision = PromotionRule(cfg.race.level).decide(incumbent.s_val, pair.s_val, incumbent.per_item, pair.per_item)
+    o.promoted = promote = decision.promoted
+    evidence = decision.evidence
     rec.emit(PromotionEvent(outer_generation=g, harness_id=o.harness_id, policy_id=pair.best.id,
                             incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
                             incumbent_s_val=incumbent.s_val, level=cfg.race.level,
@@ -76,13 +77,6 @@ def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tup
     rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val, harness_id=o.harness_id))
     tell_incumbent(objective, pair)
     return pair, pairs
-
-
-def paired_evidence(incumbent: ArchivedPair, pair: ArchivedPair, level: float) -> PairedBound | None:
-    """Paired bounds of ``pair.best - incumbent.best`` on the same items, or None without per-item values."""
-    if not incumbent.per_item or len(incumbent.per_item) != len(pair.per_item):
-        return None
-    return paired_bound(incumbent.per_item, pair.per_item, level)
 
 
 def tell_incumbent(objective: Objective, pair: ArchivedPair) -> None:

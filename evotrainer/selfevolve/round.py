@@ -11,7 +11,7 @@ the archive recorder, and returns the new state. It never mutates its inputs.
 Method: expert iteration / rejection-sampling fine-tuning (Anthony et al. 2017; STaR, Zelikman et al.
 2022; ReST, Gulcehre et al. 2023): sample several answers per task, keep those a fixed judge passes,
 fine-tune on them with replay of earlier data, and accept the new weights only if a held-apart dev
-set does not get worse.
+set does not get worse (:class:`~evotrainer.harness.promotion.PromotionRule`, ties kept).
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from evotrainer.config import SelfEvolveConfig
 from evotrainer.errors import DataError, ModelError
 from evotrainer.events import PhaseEvent
 from evotrainer.genome import Policy
+from evotrainer.harness.promotion import PromotionRule
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for
 from evotrainer.selfevolve.curriculum import curriculum_step
 from evotrainer.selfevolve.display import PhaseTimer
@@ -263,7 +264,8 @@ def run_round(
         with timer.phase("meta-val", f"{len(setup.val)} items", len(setup.val)):
             val = score_policy(models.evaluator, candidate, setup.val) if setup.val else None
             val_score = float(val.s_val or 0.0) if val is not None else None
-        status = "kept" if dev_score >= state.dev_score else "reverted"
+        kept_new = PromotionRule(ties=True).decide(state.dev_score, dev_score)  # the dev score did not fall
+        status = "kept" if kept_new.promoted else "reverted"
         if status == "reverted":
             note = f"dev score fell {state.dev_score:.4f} -> {dev_score:.4f}: adapter reverted"
         recorder.policies([replace(candidate, adapter=_rel(Path(candidate.adapter or ""), setup.run_dir))])
