@@ -151,10 +151,7 @@ def validate(cfg: Config) -> None:
     _check(t.tasks_per_generation >= 1, "task.tasks_per_generation", ">= 1", t.tasks_per_generation)
     _check(t.plain_prompt is None or (isinstance(t.plain_prompt, str) and t.plain_prompt.strip() != ""),
            "task.plain_prompt", "an instruction or null", t.plain_prompt)
-    for k, w in t.reward_weights.items():
-        _check(w >= 0, f"task.reward_weights.{k}", ">= 0", w)
-    _check(not t.reward_weights or sum(t.reward_weights.values()) > 0, "task.reward_weights",
-           "at least one weight > 0", t.reward_weights)
+    # task.reward_weights: checked once against the family's components (runtime.task_settings)
     cfg.inner.validate()  # every inner.* key (evotrainer/search/inner_config.py)
     o = cfg.outer
     _check(o.generations >= 1, "outer.generations", ">= 1", o.generations)

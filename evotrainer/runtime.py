@@ -16,6 +16,7 @@ from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import Policy, load_population
 from evotrainer.tasks import get_task_family
 from evotrainer.tasks.base import Task, TaskFamily
+from evotrainer.tasks.reward_weights import check_reward_weights
 
 __all__ = [
     "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_transfer", "load_validation",
@@ -104,6 +105,8 @@ def task_settings(cfg: Config, family: TaskFamily) -> TaskSettings:
     ``default_difficulty``, ``default_reward_weights`` and ``default_space``): the ``task`` config group
     (``conf/task/<name>.yaml``) sets them for Hydra runs; a config built in code gets the family's.
 
+    The one check of the reward weights (:func:`~evotrainer.tasks.reward_weights.check_reward_weights`).
+
     Raises:
         ConfigError: an unknown reward component or difficulty knob, or a bad value (names the key).
     """
@@ -111,13 +114,8 @@ def task_settings(cfg: Config, family: TaskFamily) -> TaskSettings:
     resolve = getattr(family, "resolve_difficulty", None)
     if resolve is not None:
         resolve(difficulty)
-    weights = {**dict(family.default_reward_weights), **dict(cfg.task.reward_weights)}
-    unknown = set(weights) - set(family.reward_components)
-    if unknown:
-        raise ConfigError(
-            f"task.reward_weights: unknown component(s) {sorted(unknown)}; "
-            f"expected names from {list(family.reward_components)}"
-        )
+    weights = check_reward_weights({**dict(family.default_reward_weights), **dict(cfg.task.reward_weights)},
+                                   family.reward_components)
     defaults = {k: KnobSpec(**dict(v)) for k, v in dict(getattr(family, "default_space", {})).items()}
     space = {**defaults, **dict(cfg.outer.space)}
     return TaskSettings(difficulty, weights, space)

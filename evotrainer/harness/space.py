@@ -183,12 +183,7 @@ class HarnessSpace:
             if any(p.kind == "reward_weight" for p in params if isinstance(p, HarnessParam)):
                 raise ConfigError("config key 'outer.evolve_reward_weights': fixed reward weights and "
                                   "reward_weight params exclude each other")
-            for name, w in fixed.items():
-                if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-                    raise ConfigError(f"config key 'task.reward_weights.{name}': expected a finite number >= 0, got {w!r}")
-            total = sum(fixed.values())
-            if total <= 0:
-                raise ConfigError(f"config key 'task.reward_weights': expected at least one weight > 0, got {fixed}")
+            total = sum(fixed.values())  # weights checked once (evotrainer.tasks.reward_weights)
             fixed = {k: float(v) / total for k, v in fixed.items()}
         object.__setattr__(self, "fixed_reward_weights", fixed)
         index: dict[str, int] = {}
@@ -300,13 +295,9 @@ def weights_to_logits(
     softmax of the logits reproduces the weights when their ratios fit ``exp(high - low)``; a zero
     weight lands on ``low`` (the smallest weight the search can express).
 
-    Raises:
-        ConfigError: a negative or non-finite weight, or no positive weight; names
-            ``task.reward_weights.<name>``.
+    ``weights`` passed :func:`~evotrainer.tasks.reward_weights.check_reward_weights` (finite, >= 0, one > 0);
+    no positive weight raises ConfigError.
     """
-    for name, w in weights.items():
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-            raise ConfigError(f"config key 'task.reward_weights.{name}': expected a finite number >= 0, got {w!r}")
     positive = [math.log(w) for w in weights.values() if w > 0]
     if not positive:
         raise ConfigError(f"config key 'task.reward_weights': expected at least one weight > 0, got {dict(weights)}")

@@ -5,12 +5,12 @@ from evotrainer.tasks.meeting_minutes import (
     DEFAULT_REWARD_WEIGHTS,
     REWARD_COMPONENTS,
     reward,
-    validate_weights,
 )
 from evotrainer.tasks.meeting_minutes.matching import action_f1, content_stems, topic_coverage
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_action_item, parse_minutes
 from evotrainer.tasks.meeting_minutes.rewards import action_count_score, reward_components
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
+from evotrainer.tasks.reward_weights import check_reward_weights, on_simplex
 
 from .mm_fixtures import BAD, GOOD, TASK
 
@@ -114,15 +114,16 @@ def test_parse_actions_without_header_and_with_continuations():
 
 
 def test_weights_are_validated_and_renormalised():
-    assert validate_weights({"completeness": 2, "format": 2}) == {
-        "completeness": 0.5, "format": 0.5, "action_count": 0.0, "action_f1": 0.0,
-    }
-    with pytest.raises(ConfigError, match="reward.weights.format"):
-        validate_weights({"format": -1})
-    with pytest.raises(ConfigError, match="reward.weights.style"):
-        validate_weights({"style": 1})
-    with pytest.raises(ConfigError, match="reward.weights"):
-        validate_weights({"format": 0})
+    assert on_simplex(check_reward_weights({"completeness": 2, "format": 2}, REWARD_COMPONENTS),
+                      REWARD_COMPONENTS) == {"completeness": 0.5, "format": 0.5, "action_count": 0.0, "action_f1": 0.0}
+    with pytest.raises(ConfigError, match="task.reward_weights.format"):
+        check_reward_weights({"format": -1}, REWARD_COMPONENTS)
+    with pytest.raises(ConfigError, match="task.reward_weights.style"):
+        check_reward_weights({"style": 1}, REWARD_COMPONENTS)
+    with pytest.raises(ConfigError, match="task.reward_weights"):
+        check_reward_weights({"format": 0}, REWARD_COMPONENTS)
+    with pytest.raises(ConfigError, match="task.reward_weights.format"):
+        check_reward_weights({"format": True}, REWARD_COMPONENTS)
     only_f1 = reward(GOOD, TASK, {"action_f1": 5.0})
     assert only_f1.total == pytest.approx(1.0)
 

@@ -17,7 +17,6 @@ from evotrainer.tasks.meeting_minutes.rewards import (
     DEFAULT_REWARD_WEIGHTS,
     REWARD_COMPONENTS,
     reward,
-    validate_weights,
 )
 
 __all__ = [
@@ -39,5 +38,4 @@ __all__ = [
     "resolve_difficulty",
     "reward",
     "s_val",
-    "validate_weights",
 ]

@@ -12,7 +12,7 @@
   :func:`evotrainer.tasks.meeting_minutes.matching.action_f1`); when the task has no action items,
   1.0 if the output lists none, else 0.0.
 
-``total = sum_i w_i * R_i`` with weights validated and renormalised onto the simplex, except that the
+``total = sum_i w_i * R_i`` with the (checked) weights renormalised onto the simplex, except that the
 *form* components (:data:`FORM_COMPONENTS`: ``format``, ``action_count``) are multiplied by the
 output's content gate (:func:`content_gate`): the share of :data:`FORM_GATE_WORDS` content words the
 output takes from the transcript, capped at 1. The harness may weight form, but form alone earns
@@ -24,7 +24,6 @@ guard fires.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 
 from evotrainer.errors import ConfigError
@@ -34,6 +33,7 @@ from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import action_f1, topic_coverage
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.reward_weights import on_simplex
 
 __all__ = [
     "DEFAULT_ACTION_BAND",
@@ -46,7 +46,6 @@ __all__ = [
     "reward",
     "reward_components",
     "validate_action_band",
-    "validate_weights",
 ]
 
 REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1")
@@ -70,36 +69,6 @@ def content_gate(output: str, task: MeetingTask) -> float:
     words = transcript_words(task.transcript)
     found = sum(1 for unit in content_units(output) for w in unit.words if w in words)
     return min(1.0, found / FORM_GATE_WORDS)
-
-
-def validate_weights(weights: Mapping[str, float]) -> dict[str, float]:
-    """Check reward weights and renormalise them onto the simplex.
-
-    Args:
-        weights: component name -> weight, each finite and >= 0; missing components weigh 0.
-
-    Returns:
-        Every component of :data:`REWARD_COMPONENTS` with weights summing to 1.
-
-    Raises:
-        ConfigError: unknown component, non-numeric, negative or non-finite weight, or all zero;
-            the message names ``reward.weights.<name>``.
-    """
-    out = dict.fromkeys(REWARD_COMPONENTS, 0.0)
-    for key, raw in weights.items():
-        if key not in out:
-            raise ConfigError(f"reward.weights.{key}: unknown reward component; expected one of {list(out)}")
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise ConfigError(f"reward.weights.{key}: expected a number >= 0, got {raw!r}") from None
-        if isinstance(raw, bool) or not math.isfinite(value) or value < 0:
-            raise ConfigError(f"reward.weights.{key}: expected a finite number >= 0, got {raw!r}")
-        out[key] = value
-    total = sum(out.values())
-    if total <= 0:
-        raise ConfigError("reward.weights: at least one weight must be > 0")
-    return {k: v / total for k, v in out.items()}
 
 
 def validate_action_band(band: tuple[int, int]) -> tuple[int, int]:
@@ -156,18 +125,16 @@ def reward(
     Args:
         output: model minutes (untrusted text).
         task: the meeting with its ground truth.
-        weights: reward weights (see :func:`validate_weights`); None uses
-            :data:`DEFAULT_REWARD_WEIGHTS`.
+        weights: reward weights by component, checked once by the run
+            (:func:`~evotrainer.tasks.reward_weights.check_reward_weights`) and renormalised onto the simplex
+            here; None uses :data:`DEFAULT_REWARD_WEIGHTS`.
         band: action-count band ``(lo, hi)``.
 
     Returns:
         total in [0, 1] (0.0 when the guard fires; form components gated by :func:`content_gate`), the
         components (ungated), and the guard's reason.
-
-    Raises:
-        ConfigError: bad weights.
     """
-    norm = validate_weights(DEFAULT_REWARD_WEIGHTS if weights is None else weights)
+    norm = on_simplex(DEFAULT_REWARD_WEIGHTS if weights is None else weights, REWARD_COMPONENTS)
     components = reward_components(output, task, band)
     reason = degenerate_reason(output, task.transcript)
     gate = content_gate(output, task) if any(norm[k] for k in FORM_COMPONENTS) else 1.0

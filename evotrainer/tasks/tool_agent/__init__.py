@@ -21,7 +21,6 @@ from evotrainer.tasks.tool_agent.reward import (
     DEFAULT_WEIGHTS,
     REWARD_COMPONENTS,
     EpisodeScore,
-    check_weights,
     score_episode,
 )
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, build_messages, run_episodes
@@ -70,7 +69,6 @@ __all__ = [
     "build_messages",
     "calculator",
     "check_answer",
-    "check_weights",
     "convert",
     "explore_tasks",
     "generate_tasks",

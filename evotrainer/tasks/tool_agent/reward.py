@@ -23,12 +23,11 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import RewardBreakdown
 from evotrainer.tasks.tool_agent.tasks import ANSWER_REL_TOL, ToolTask, check_answer
 from evotrainer.tasks.tool_agent.trajectory import Step
 
-__all__ = ["DEFAULT_WEIGHTS", "REWARD_COMPONENTS", "EpisodeScore", "check_weights", "score_episode"]
+__all__ = ["DEFAULT_WEIGHTS", "REWARD_COMPONENTS", "EpisodeScore", "score_episode"]
 
 REWARD_COMPONENTS: tuple[str, ...] = ("correct", "efficiency", "format")
 """Reward component names, in a fixed order."""
@@ -52,25 +51,6 @@ class EpisodeScore:
     first_wrong_step: int | None
 
 
-def check_weights(weights: Mapping[str, float], where: str = "reward_weights") -> dict[str, float]:
-    """``weights`` as a dict after checking them.
-
-    Raises:
-        ConfigError: an unknown component, a negative or non-finite weight, or weights not summing to 1
-            (within 1e-6); the message names ``where`` and the key.
-    """
-    out: dict[str, float] = {}
-    for key, w in weights.items():
-        if key not in REWARD_COMPONENTS:
-            raise ConfigError(f"{where}.{key}: unknown reward component; expected one of {list(REWARD_COMPONENTS)}")
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w < 0:
-            raise ConfigError(f"{where}.{key}: must be a finite number >= 0, got {w!r}")
-        out[key] = float(w)
-    if abs(sum(out.values()) - 1.0) > 1e-6:
-        raise ConfigError(f"{where}: weights must sum to 1, got {sum(out.values()):g}")
-    return out
-
-
 def _step_right(step: Step, task: ToolTask, rel_tol: float) -> bool:
     if step.kind == "final":
         return check_answer(step.answer, task, rel_tol=rel_tol)
@@ -86,16 +66,14 @@ def score_episode(steps: Sequence[Step], task: ToolTask, *, weights: Mapping[str
     Args:
         steps: the episode's steps in order (>= 0; an empty episode scores 0 on every component).
         task: the task it attempted (gold plan and answer).
-        weights: reward weights by component (on the simplex; see :func:`check_weights`).
+        weights: reward weights by component, on the simplex (checked once by their owner:
+            :func:`~evotrainer.tasks.reward_weights.check_reward_weights`).
         rel_tol: relative tolerance for matching values and answers, >= 0.
 
     Returns:
         The :class:`EpisodeScore`. Never raises for any model output.
-
-    Raises:
-        ConfigError: bad ``weights``.
     """
-    w = check_weights(weights)
+    w = weights
     right = [_step_right(s, task, rel_tol) for s in steps]
     scored = tuple(replace(s, reward=1.0 if ok else 0.0) for s, ok in zip(steps, right, strict=True))
     first_wrong = next((i for i, ok in enumerate(right) if not ok), None)

@@ -20,9 +20,10 @@ from dataclasses import dataclass, field, replace
 from evotrainer import progress
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
 from evotrainer.errors import ConfigError, ServerError
+from evotrainer.tasks.reward_weights import check_reward_weights
 from evotrainer.tasks.tool_agent.env import ToolEnv
 from evotrainer.tasks.tool_agent.parse import parse_reply
-from evotrainer.tasks.tool_agent.reward import DEFAULT_WEIGHTS, check_weights, score_episode
+from evotrainer.tasks.tool_agent.reward import DEFAULT_WEIGHTS, REWARD_COMPONENTS, score_episode
 from evotrainer.tasks.tool_agent.tasks import ToolTask
 from evotrainer.tasks.tool_agent.trajectory import Step, Trajectory
 
@@ -49,8 +50,8 @@ class ToolRolloutConfig:
         prefill: text that starts every assistant reply (sent as a trailing assistant message, see
             :func:`~evotrainer.backends.base.split_prefill`); it is part of the reply the model is
             scored and trained on. "" for none.
-        weights: reward weights by component (on the simplex; see
-            :func:`~evotrainer.tasks.tool_agent.reward.check_weights`).
+        weights: reward weights by component, on the simplex (checked here, once:
+            :func:`~evotrainer.tasks.reward_weights.check_reward_weights`).
         stop_on_repeat: end a greedy episode (stop reason "repeated") after a reply equal to the previous
             one (after parsing; the repeated step is kept and scored). Sampled episodes never stop for it.
     """
@@ -69,7 +70,7 @@ class ToolRolloutConfig:
                 raise ConfigError(f"rollout.{key}: must be an integer >= {low}, got {value!r}")
         if not isinstance(self.stop_on_repeat, bool):
             raise ConfigError(f"rollout.stop_on_repeat: must be true or false, got {self.stop_on_repeat!r}")
-        check_weights(self.weights, "rollout.weights")
+        check_reward_weights(self.weights, REWARD_COMPONENTS, "rollout.weights", simplex=True)
 
 
 @dataclass(frozen=True)

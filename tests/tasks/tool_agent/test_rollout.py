@@ -11,8 +11,9 @@ import pytest
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, SamplingParams, split_prefill
 from evotrainer.errors import ConfigError
+from evotrainer.tasks.reward_weights import check_reward_weights
 from evotrainer.tasks.tool_agent.generator import generate_tasks
-from evotrainer.tasks.tool_agent.reward import check_weights, score_episode
+from evotrainer.tasks.tool_agent.reward import REWARD_COMPONENTS, score_episode
 from evotrainer.tasks.tool_agent.rollout import Episode, ToolRolloutConfig, build_messages, run_episodes
 from evotrainer.tasks.tool_agent.tasks import ToolTask
 from evotrainer.tasks.tool_agent.trajectory import Step
@@ -182,7 +183,7 @@ def test_credit_points_at_the_first_wrong_tool_result() -> None:
 ])
 def test_bad_weights_name_the_key(weights, key: str) -> None:
     with pytest.raises(ConfigError, match=key):
-        check_weights(weights)
+        check_reward_weights(weights, REWARD_COMPONENTS, simplex=True)
 
 
 @pytest.mark.parametrize(("field", "value"), [("max_steps", 0), ("max_new_tokens", 0), ("observation_chars", 5)])
