@@ -315,18 +315,7 @@ def _validate_selfevolve(s: SelfEvolveConfig) -> None:
     _check(c.raise_rounds >= 1, "selfevolve.curriculum.raise_rounds", ">= 1", c.raise_rounds)
     _check(c.lower_rounds >= 1, "selfevolve.curriculum.lower_rounds", ">= 1", c.lower_rounds)
     _check(0 <= c.step <= 1, "selfevolve.curriculum.step", "in [0, 1] (share of each knob's range)", c.step)
-    lo = s.lora
-    for key in ("rank", "steps", "batch_size"):
-        _check(getattr(lo, key) >= 1, f"selfevolve.lora.{key}", ">= 1", getattr(lo, key))
-    _check(lo.max_length >= 16, "selfevolve.lora.max_length", ">= 16 tokens", lo.max_length)
-    _check(lo.alpha > 0, "selfevolve.lora.alpha", "> 0", lo.alpha)
-    _check(0 <= lo.dropout < 1, "selfevolve.lora.dropout", "in [0, 1)", lo.dropout)
-    _check(lo.lr > 0, "selfevolve.lora.lr", "> 0 (absolute, not log10)", lo.lr)
-    _check(0 <= lo.replay_ratio < 1, "selfevolve.lora.replay_ratio", "in [0, 1)", lo.replay_ratio)
-    _check(lo.grad_clip >= 0, "selfevolve.lora.grad_clip", ">= 0 (0 = off)", lo.grad_clip)
-    _check(lo.weight_decay >= 0, "selfevolve.lora.weight_decay", ">= 0", lo.weight_decay)
-    _check(bool(lo.target_modules) and all(isinstance(m, str) and m for m in lo.target_modules),
-           "selfevolve.lora.target_modules", "a non-empty list of module names", lo.target_modules)
+    s.lora.check("selfevolve.lora")
 
 
 def find_data_path(path: str) -> Path | None:

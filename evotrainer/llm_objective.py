@@ -25,7 +25,7 @@ model, whose Lamarckian fine-tunes learn from the policies' own passing outputs 
 from __future__ import annotations
 
 from collections.abc import Callable, MutableMapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -134,7 +134,7 @@ def lora_workshop(
         ConfigError: ``backend`` is not a transformers backend (vLLM serves adapters but cannot train
             them), its model is not float32 on the CPU, or ``inner.adapter_lora`` is out of range.
     """
-    from evotrainer.adapters import LoraTrainConfig, cx_adapters, mut_adapter_noise, train_lora
+    from evotrainer.adapters import cx_adapters, mut_adapter_noise, train_lora
     from evotrainer.backends.hf import HFBackend
 
     if not isinstance(backend, HFBackend):
@@ -145,11 +145,7 @@ def lora_workshop(
     if model.device.type == "cpu" and str(dtype) != "torch.float32":
         raise ConfigError(f"inner.adapter_mutation_share > 0 trains LoRA adapters, which needs model.dtype=float32 "
                           f"on the CPU, got {dtype}")
-    settings = asdict(cfg.inner.adapter_lora)
-    try:
-        train_cfg = LoraTrainConfig(**{**settings, "target_modules": tuple(settings["target_modules"])})
-    except ConfigError as exc:
-        raise ConfigError(f"inner.adapter_lora: {exc}") from None
+    train_cfg = cfg.inner.adapter_lora.check("inner.adapter_lora")
     folder = Path(root).expanduser().resolve()
     folder.mkdir(parents=True, exist_ok=True)
     scale = cfg.inner.adapter_noise_scale

@@ -5,8 +5,9 @@ from evotrainer.adapters.export import export_policy
 from evotrainer.adapters.merge import cx_adapters
 from evotrainer.adapters.perturb import mut_adapter_noise
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
-from evotrainer.adapters.train import GPU_TRAIN_CONFIG, LoraTrainConfig, SFTExample, TrainResult, train_lora
+from evotrainer.adapters.train import GPU_TRAIN_CONFIG, SFTExample, TrainResult, train_lora
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, LoraFactors, read_adapter, write_adapter
+from evotrainer.lora_settings import LoraSettings
 
 __all__ = [
     "ADAPTER_META_FILE",
@@ -15,7 +16,7 @@ __all__ = [
     "BatchRow",
     "EncodedExample",
     "LoraFactors",
-    "LoraTrainConfig",
+    "LoraSettings",
     "SFTExample",
     "TrainResult",
     "collate",

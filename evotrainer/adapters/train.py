@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 import warnings
 from collections.abc import Sequence
@@ -29,6 +28,7 @@ from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, 
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, check_fits, read_adapter
 from evotrainer.backends.base import Message
 from evotrainer.errors import ConfigError, DataError, ModelError
+from evotrainer.lora_settings import LoraSettings
 from evotrainer.progress import advance
 
 if TYPE_CHECKING:
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "GPU_TRAIN_CONFIG",
-    "LoraTrainConfig",
     "SFTExample",
     "TrainResult",
     "train_lora",
@@ -44,63 +43,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-@dataclass(frozen=True)
-class LoraTrainConfig:
-    """Settings of one LoRA SFT run. Defaults are sized for 2 CPU cores and SmolLM2-135M in fp32.
-
-    Attributes:
-        rank: LoRA rank r, >= 1 (ignored when continuing from a parent: its rank is kept).
-        alpha: LoRA alpha; the update is scaled by alpha / rank. > 0.
-        dropout: LoRA dropout on the adapter input during training, in [0, 1).
-        lr: AdamW learning rate (absolute, not log10), > 0; constant schedule.
-        target_modules: module names that get adapters (attention projections by default).
-        steps: optimiser steps (one batch each), >= 1. Measured for SmolLM2-135M fp32 at batch 4 with every row
-            a full 768 tokens, on 2 CPU cores shared with other jobs: 60-97 s/step wall, 44 CPU-seconds/step
-            (so ~22-30 s/step on 2 free cores, ~6-8 min for 16 steps); shorter rows cost proportionally less.
-        batch_size: rows per step, >= 1.
-        replay_ratio: share of replay rows in every batch, in [0, 1) (see :func:`plan_batches`).
-        max_length: maximum tokens per row (prompt + answer + end-of-turn), >= 16; longer prompts lose words
-            from the middle of their longest user message, answers are never cut.
-        grad_clip: max global L2 norm of the adapter gradients; <= 0 disables clipping.
-        weight_decay: AdamW weight decay on the adapter weights, >= 0.
-    """
-
-    rank: int = 16
-    alpha: int = 32
-    dropout: float = 0.0
-    lr: float = 2e-4
-    target_modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")
-    steps: int = 16
-    batch_size: int = 4
-    replay_ratio: float = 0.3
-    max_length: int = 768
-    grad_clip: float = 1.0
-    weight_decay: float = 0.0
-
-    def __post_init__(self) -> None:
-        checks = [
-            ("rank", self.rank >= 1, ">= 1"),
-            ("alpha", self.alpha > 0, "> 0"),
-            ("dropout", 0.0 <= self.dropout < 1.0, "in [0, 1)"),
-            ("lr", self.lr > 0 and math.isfinite(self.lr), "> 0 and finite"),
-            ("target_modules", bool(self.target_modules) and all(isinstance(m, str) and m
-                                                                 for m in self.target_modules),
-             "a non-empty tuple of module names"),
-            ("steps", self.steps >= 1, ">= 1"),
-            ("batch_size", self.batch_size >= 1, ">= 1"),
-            ("replay_ratio", 0.0 <= self.replay_ratio < 1.0, "in [0, 1)"),
-            ("max_length", self.max_length >= 16, ">= 16"),
-            ("grad_clip", math.isfinite(self.grad_clip), "finite"),
-            ("weight_decay", self.weight_decay >= 0, ">= 0"),
-        ]
-        for key, ok, expected in checks:
-            if not ok:
-                raise ConfigError(f"lora.{key} must be {expected}, got {getattr(self, key)!r}")
-        if not isinstance(self.target_modules, tuple):
-            object.__setattr__(self, "target_modules", tuple(self.target_modules))
-
-
-GPU_TRAIN_CONFIG = LoraTrainConfig(steps=96, batch_size=8, max_length=2048)
+GPU_TRAIN_CONFIG = LoraSettings(steps=96, batch_size=8, max_length=2048)
 """GPU sizes (the seed project's 96 steps at batch 8); max_length 2048 fits long meeting transcripts."""
 
 
@@ -144,7 +87,7 @@ class TrainResult:
     answer_tokens: int = 0
 
 
-def _encode_all(tokenizer: Any, examples: Sequence[SFTExample], cfg: LoraTrainConfig, end_id: int,
+def _encode_all(tokenizer: Any, examples: Sequence[SFTExample], cfg: LoraSettings, end_id: int,
                 label: str) -> tuple[list[EncodedExample], int]:
     """Encode examples, skipping (with a warning) those that cannot be; returns (encoded, skipped)."""
     out: list[EncodedExample] = []
@@ -159,7 +102,7 @@ def _encode_all(tokenizer: Any, examples: Sequence[SFTExample], cfg: LoraTrainCo
     return out, skipped
 
 
-def _wrap(model: torch.nn.Module, cfg: LoraTrainConfig, parent: Path | None) -> Any:
+def _wrap(model: torch.nn.Module, cfg: LoraSettings, parent: Path | None) -> Any:
     """A trainable PEFT wrapper around ``model``: a fresh adapter, or the parent's loaded trainable."""
     from peft import LoraConfig, PeftModel, get_peft_model
 
@@ -201,7 +144,7 @@ def _answer_loss(peft_model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
 
 
 def _fit(peft_model: Any, plan: list[list[BatchRow]], data: dict[str, list[EncodedExample]],
-         cfg: LoraTrainConfig, pad_id: int, end_id: int) -> tuple[list[float], int]:
+         cfg: LoraSettings, pad_id: int, end_id: int) -> tuple[list[float], int]:
     """Run the optimiser over ``plan``; returns (per-step losses, supervised tokens)."""
     params = [p for p in peft_model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
@@ -230,7 +173,7 @@ def train_lora(
     backend: HFBackend,
     examples: Sequence[SFTExample],
     replay: Sequence[SFTExample],
-    cfg: LoraTrainConfig,
+    cfg: LoraSettings,
     out_dir: str | Path,
     *,
     rng: np.random.Generator,
@@ -249,7 +192,7 @@ def train_lora(
         backend: the policy model's backend; its model is trained through a wrapper, never changed.
         examples: the new samples to learn (e.g. passing rollouts), at least one encodable.
         replay: seed or earlier-round samples mixed into every batch; may be empty (then no replay).
-        cfg: training settings.
+        cfg: training settings (:meth:`~evotrainer.lora_settings.LoraSettings.check` first).
         out_dir: folder for the adapter (created; existing adapter files in it are overwritten). It also
             gets ``evotrainer_adapter.json`` (operator, parent, config, losses).
         rng: the only source of randomness (batch plan, adapter init and dropout via a seeded, forked
@@ -261,10 +204,11 @@ def train_lora(
         A :class:`TrainResult`.
 
     Raises:
-        DataError: no encodable pool example. ConfigError: a non-float32 model on the CPU, or target
-        modules that match nothing. ModelError: an unloadable parent, no trainable parameters, or a
+        DataError: no encodable pool example. ConfigError: a setting out of range (``lora.<field>``), a
+        non-float32 model on the CPU, or target modules that match nothing. ModelError: an unloadable parent, no trainable parameters, or a
         non-finite loss.
     """
+    cfg.check("lora")
     start = time.perf_counter()
     out = Path(out_dir)
     parent = Path(parent_adapter).expanduser().resolve() if parent_adapter is not None else None

@@ -346,10 +346,7 @@ class InnerConfig:
 
     def _validate_adapters(self) -> None:
         _need(self.adapter_noise_scale > 0, "adapter_noise_scale", "a scale > 0", self.adapter_noise_scale)
-        lora = self.adapter_lora
-        for key in ("rank", "steps", "batch_size"):
-            _need(getattr(lora, key) >= 1, f"adapter_lora.{key}", "an integer >= 1", getattr(lora, key))
-        _need(lora.max_length >= 16, "adapter_lora.max_length", ">= 16 tokens", lora.max_length)
+        self.adapter_lora.check("inner.adapter_lora")
 
     @property
     def mutator_params(self) -> SamplingParams:

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.adapters.train import LoraTrainConfig, TrainResult
+from evotrainer.adapters.train import TrainResult
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.backends.base import LLM, Embedder, SamplingParams
 from evotrainer.config import SelfEvolveConfig
@@ -48,7 +48,6 @@ __all__ = [
     "Sample",
     "SelfEvolveState",
     "TrainFn",
-    "lora_train_config",
     "pool_row",
     "run_round",
     "score_policy",
@@ -156,13 +155,6 @@ class RoundOutcome:
     train: TrainResult | None = None
 
 
-def lora_train_config(cfg: SelfEvolveConfig) -> LoraTrainConfig:
-    """The trainer's config from ``selfevolve.lora`` (same field names)."""
-    d = asdict(cfg.lora)
-    d["target_modules"] = tuple(d["target_modules"])
-    return LoraTrainConfig(**d)
-
-
 def score_policy(evaluator: RolloutEvaluator, policy: Policy, tasks: Sequence[Task]) -> MetaEvaluation:
     """The family's fixed metric (greedy decoding) of ``policy`` on ``tasks``: dev score or S_val."""
     return evaluator.meta_evaluate([policy], list(tasks))[0]
@@ -248,7 +240,7 @@ def run_round(
         with timer.phase("train", f"{len(items)} samples + {len(state.replay)} replay", cfg.lora.steps, "steps"):
             try:
                 result = train(models.trainer, to_sft(family, policy, items, "pool"),
-                               to_sft(family, policy, state.replay, "replay"), lora_train_config(cfg), out_dir,
+                               to_sft(family, policy, state.replay, "replay"), cfg.lora, out_dir,
                                rng=train_rng, parent_adapter=policy.adapter)
                 _place_adapter(Path(result.adapter_dir), out_dir)
                 candidate = _candidate(policy, out_dir.resolve(), k)

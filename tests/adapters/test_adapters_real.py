@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from evotrainer.adapters import LoraTrainConfig, SFTExample, cx_adapters, train_lora
+from evotrainer.adapters import LoraSettings, SFTExample, cx_adapters, train_lora
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 
@@ -33,7 +33,7 @@ def test_two_step_training_changes_outputs_and_never_the_base(real: HFBackend, t
     base = real.generate([req])[0]
     assert "Paris" in base.text  # measured: "The capital of France is Paris."
     # lr 5e-3: measured to flip the greedy answer in 2 steps (2e-4 and 1e-3 do not)
-    cfg = LoraTrainConfig(steps=2, batch_size=2, lr=5e-3, max_length=128)
+    cfg = LoraSettings(steps=2, batch_size=2, lr=5e-3, max_length=128)
     result = train_lora(real, examples, [], cfg, tmp_path / "a", rng=np.random.default_rng(0))
     assert result.trainable_params == 30 * 16 * (576 + 576 + 576 + 192 + 576 + 192 + 576 + 576)
     assert result.losses[1] < result.losses[0]

@@ -11,15 +11,16 @@ import torch
 from safetensors.torch import load_file
 
 from evotrainer.adapters.sft_data import collate, encode_chat
-from evotrainer.adapters.train import LoraTrainConfig, _answer_loss, train_lora
+from evotrainer.adapters.train import _answer_loss, train_lora
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.lora_settings import LoraSettings
 
 from .conftest import POOL, REPLAY
 
-CFG = LoraTrainConfig(rank=4, alpha=8, steps=3, batch_size=2, max_length=128, lr=1e-2)
+CFG = LoraSettings(rank=4, alpha=8, steps=3, batch_size=2, max_length=128, lr=1e-2)
 
 
 def _base_state(backend: HFBackend) -> dict[str, torch.Tensor]:
@@ -111,7 +112,7 @@ def test_bad_inputs_raise(tiny_backend: HFBackend, tmp_path: Path) -> None:
     with pytest.raises(DataError, match="none of the 1 pool examples"):
         train_lora(tiny_backend, [bad], REPLAY, CFG, tmp_path / "x", rng=np.random.default_rng(0))
     with pytest.raises(ConfigError, match="lora.rank"):
-        LoraTrainConfig(rank=0)
+        LoraSettings(rank=0).check()
     with pytest.raises(ConfigError, match="target_modules"):
         train_lora(tiny_backend, POOL, [], replace(CFG, target_modules=("no_such_proj",)), tmp_path / "y",
                    rng=np.random.default_rng(0))
