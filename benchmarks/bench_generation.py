@@ -17,7 +17,8 @@ import time
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams  # noqa: E402
-from evotrainer.backends.hf import HFBackend, HFBackendConfig  # noqa: E402
+from evotrainer.backends.hf import HFBackend  # noqa: E402
+from evotrainer.model_schema import ModelConfig
 
 NAMES = ["Dana", "Ravi", "Mei", "Tom", "Aisha", "Lukas"]
 TOPICS = ["the budget", "the launch date", "hiring", "the vendor contract", "the office move", "QA"]
@@ -64,7 +65,7 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(s) for s in args.batch_sizes.split(",") if s]
 
-    backend = HFBackend(HFBackendConfig(batch_size=max(sizes, default=1), threads=args.threads))
+    backend = HFBackend(ModelConfig(batch_size=max(sizes, default=1), threads=args.threads))
     print(f"model load: {backend.load_seconds:.1f} s ({backend.name})")
     backend.generate(requests(1, 20, 4, seed=99))  # warm-up
 

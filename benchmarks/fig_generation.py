@@ -117,7 +117,7 @@ def prefix_figure(bench: Bench) -> Figure:
     for label, layout, share in configs:
         family = family_for(layout) or (family_for(None) if layout == "system_first" else None)
         if family is None or (share and not sharing):
-            missing = "the family's prompt_layout" if family is None else "HFBackendConfig.prefix_sharing"
+            missing = "the family's prompt_layout" if family is None else "model.prefix_sharing"
             fig.add(f"{label}: wall time", None, "s", note=f"{_UNAVAILABLE} (no {missing})")
             continue
         reqs = build_requests(family, policies, tasks, params)

@@ -35,9 +35,10 @@ import urllib.request
 from pathlib import Path
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig, save_served_folder
-from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.config import Config
+from evotrainer.model_schema import ModelConfig, OpenAIConfig
 from evotrainer.runtime import build_family, load_seed_population, load_validation
 
 SMOKE_POLICIES = ["terse", "secretary_markdown", "inline_example"]
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> None:
 
     requests = workload(args.policies, args.items, args.max_new_tokens)
     n = len(requests)
-    local = HFBackend(HFBackendConfig(path=args.path, batch_size=args.concurrency))
+    local = HFBackend(ModelConfig(path=args.path, batch_size=args.concurrency))
     rates: dict[str, float] = {}
     runs: dict[str, list[float]] = {}
     runs["in process"] = timed(local, requests, args.reps)
@@ -118,8 +119,8 @@ def main(argv: list[str] | None = None) -> None:
             model = str(save_served_folder(local, Path(tmp) / "served"))
             proc, base_url = start_transformers_serve(model, continuous_batching=args.continuous_batching)
         try:
-            remote = OpenAIBackend(OpenAIBackendConfig(base_url=base_url, model=model, concurrency=args.concurrency,
-                                                       timeout_s=900, max_retries=0))
+            remote = OpenAIBackend(OpenAIConfig(base_url=base_url, model=model, concurrency=args.concurrency,
+                                                timeout_s=900, max_retries=0))
             runs[f"server ({remote.profile.kind})"] = timed(remote, requests, args.reps)
             remote.close()
         finally:
@@ -131,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     from tests.backends._fake_openai import FakeServer
 
     with FakeServer() as fake:
-        http = OpenAIBackend(OpenAIBackendConfig(base_url=fake.url, model=fake.model, concurrency=args.concurrency))
+        http = OpenAIBackend(OpenAIConfig(base_url=fake.url, model=fake.model, concurrency=args.concurrency))
         runs["HTTP path alone"] = timed(http, requests, args.reps)
         http.close()
 

@@ -7,7 +7,7 @@ backend, a task family, decoding settings and the validation data.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from evotrainer.backends.base import LLM, SamplingParams
@@ -48,33 +48,20 @@ def build_llm(cfg: ModelConfig, *, progress: bool = False, role: str = "model",
 
         return RayExecutor(cfg, executor.ray)
     if cfg.backend == "openai":
-        from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+        from evotrainer.backends.openai_compat import OpenAIBackend
 
-        o = cfg.openai
-        if not o.base_url or not o.model:
-            raise ConfigError(f"{role}.openai.base_url and {role}.openai.model name the server and its model for "
-                              "the openai backend")
-        return OpenAIBackend(OpenAIBackendConfig(
-            base_url=o.base_url, model=o.model, api_key_env=o.api_key_env, server=o.server, prefill=o.prefill,
-            tokenizer=o.tokenizer, approximate=tuple(o.approximate), concurrency=o.concurrency,
-            timeout_s=o.timeout_s, max_retries=o.max_retries, max_context=cfg.max_context, role=role))
+        return OpenAIBackend(cfg.openai, max_context=cfg.max_context, role=role)
     if cfg.backend == "vllm":
         from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
         if not cfg.path:
             raise ConfigError(f"{role}.path: the vllm backend needs a Hugging Face model folder or id")
         return VLLMBackend(VLLMBackendConfig(path=cfg.path, max_context=cfg.max_context))
-    from evotrainer.backends.hf import HFBackend, HFBackendConfig
+    from evotrainer.backends.hf import HFBackend
     from evotrainer.threads import apply_threads
 
     threads = apply_threads(cfg.threads)  # model.threads, or the cores free now (chosen once per process)
-    return HFBackend(HFBackendConfig(
-        path=cfg.path, gguf_file=cfg.gguf_file, dtype=cfg.dtype, batch_size=cfg.batch_size,
-        max_context=cfg.max_context, threads=threads, progress=progress, device=cfg.device,
-        prefix_sharing=cfg.prefix_sharing, prefix_min_tokens=cfg.prefix_min_tokens,
-        prefix_cache_mb=cfg.prefix_cache_mb, max_batch_tokens=cfg.max_batch_tokens,
-        kv_cache=cfg.kv_cache,
-    ))
+    return HFBackend(replace(cfg, threads=threads), progress=progress)  # the model schema is the backend's settings
 
 
 def build_family(cfg: Config) -> TaskFamily:

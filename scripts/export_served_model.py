@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from evotrainer.backends.hf import HFBackend, HFBackendConfig, save_served_folder
+from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.model_schema import ModelConfig
 
 
 def main() -> None:
@@ -22,7 +23,7 @@ def main() -> None:
     parser.add_argument("folder", help="where to write the served model folder")
     parser.add_argument("--path", default=None, help="a model folder or .gguf file (default: the embedded SmolLM2)")
     args = parser.parse_args()
-    out = save_served_folder(HFBackend(HFBackendConfig(path=args.path)), args.folder)
+    out = save_served_folder(HFBackend(ModelConfig(path=args.path)), args.folder)
     print(f"wrote {out}; serve it with: transformers serve {out} --device cpu --dtype float32 --port 8000")
 
 

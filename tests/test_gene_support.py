@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from evotrainer.backends.base import Generation, GenerationRequest
-from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.backends.usage import Prices, RunUsage, usage_lines
 from evotrainer.config import Config, validate
 from evotrainer.errors import ConfigError
@@ -14,6 +14,7 @@ from evotrainer.gene_support import check_policy_backend, refusals, remote_decod
 from evotrainer.genome import PREFILL_SECTION, Policy
 from evotrainer.harness.stopping import BudgetLimits, Usage, budget_stop
 from evotrainer.llm_objective import inner_config
+from evotrainer.model_schema import OpenAIConfig
 from evotrainer.run_control import RunControl
 from evotrainer.search.decoding import DecodingGene
 from tests.backends._fake_openai import FakeServer
@@ -48,7 +49,7 @@ def test_default_genes_are_narrowed_to_what_a_server_honours() -> None:
 
 def test_refusals_name_each_setting_and_what_to_change() -> None:
     with FakeServer(owned_by="someone") as server:  # a generic server: no prefill path, no adapters
-        llm = OpenAIBackend(OpenAIBackendConfig(base_url=server.url, model=server.model))
+        llm = OpenAIBackend(OpenAIConfig(base_url=server.url, model=server.model))
         cfg = _openai_config(server.url)
         genes = [DecodingGene("repetition_penalty", 1.0, 1.3, 1.0, 0.05)]
         population = [_policy("plain"), _policy("prefilled", prefill="- "),
@@ -70,7 +71,7 @@ def test_refusals_name_each_setting_and_what_to_change() -> None:
         cfg.inner.prefill_mutation_share = 0.0
         check_policy_backend(llm, cfg, [_policy("plain")], inner_config(cfg).genes)  # nothing left to refuse
     with FakeServer(owned_by="vllm") as server:  # vLLM continues prefills and loads adapters
-        llm = OpenAIBackend(OpenAIBackendConfig(base_url=server.url, model=server.model))
+        llm = OpenAIBackend(OpenAIConfig(base_url=server.url, model=server.model))
         cfg = _openai_config(server.url)
         cfg.decoding.no_repeat_ngram_size = 0
         check_policy_backend(llm, cfg, [_policy("prefilled", prefill="- "), _policy("tuned", adapter="/a")],

@@ -150,12 +150,13 @@ def test_policies_reading_one_window_share_its_prefix(tiny_model_dir: Path) -> N
     """Two policies on one long meeting in the transcript_first layout: every window's transcript is a prefix
     both send, so the backend computes it once and reuses it (the windows and the merges in two calls)."""
     from evotrainer.backends.base import SamplingParams
-    from evotrainer.backends.hf import HFBackend, HFBackendConfig
+    from evotrainer.backends.hf import HFBackend
+    from evotrainer.model_schema import ModelConfig
     from evotrainer.tasks.base import RolloutRequest
     from evotrainer.tasks.meeting_minutes import MeetingMinutes
     from evotrainer.tasks.meeting_minutes.long_input import LongInput
 
-    llm = HFBackend(HFBackendConfig(path=str(tiny_model_dir), max_context=768, prefix_cache_mb=0))
+    llm = HFBackend(ModelConfig(path=str(tiny_model_dir), max_context=768, prefix_cache_mb=0))
     family = MeetingMinutes(long=LongInput(window_tokens=256, overlap_tokens=32, reserve_tokens=160))
     (task,), _ = family.load_dataset(LONG, limit=1)
     params = SamplingParams(max_new_tokens=4)

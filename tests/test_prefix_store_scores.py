@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 
 from evotrainer.backends.base import SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config
+from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.runtime import build_family, load_seed_population
 
@@ -34,8 +35,8 @@ def test_scores_are_identical_with_a_run_long_prefix_store(tiny_model_dir: Path)
     cfg = Config()
     cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example", "plain_summary", "decisions_focus"]
     base = {"path": str(tiny_model_dir), "max_context": 1024, "prefix_min_tokens": 16}
-    stored = HFBackend(HFBackendConfig(**base, prefix_cache_mb=64))
-    whole = HFBackend(HFBackendConfig(**base, prefix_sharing=False, prefix_cache_mb=0))
+    stored = HFBackend(ModelConfig(**base, prefix_cache_mb=64))
+    whole = HFBackend(ModelConfig(**base, prefix_sharing=False, prefix_cache_mb=0))
 
     with_store = _calls(stored, cfg)
     assert stored.prefix_store.hits > 0 and stored.stats.prefix_tokens_reused > 0

@@ -13,7 +13,7 @@ from evotrainer.backends.embedded import embedded_embedder_dir, embedded_gguf
 
 if TYPE_CHECKING:
     from evotrainer.backends.embedder import MiniLMEmbedder, cosine
-    from evotrainer.backends.hf import HFBackend, HFBackendConfig, load_backend
+    from evotrainer.backends.hf import HFBackend, load_backend
     from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "Generation",
     "GenerationRequest",
     "HFBackend",
-    "HFBackendConfig",
     "Message",
     "MiniLMEmbedder",
     "SamplingParams",
@@ -36,7 +35,6 @@ __all__ = [
 
 _LAZY = {
     "HFBackend": "evotrainer.backends.hf",
-    "HFBackendConfig": "evotrainer.backends.hf",
     "load_backend": "evotrainer.backends.hf",
     "MiniLMEmbedder": "evotrainer.backends.embedder",
     "cosine": "evotrainer.backends.embedder",

@@ -37,7 +37,7 @@ from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.converted import save_plain
 from evotrainer.backends.hf_adapters import AdapterSlots
-from evotrainer.backends.hf_config import GenerationStats, HFBackendConfig
+from evotrainer.backends.hf_config import GenerationStats
 from evotrainer.backends.hf_loading import (  # noqa: F401  (_resolve_source: re-exported for tests)
     _cache_kwarg,
     _plain_kv_cache,
@@ -48,11 +48,11 @@ from evotrainer.backends.logits import build_processors
 from evotrainer.backends.prefix import PrefixStore, plan_prefixes
 from evotrainer.backends.prompt_fit import ensure_system_turn, fit_messages
 from evotrainer.errors import ConfigError, ModelError
+from evotrainer.model_schema import ModelConfig
 
 __all__ = [
     "GenerationStats",
     "HFBackend",
-    "HFBackendConfig",
     "ensure_system_turn",
     "fit_messages",
     "load_backend",
@@ -81,7 +81,10 @@ class HFBackend(AdapterSlots):
     """Batched chat completion with transformers (implements :class:`~evotrainer.backends.base.LLM`).
 
     Args:
-        cfg: backend settings; the model loads once, here.
+        cfg: the model role's settings, the ``model.*`` keys as they are (:class:`~evotrainer.model_schema.ModelConfig`;
+            ``backend`` and ``openai`` are not read; ``threads`` None leaves torch's thread count as it is). None =
+            the schema's defaults (the embedded SmolLM2-135M-Instruct GGUF). The model loads once, here.
+        progress: show a progress bar over batches.
 
     Attributes:
         name: "hf:<model file or path>".
@@ -96,8 +99,8 @@ class HFBackend(AdapterSlots):
         ConfigError: a config value is out of range.
     """
 
-    def __init__(self, cfg: HFBackendConfig | None = None) -> None:
-        cfg = cfg or HFBackendConfig()
+    def __init__(self, cfg: ModelConfig | None = None, *, progress: bool = False) -> None:
+        cfg = cfg or ModelConfig()
         if cfg.dtype not in _DTYPES:
             raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
         if cfg.batch_size < 1:
@@ -116,7 +119,7 @@ class HFBackend(AdapterSlots):
             if cfg.threads < 1:
                 raise ConfigError(f"model.threads must be >= 1 or null, got {cfg.threads}")
             torch.set_num_threads(cfg.threads)
-        self.cfg = cfg
+        self.cfg, self.progress = cfg, progress
         source, gguf_file = _resolve_source(cfg)
         self.name = f"hf:{gguf_file or source}"
         start = time.perf_counter()
@@ -322,7 +325,7 @@ class HFBackend(AdapterSlots):
         return None if adapter is None else self._adapter_folder(adapter)
 
     def _progress(self, chunks: list[list[int]]) -> Iterator[list[int]]:
-        if not self.cfg.progress or not chunks:
+        if not self.progress or not chunks:
             yield from chunks
             return
         from rich.progress import Progress
@@ -500,6 +503,6 @@ def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:
     return out
 
 
-def load_backend(cfg: HFBackendConfig | None = None) -> HFBackend:
-    """Load an :class:`HFBackend` (the model loads once); see :class:`HFBackendConfig` for the fields."""
+def load_backend(cfg: ModelConfig | None = None) -> HFBackend:
+    """Load an :class:`HFBackend` (the model loads once); ``cfg``: the ``model.*`` keys (:class:`ModelConfig`)."""
     return HFBackend(cfg)

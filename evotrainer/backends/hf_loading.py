@@ -15,8 +15,8 @@ import torch
 
 from evotrainer.backends.converted import converted_dir, load_converted, save_converted
 from evotrainer.backends.embedded import embedded_gguf
-from evotrainer.backends.hf_config import HFBackendConfig
 from evotrainer.errors import ModelError
+from evotrainer.model_schema import ModelConfig
 
 __all__ = ["load_model"]
 
@@ -66,7 +66,7 @@ def _quiet_loading() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
-def _resolve_source(cfg: HFBackendConfig) -> tuple[str, str | None]:
+def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None]:
     """``(folder or hub id, gguf file name or None)`` for ``from_pretrained``; ModelError if absent."""
     if cfg.path is None:
         gguf = embedded_gguf()

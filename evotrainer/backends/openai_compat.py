@@ -55,47 +55,14 @@ from evotrainer.backends.openai_fields import (
     unsupported,
 )
 from evotrainer.errors import ConfigError, ModelError, ServerError
+from evotrainer.model_schema import OpenAIConfig
 
-__all__ = ["OpenAIBackend", "OpenAIBackendConfig", "error_line", "is_systemic"]
+__all__ = ["OpenAIBackend", "error_line", "is_systemic"]
 
 log = logging.getLogger(__name__)
 
 _NO_KEY = "no-key"  # sent when no key is configured (the client needs one; local servers ignore it)
 _STANDARD_KEYS = {"id", "object", "created", "owned_by"}
-
-
-@dataclass(frozen=True)
-class OpenAIBackendConfig:
-    """Settings of :class:`OpenAIBackend` (the ``<role>.openai.*`` keys, see ``config.OpenAIConfig``).
-
-    Attributes:
-        base_url: the server's API root, e.g. ``http://127.0.0.1:8000/v1``.
-        model: the served model's name.
-        api_key_env: name of the environment variable holding the key; None = no key.
-        server: "auto" (from ``/models``) or a kind of :data:`~evotrainer.backends.openai_fields.PROFILES`.
-        prefill: "auto", "continue", "completions" or "none".
-        tokenizer: local tokenizer folder or cached hub id (prefill by completions, prompt fitting); None = the
-            served model's name when it is a local folder.
-        approximate: decoding settings the role accepts as the server's own variant (``repetition_penalty``).
-        concurrency: requests in flight at once, >= 1.
-        timeout_s: seconds per attempt, > 0.
-        max_retries: retries per request, >= 0.
-        max_context: context window in tokens for prompt fitting (needs a tokenizer); None = no fitting.
-        role: the config prefix errors name ("model", "mutator", "selfevolve.judge").
-    """
-
-    base_url: str
-    model: str
-    api_key_env: str | None = None
-    server: str = "auto"
-    prefill: str = "auto"
-    tokenizer: str | None = None
-    approximate: tuple[str, ...] = ()
-    concurrency: int = 8
-    timeout_s: float = 120.0
-    max_retries: int = 4
-    max_context: int | None = None
-    role: str = "model"
 
 
 def _scrub(text: str, secret: str | None) -> str:
@@ -117,39 +84,41 @@ def is_systemic(exc: BaseException) -> bool:
     return status is not None and (status in (401, 403, 404, 429) or status >= 500)
 
 
-def error_line(exc: BaseException, cfg: OpenAIBackendConfig, secret: str | None = None, where: str = "") -> str:
+def error_line(exc: BaseException, cfg: OpenAIConfig, secret: str | None = None, where: str = "",
+               role: str = "model") -> str:
     """One line saying what a failed ``openai`` call means for the run (the key scrubbed from it).
 
     Args:
         exc: the ``openai`` exception (another exception is described by its type and text).
-        cfg: the role's settings (the URL, model, key variable and retry count the line names).
+        cfg: the role's ``openai`` settings (the URL, model, key variable and retry count the line names).
         secret: the key, removed from the server's message.
         where: what was being done ("request 3", "listing the models").
+        role: the config prefix the line names ("model", "mutator", "selfevolve.judge").
     """
     import openai
 
-    at = f"{cfg.role}: the server at {cfg.base_url}"
+    at = f"{role}: the server at {cfg.base_url}"
     what = f" ({where})" if where else ""
     detail = _scrub(str(getattr(exc, "message", None) or exc), secret)
     if isinstance(exc, openai.APITimeoutError):
-        return (f"{at} did not answer within {cfg.role}.openai.timeout_s={cfg.timeout_s:g} s, "
+        return (f"{at} did not answer within {role}.openai.timeout_s={cfg.timeout_s:g} s, "
                 f"{cfg.max_retries} retries{what}")
     if isinstance(exc, openai.APIConnectionError):
         return (f"{at} cannot be reached after {cfg.max_retries} retries{what}: {detail}; is it running? "
-                f"({cfg.role}.openai.base_url)")
+                f"({role}.openai.base_url)")
     status = getattr(exc, "status_code", None)
     if isinstance(exc, openai.AuthenticationError) or status == 401:
         key = (f"the key in ${cfg.api_key_env}" if cfg.api_key_env
-               else f"no key (set {cfg.role}.openai.api_key_env to the name of the variable holding one)")
+               else f"no key (set {role}.openai.api_key_env to the name of the variable holding one)")
         return f"{at} refused {key} (HTTP 401){what}: {detail}"
     if isinstance(exc, openai.PermissionDeniedError):
         return f"{at} denied access to model {cfg.model!r} (HTTP 403){what}: {detail}"
     if isinstance(exc, openai.NotFoundError):
         return (f"{at} does not know model {cfg.model!r} or this endpoint (HTTP 404){what}: {detail} "
-                f"({cfg.role}.openai.model)")
+                f"({role}.openai.model)")
     if isinstance(exc, openai.RateLimitError):
         return (f"{at} kept refusing with HTTP 429 (rate limit or quota) after {cfg.max_retries} retries{what}: "
-                f"{detail}; lower {cfg.role}.openai.concurrency or raise {cfg.role}.openai.max_retries")
+                f"{detail}; lower {role}.openai.concurrency or raise {role}.openai.max_retries")
     if isinstance(exc, openai.InternalServerError) or (status is not None and status >= 500):
         return f"{at} failed with HTTP {status} after {cfg.max_retries} retries{what}: {detail}"
     if isinstance(exc, openai.APIStatusError):
@@ -181,8 +150,13 @@ class OpenAIBackend:
     """Chat completion on an OpenAI-compatible server (implements :class:`~evotrainer.backends.base.LLM`).
 
     Args:
-        cfg: the role's settings. The server is asked for its model list here (one request): an unreachable
-            server, a refused key or a model it does not serve fail now, before the run spends anything.
+        cfg: the role's ``openai`` keys as they are (:class:`~evotrainer.model_schema.OpenAIConfig`; ``base_url``
+            and ``model`` must be set; the prices are not read). The server is asked for its model list here (one
+            request): an unreachable server, a refused key or a model it does not serve fail now, before the run
+            spends anything.
+        max_context: the role's ``max_context``: context window in tokens for prompt fitting (needs a
+            tokenizer); None = no fitting.
+        role: the config prefix errors name ("model", "mutator", "selfevolve.judge").
         client: an ``openai.OpenAI``-like client to use instead of building one (tests).
 
     Attributes:
@@ -199,14 +173,18 @@ class OpenAIBackend:
 
     independent_requests = True
 
-    def __init__(self, cfg: OpenAIBackendConfig, client: Any = None) -> None:
-        self.cfg = cfg
+    def __init__(self, cfg: OpenAIConfig, *, max_context: int | None = None, role: str = "model",
+                 client: Any = None) -> None:
+        if not cfg.base_url or not cfg.model:
+            raise ConfigError(f"{role}.openai.base_url and {role}.openai.model name the server and its model for "
+                              "the openai backend")
+        self.cfg, self.max_context, self.role = cfg, max_context, role
         self.approximate = frozenset(cfg.approximate)
         self._secret: str | None = None
         if cfg.api_key_env:
             self._secret = os.environ.get(cfg.api_key_env) or None
             if self._secret is None:
-                raise ConfigError(f"{cfg.role}.openai.api_key_env: the environment variable {cfg.api_key_env} is not "
+                raise ConfigError(f"{role}.openai.api_key_env: the environment variable {cfg.api_key_env} is not "
                                   "set (export it with the server's key)")
         if client is None:
             try:
@@ -221,7 +199,7 @@ class OpenAIBackend:
         self._adapters: dict[str, str] = {}  # adapter folder -> name loaded on the server
         self._tok: Any = None
         if cfg.server != "auto" and cfg.server not in PROFILES:
-            raise ConfigError(f"{cfg.role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
+            raise ConfigError(f"{role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
                               f"got {cfg.server!r}")
         detected = self._probe()  # a reachable server, the key accepted, the model served
         kind = detected if cfg.server == "auto" else cfg.server
@@ -242,11 +220,11 @@ class OpenAIBackend:
         except openai.NotFoundError:  # a server without /models: nothing to check
             return "generic"
         except openai.APIError as exc:
-            raise ServerError(error_line(exc, cfg, self._secret, "listing the models")) from None
+            raise ServerError(error_line(exc, cfg, self._secret, "listing the models", self.role)) from None
         ids = [str(getattr(m, "id", "")) for m in entries]
         if ids and cfg.model not in ids:
             shown = ", ".join(repr(i) for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            raise ServerError(f"{cfg.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
+            raise ServerError(f"{self.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
                              f"it serves {shown}")
         owned = {str(getattr(m, "owned_by", "")) for m in entries}
         extra: set[str] = set()
@@ -263,7 +241,7 @@ class OpenAIBackend:
     def _prefill_mode(self) -> tuple[str | None, str | None]:
         """``(mode, refusal)``: how an answer prefill is sent, or None and why it cannot be."""
         cfg, p = self.cfg, self.profile
-        key = f"{cfg.role}.openai.prefill"
+        key = f"{self.role}.openai.prefill"
         source = self._tokenizer_source()
         if cfg.prefill == "continue" and p.kind in ("transformers", "openai"):
             raise ConfigError(f"{key}=continue: a {p.kind} server ends a final assistant message as a finished "
@@ -272,7 +250,7 @@ class OpenAIBackend:
             if not p.completions and p.kind != "generic":
                 raise ConfigError(f"{key}=completions: a {p.kind} server has no raw-prompt /completions endpoint")
             if source is None:
-                raise ConfigError(f"{key}=completions needs {cfg.role}.openai.tokenizer (the served model's "
+                raise ConfigError(f"{key}=completions needs {self.role}.openai.tokenizer (the served model's "
                                   "tokenizer folder, to apply its chat template here)")
         mode = cfg.prefill
         if mode == "auto":
@@ -281,7 +259,7 @@ class OpenAIBackend:
             return mode, None
         why = (f"the answer prefill gene needs a server that continues the assistant turn (vLLM, llama.cpp) or "
                f"/completions with the chat template applied here; this {p.kind} server has "
-               + ("/completions but no tokenizer: set " + f"{cfg.role}.openai.tokenizer" if p.completions
+               + ("/completions but no tokenizer: set " + f"{self.role}.openai.tokenizer" if p.completions
                   else "neither") + f" ({key}={cfg.prefill})")
         return None, why
 
@@ -301,7 +279,7 @@ class OpenAIBackend:
                 try:
                     self._tok = AutoTokenizer.from_pretrained(source)
                 except (OSError, ValueError) as exc:
-                    raise ModelError(f"{self.cfg.role}.openai.tokenizer: cannot load a tokenizer from {source!r} "
+                    raise ModelError(f"{self.role}.openai.tokenizer: cannot load a tokenizer from {source!r} "
                                      f"(runs are offline: a local folder or a cached hub id): {exc}") from None
         return self._tok
 
@@ -376,7 +354,7 @@ class OpenAIBackend:
 
         chat, prefill = split_prefill(ensure_system_turn(request.messages, where=f"request {i}"))
         if prefill and self.prefill_mode is None:
-            raise ModelError(f"{self.cfg.role}: request {i} starts its answer with a prefill: {self.prefill_refusal}")
+            raise ModelError(f"{self.role}: request {i} starts its answer with a prefill: {self.prefill_refusal}")
         params = request.params
         chat, cut = self._fit(chat, prefill, params.max_new_tokens, i)
         fields = request_fields(params, self.profile, self.approximate)
@@ -399,9 +377,9 @@ class OpenAIBackend:
                 text = choice.message.content or ""
         except openai.APIError as exc:
             kind = ServerError if is_systemic(exc) else ModelError
-            raise kind(error_line(exc, self.cfg, self._secret, f"request {i}")) from None
+            raise kind(error_line(exc, self.cfg, self._secret, f"request {i}", self.role)) from None
         except (IndexError, AttributeError, TypeError) as exc:  # an answer without a choice or a message
-            raise ModelError(f"{self.cfg.role}: the server at {self.cfg.base_url} sent a malformed answer "
+            raise ModelError(f"{self.role}: the server at {self.cfg.base_url} sent a malformed answer "
                              f"(request {i}): {type(exc).__name__}: {_scrub(str(exc), self._secret)}") from None
         usage = getattr(resp, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)
@@ -440,12 +418,12 @@ class OpenAIBackend:
     def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int) -> tuple[list[Message], bool]:
         """``chat`` cut to leave ``max_new_tokens`` in ``max_context`` (as the in-process backends), when a
         tokenizer is known; as is otherwise."""
-        window = self.cfg.max_context
+        window = self.max_context
         if window is None:
             return chat, False
         if max_new_tokens < 1 or window - max_new_tokens < 1:
             raise ConfigError(f"request {i}: max_new_tokens={max_new_tokens} must be in [1, {window - 1}] "
-                              f"({self.cfg.role}.max_context={window} tokens)")
+                              f"({self.role}.max_context={window} tokens)")
         tok = self.tokenizer()
         if tok is None:
             return chat, False
@@ -458,7 +436,7 @@ class OpenAIBackend:
         if count(chat) <= budget:
             return chat, False
         fitted, omitted = fit_messages(chat, count, budget)
-        log.warning("%s: request %d was cut to fit %d tokens (%d words omitted)", self.cfg.role, i, window, omitted)
+        log.warning("%s: request %d was cut to fit %d tokens (%d words omitted)", self.role, i, window, omitted)
         return fitted, True
 
     def _adapter_model(self, adapter: str | None) -> str:
@@ -466,7 +444,7 @@ class OpenAIBackend:
         if adapter is None:
             return self.cfg.model
         if self.adapter_refusal is not None:
-            raise ModelError(f"{self.cfg.role}: adapter {adapter}: {self.adapter_refusal}")
+            raise ModelError(f"{self.role}: adapter {adapter}: {self.adapter_refusal}")
         import openai
 
         folder = str(Path(adapter).expanduser().resolve())
@@ -482,7 +460,8 @@ class OpenAIBackend:
                     hint = ("; start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
                             if getattr(exc, "status_code", None) in (404, 405) else "")
                     kind = ServerError if is_systemic(exc) else ModelError
-                    raise kind(error_line(exc, self.cfg, self._secret, f"loading adapter {folder}") + hint) from None
+                    line = error_line(exc, self.cfg, self._secret, f"loading adapter {folder}", self.role)
+                    raise kind(line + hint) from None
                 self._adapters[folder] = name
             return self._adapters[folder]
 

@@ -8,12 +8,13 @@ import pytest
 
 from evotrainer.adapters import synthetic
 from evotrainer.adapters.train import SFTExample
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
+from evotrainer.model_schema import ModelConfig
 
 
 @pytest.fixture(scope="module")
 def tiny_backend(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
 
 
 def chat_example(user: str, answer: str, system: str = "Summarise the meeting.", source: str = "pool") -> SFTExample:

@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 
 from evotrainer.adapters import LoraSettings, SFTExample, cx_adapters, train_lora
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
+from evotrainer.model_schema import ModelConfig
 
 pytestmark = pytest.mark.real_model
 
@@ -21,7 +22,7 @@ QUESTION = {"role": "user", "content": "What is the capital of France?"}
 
 @pytest.fixture(scope="module")
 def real() -> HFBackend:
-    return HFBackend(HFBackendConfig(batch_size=8))
+    return HFBackend(ModelConfig(batch_size=8))
 
 
 def test_two_step_training_changes_outputs_and_never_the_base(real: HFBackend, tmp_path: Path) -> None:

@@ -14,11 +14,12 @@ from evotrainer.adapters import SFTExample
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.policy_export import export_policy
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.llm_objective import lora_workshop
+from evotrainer.model_schema import ModelConfig
 from evotrainer.search.adapter_ops import mut_adapter
 
 RUN = "run-export"
@@ -32,7 +33,7 @@ def _chat(policy: Policy) -> tuple:
 @pytest.fixture(scope="module")
 def archived(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A tiny backend, and an archive holding a seed and its Lamarckian fine-tuned child (real adapter)."""
-    backend = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
     root = tmp_path_factory.mktemp("export-run")
     cfg = Config()
     cfg.inner.adapter_lora = LoraSettings(rank=4, alpha=8, lr=5e-2, steps=3, batch_size=2, max_length=128)

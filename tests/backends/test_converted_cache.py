@@ -17,7 +17,8 @@ import numpy as np
 import pytest
 import torch
 
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
+from evotrainer.model_schema import ModelConfig
 
 _HIDDEN, _FFN, _LAYERS, _HEADS, _KV_HEADS = 64, 128, 2, 4, 2
 _CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
@@ -102,7 +103,7 @@ def _probe_logits(backend: HFBackend) -> torch.Tensor:
 
 
 def _load(gguf_path: Path) -> HFBackend:
-    return HFBackend(HFBackendConfig(path=str(gguf_path), prefix_sharing=False))
+    return HFBackend(ModelConfig(path=str(gguf_path), prefix_sharing=False))
 
 
 def test_untied_gguf_cache_keeps_lm_head(untied_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

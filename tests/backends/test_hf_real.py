@@ -5,14 +5,15 @@ from __future__ import annotations
 import pytest
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
+from evotrainer.model_schema import ModelConfig
 
 pytestmark = pytest.mark.real_model
 
 
 @pytest.fixture(scope="module")
 def real() -> HFBackend:
-    return HFBackend(HFBackendConfig(batch_size=8))
+    return HFBackend(ModelConfig(batch_size=8, max_context=None))  # the model's own window
 
 
 def _req(text: str, system: str = "", **params: float) -> GenerationRequest:

@@ -10,14 +10,15 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from evotrainer.backends.base import LLM, GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig, ensure_system_turn, fit_messages
+from evotrainer.backends.hf import HFBackend, ensure_system_turn, fit_messages
 from evotrainer.backends.logits import build_processors
 from evotrainer.errors import ConfigError, DataError, ModelError
+from evotrainer.model_schema import ModelConfig
 
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
 
 
 def _req(text: str, system: str | None = None, **params: float) -> GenerationRequest:
@@ -160,7 +161,7 @@ def test_ngram_blocking_on_generated_ids(tiny: HFBackend) -> None:
 
 
 def test_prompt_is_cut_to_fit_a_small_context(tiny_model_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    small = HFBackend(HFBackendConfig(path=str(tiny_model_dir), max_context=96))
+    small = HFBackend(ModelConfig(path=str(tiny_model_dir), max_context=96))
     assert small.context_length == 96
     long_text = "alpha " * 20 + "middle " * 300 + "omega " * 20
     with caplog.at_level(logging.WARNING, logger="evotrainer.backends.hf"):
@@ -199,20 +200,20 @@ def test_adapter_request_with_a_missing_folder_is_a_model_error(tiny: HFBackend,
 def test_missing_path_raises_model_error(tmp_path: Path) -> None:
     missing = tmp_path / "no_such_model"
     with pytest.raises(ModelError, match=str(missing)):
-        HFBackend(HFBackendConfig(path=str(missing)))
+        HFBackend(ModelConfig(path=str(missing)))
     with pytest.raises(ModelError, match="not-a-cached/model-id"):
-        HFBackend(HFBackendConfig(path="not-a-cached/model-id"))
+        HFBackend(ModelConfig(path="not-a-cached/model-id"))
 
 
 def test_bad_config_values_raise_config_error(tiny_model_dir: Path) -> None:
     with pytest.raises(ConfigError, match="dtype"):
-        HFBackend(HFBackendConfig(path=str(tiny_model_dir), dtype="float8"))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float8"))
     with pytest.raises(ConfigError, match="batch_size"):
-        HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=0))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=0))
 
 
 def test_progress_bar_runs(tiny_model_dir: Path) -> None:
-    backend = HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=1, progress=True))
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=1), progress=True)
     assert len(backend.generate([_req("a", max_new_tokens=2), _req("b", max_new_tokens=2)])) == 2
 
 
@@ -221,14 +222,14 @@ def test_source_resolution_for_gguf_files_and_folders(tmp_path: Path) -> None:
     from evotrainer.backends.hf import _resolve_source
 
     gguf = embedded_gguf()
-    assert _resolve_source(HFBackendConfig()) == (str(gguf.parent), gguf.name)
-    assert _resolve_source(HFBackendConfig(path=str(gguf))) == (str(gguf.parent), gguf.name)
-    assert _resolve_source(HFBackendConfig(path=str(gguf.parent))) == (str(gguf.parent), gguf.name)
-    assert _resolve_source(HFBackendConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct")) == (
+    assert _resolve_source(ModelConfig()) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(ModelConfig(path=str(gguf))) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(ModelConfig(path=str(gguf.parent))) == (str(gguf.parent), gguf.name)
+    assert _resolve_source(ModelConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct")) == (
         "HuggingFaceTB/SmolLM2-135M-Instruct",
         None,
     )
     with pytest.raises(ModelError, match="gguf_file"):
-        _resolve_source(HFBackendConfig(path=str(tmp_path), gguf_file="missing.gguf"))
+        _resolve_source(ModelConfig(path=str(tmp_path), gguf_file="missing.gguf"))
     with pytest.raises(ModelError, match="does not exist"):
-        _resolve_source(HFBackendConfig(path="./relative/missing"))
+        _resolve_source(ModelConfig(path="./relative/missing"))

@@ -10,10 +10,11 @@ import pytest
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.call_log import CallLog, LoggedLLM, call_key, model_identity
-from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.backends.openai_fields import PROFILES, detect_server, request_fields, unsupported
 from evotrainer.config import ModelConfig
 from evotrainer.errors import ConfigError, ModelError, ServerError
+from evotrainer.model_schema import OpenAIConfig
 from tests.backends._fake_openai import FakeServer, fake_answer
 
 GREEDY = SamplingParams(max_new_tokens=32, no_repeat_ngram_size=0)
@@ -27,9 +28,9 @@ def _req(text: str, params: SamplingParams = GREEDY, prefill: str | None = None,
     return GenerationRequest(tuple(messages), params, adapter)
 
 
-def _backend(fake: FakeServer, **kw) -> OpenAIBackend:
+def _backend(fake: FakeServer, max_context: int | None = None, **kw) -> OpenAIBackend:
     kw.setdefault("max_retries", 1)
-    return OpenAIBackend(OpenAIBackendConfig(base_url=fake.url, model=fake.model, **kw))
+    return OpenAIBackend(OpenAIConfig(base_url=fake.url, model=fake.model, **kw), max_context=max_context)
 
 
 def _one_line(exc: BaseException) -> str:
@@ -163,7 +164,7 @@ def test_unreachable_server_is_one_line() -> None:
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     with pytest.raises(ModelError) as err:
-        OpenAIBackend(OpenAIBackendConfig(base_url=url, model="m", max_retries=0, role="mutator"))
+        OpenAIBackend(OpenAIConfig(base_url=url, model="m", max_retries=0), role="mutator")
     line = _one_line(err.value)
     assert line.startswith(f"mutator: the server at {url} cannot be reached") and "mutator.openai.base_url" in line
 
@@ -186,7 +187,7 @@ def test_bad_key_is_one_line_and_never_shows_the_key(monkeypatch: pytest.MonkeyP
 
 def test_wrong_model_name_lists_what_the_server_serves() -> None:
     with FakeServer(model="served-one") as server, pytest.raises(ModelError) as err:
-        OpenAIBackend(OpenAIBackendConfig(base_url=server.url, model="typo-model"))
+        OpenAIBackend(OpenAIConfig(base_url=server.url, model="typo-model"))
     assert "does not serve 'typo-model'; it serves 'served-one'" in _one_line(err.value)
 
 

@@ -23,10 +23,11 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.views import run_overview
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig, save_served_folder
-from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
+from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.errors import ServerError
+from evotrainer.model_schema import ModelConfig, OpenAIConfig
 
 pytestmark = [pytest.mark.real_model,
               pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("fastapi", "uvicorn", "openai")),
@@ -37,7 +38,7 @@ STARTUP_S = 300  # a loaded 2-core machine takes a minute or more to import and 
 
 @pytest.fixture(scope="module")
 def in_process() -> HFBackend:
-    return HFBackend(HFBackendConfig(batch_size=8))
+    return HFBackend(ModelConfig(batch_size=8))
 
 
 @pytest.fixture(scope="module")
@@ -79,8 +80,7 @@ def served(in_process: HFBackend, tmp_path_factory: pytest.TempPathFactory) -> I
 
 def _remote(served: tuple[str, str], **kw) -> OpenAIBackend:
     url, model = served
-    return OpenAIBackend(OpenAIBackendConfig(base_url=url, model=model, timeout_s=600, max_retries=0,
-                                             max_context=4096, **kw))
+    return OpenAIBackend(OpenAIConfig(base_url=url, model=model, timeout_s=600, max_retries=0, **kw), max_context=4096)
 
 
 def _req(text: str, system: str = "", prefill: str | None = None, **params) -> GenerationRequest:
@@ -113,7 +113,7 @@ def test_greedy_text_and_token_counts_equal_the_in_process_backend(served, in_pr
 def test_a_wrong_model_name_is_one_line_naming_the_served_one(served) -> None:
     url, model = served
     with pytest.raises(ServerError) as err:
-        OpenAIBackend(OpenAIBackendConfig(base_url=url, model="SmolLM2-typo"))
+        OpenAIBackend(OpenAIConfig(base_url=url, model="SmolLM2-typo"))
     assert "\n" not in str(err.value) and f"does not serve 'SmolLM2-typo'; it serves '{model}'" in str(err.value)
 
 

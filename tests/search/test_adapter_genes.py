@@ -13,11 +13,12 @@ import torch
 
 from evotrainer.backends.adapter_files import read_adapter
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.llm_objective import TokenMeter, lora_workshop
+from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
 from evotrainer.search.inner_loop import run_inner_loop
@@ -88,7 +89,7 @@ def _random_adapter(backend: HFBackend, folder: Path, seed: int, rank: int = 4) 
 
 @pytest.fixture(scope="module")
 def backend(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=8))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=8))
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams, split_prefill, with_answer
-from evotrainer.backends.hf import HFBackend, HFBackendConfig
+from evotrainer.backends.hf import HFBackend
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.genome import PREFILL_SECTION, Policy, load_population, render_system_prompt
+from evotrainer.model_schema import ModelConfig
 from evotrainer.search.operators import cx_sections, is_valid, mut_llm_rewrite_plan, mut_structural
 from evotrainer.search.prefill import MAX_PREFILL_HEADINGS, mut_prefill, prefill_candidates
 from evotrainer.tasks.meeting_minutes.prompts import build_messages
@@ -95,7 +96,7 @@ def test_a_long_prefill_is_not_a_valid_genome() -> None:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(HFBackendConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
 
 
 def test_backend_continues_the_prefill(tiny: HFBackend) -> None:
@@ -112,7 +113,7 @@ def test_backend_continues_the_prefill(tiny: HFBackend) -> None:
 
 @pytest.mark.real_model
 def test_real_model_writes_minutes_after_a_prefill() -> None:
-    real = HFBackend(HFBackendConfig(batch_size=2))
+    real = HFBackend(ModelConfig(batch_size=2))
     task = _task()
     child = _seed("secretary_markdown").child([*_seed("secretary_markdown").sections,
                                                 (PREFILL_SECTION, "## Action items\n-")], operator="t", generation=1)
