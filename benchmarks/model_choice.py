@@ -48,12 +48,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from evotrainer.backends.base import GenerationRequest  # noqa: E402
-from evotrainer.config import DecodingConfig, ModelConfig, TaskConfig  # noqa: E402
+from evotrainer.config import DecodingConfig, ModelConfig  # noqa: E402
 from evotrainer.errors import ModelError  # noqa: E402
 from evotrainer.genome import load_population  # noqa: E402
 from evotrainer.rollout import sampling_for  # noqa: E402
 from evotrainer.runtime import build_llm, sampling_from  # noqa: E402
 from evotrainer.tasks import get_task_family  # noqa: E402
+from evotrainer.tasks.meeting_minutes import MeetingMinutes  # noqa: E402
 
 DEFAULT_POLICIES = ("terse", "secretary_markdown", "inline_example", "plain_labels")
 SHIPPED = ROOT / "evotrainer" / "validation_set" / "meeting_minutes.jsonl"
@@ -147,8 +148,7 @@ def model_config(name: str, work_dir: Path, threads: int | None) -> tuple[ModelC
 
 def run_model(name: str, args, policies, items) -> dict:
     """Load ``name``, generate every (policy, item), score; the model's result record."""
-    family = get_task_family("meeting_minutes", action_band=tuple(TaskConfig().action_band),
-                             prompt_layout=args.layout)
+    family = get_task_family("meeting_minutes", prompt_layout=args.layout)
     cfg, notes = model_config(name, Path(args.work_dir), args.threads)
     t0 = time.perf_counter()
     llm = build_llm(cfg)
@@ -223,7 +223,7 @@ def main() -> None:
     ap.add_argument("--items", type=int, default=8, help="first N items of evotrainer/validation_set/meeting_minutes.jsonl")
     ap.add_argument("--qmsum", type=int, default=4, help="first N items of evotrainer/validation_set/qmsum_meetings.jsonl")
     ap.add_argument("--max-new-tokens", type=int, default=MAIN_JOB_MAX_NEW_TOKENS)
-    ap.add_argument("--layout", default=TaskConfig().prompt_layout, help="task.prompt_layout")
+    ap.add_argument("--layout", default=MeetingMinutes().prompt_layout, help="task.options.prompt_layout")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads, the same for every model")
     ap.add_argument("--work-dir", default="/tmp/evotrainer-model-choice", help="assembled/converted candidates")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))

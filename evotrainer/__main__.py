@@ -35,6 +35,7 @@ from omegaconf import DictConfig
 from evotrainer.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
 from evotrainer.config import register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.moved_keys import migrate_overrides
 from evotrainer.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
 
 register_configs()
@@ -158,11 +159,17 @@ def _find_resumable_for(argv: list[str]) -> Path | None:
     return find_resumable(run_config(_plain(dcfg)), archive_name=archive)
 
 
+def _warn(line: str) -> None:
+    """One warning line on stderr (Hydra has not set up logging yet)."""
+    print(f"warning: {line}", file=sys.stderr)
+
+
 def main() -> None:
     """Console entry point (``evotrainer ...``), same as ``python -m evotrainer``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    sys.argv[1:] = argv = _resume_argv(sys.argv[1:])
+    # moved keys (task.long.* -> task.options.long.*, ...): respelt with a warning (evotrainer/moved_keys.py)
+    sys.argv[1:] = argv = _resume_argv(migrate_overrides(sys.argv[1:], _warn))
     if wants_traceback(argv):  # debug=true or the user's HYDRA_FULL_ERROR=1: Python's full traceback
         os.environ["HYDRA_FULL_ERROR"] = "1"
         _app()

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from evotrainer.errors import EvoTrainerError
+from evotrainer.moved_keys import moved_key
 
 __all__ = ["JOB_BANNER", "config_error_line", "hidden_job_banner", "is_multirun", "report", "wants_traceback"]
 
@@ -105,7 +106,9 @@ def _summary(exc: BaseException) -> str:
 
 def config_error_line(exc: BaseException) -> str | None:
     """One line for a Hydra or OmegaConf configuration error (a bad override, key, value or config group),
-    naming the key when OmegaConf gives it (``full_key``); None when ``exc`` is not such an error."""
+    naming the key when OmegaConf gives it (``full_key``), and its new place when the key moved
+    (:func:`evotrainer.moved_keys.moved_key`: a YAML file still using an old spelling); None when ``exc`` is not
+    such an error."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -118,7 +121,9 @@ def config_error_line(exc: BaseException) -> str | None:
         return "; ".join(parts) or type(exc).__name__
     cause = parts[-1] if parts else type(exc).__name__
     rest = [p for p in parts if p != cause]
-    return f"config key '{key}': {cause}" + (f" ({'; '.join(rest)})" if rest else "")
+    moved = moved_key(key)
+    hint = f"; it moved to {moved}" if moved else ""
+    return f"config key '{key}': {cause}" + (f" ({'; '.join(rest)})" if rest else "") + hint
 
 
 def _close_sweep(sweep_dir: Path, error: str) -> None:

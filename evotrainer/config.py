@@ -26,7 +26,6 @@ from evotrainer.config_schema import (
     ExecutorConfig,
     HackCheckConfig,
     KnobSpec,
-    LongInputConfig,
     ModelConfig,
     OpenAIConfig,
     OuterConfig,
@@ -49,7 +48,6 @@ __all__ = [
     "EvaluationConfig",
     "ExecutorConfig",
     "InnerConfig",
-    "LongInputConfig",
     "ModelConfig",
     "OpenAIConfig",
     "BudgetConfig",
@@ -146,8 +144,6 @@ def validate(cfg: Config) -> None:
         value = getattr(t, key)
         _check(value is None or (isinstance(value, str) and value.strip() != ""), f"task.{key}",
                "a file path or null", value)
-    _check(len(t.action_band) == 2 and 0 <= t.action_band[0] <= t.action_band[1], "task.action_band",
-           "[low, high] with 0 <= low <= high", t.action_band)
     _check(t.tasks_per_generation >= 1, "task.tasks_per_generation", ">= 1", t.tasks_per_generation)
     _check(t.plain_prompt is None or (isinstance(t.plain_prompt, str) and t.plain_prompt.strip() != ""),
            "task.plain_prompt", "an instruction or null", t.plain_prompt)

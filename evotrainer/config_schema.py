@@ -26,7 +26,6 @@ __all__ = [
     "ExecutorConfig",
     "HackCheckConfig",
     "KnobSpec",
-    "LongInputConfig",
     "ModelConfig",
     "OpenAIConfig",
     "OuterConfig",
@@ -51,22 +50,6 @@ class DecodingConfig:
 
 
 @dataclass
-class LongInputConfig:
-    """What the meeting-minutes family does with a transcript whose prompt would not fit the model's context
-    (``task.long.*``; docs/long_meetings.md)."""
-
-    # window: cut it into windows at speaker turns, minutes per window, then one merge call | cut: let the backend
-    # cut the middle of the prompt (the old behaviour; each cut is announced with the share of words seen)
-    mode: str = "window"
-    window_tokens: int = 1536  # transcript tokens per window (the model's tokenizer), >= 64
-    overlap_tokens: int = 128  # tokens a window repeats from the one before, in [0, window_tokens)
-    # prompt tokens kept free for the policy's instructions beside a window; a window is at most
-    # context - max_new_tokens - reserve_tokens long whatever window_tokens says
-    reserve_tokens: int = 512
-    merge_max_new_tokens: int | None = None  # new tokens of the merge call; null = the policy's max_new_tokens
-
-
-@dataclass
 class TaskConfig:
     """The task family and its data (``task.*``). The family's own defaults (difficulty, reward weights,
     harness space) come from the ``task`` config group (``conf/task/<name>.yaml``, picked by
@@ -75,7 +58,9 @@ class TaskConfig:
     # a registered family (meeting_minutes, tool_agent) or a class path "my_pkg.my_family.MyFamily"
     # (evotrainer.tasks.get_task_family; docs/adding_a_task_family.md)
     name: str = "meeting_minutes"
-    options: dict[str, Any] = field(default_factory=dict)  # family constructor options (tool_agent: max_steps, ...)
+    # the family's own options, declared and checked by the family (its from_config; conf/task/<name>.yaml lists
+    # them): meeting_minutes: action_band, prompt_layout, long.* (docs/long_meetings.md); tool_agent: max_steps, ...
+    options: dict[str, Any] = field(default_factory=dict)
     validation_path: str = "validation_set/meeting_minutes.jsonl"  # meta-validation set (JSONL)
     # more meta-validation JSONL files, appended (e.g. validation_set/qmsum_meetings.jsonl: real meetings); the
     # held-out split, the screening subset and the race order are stratified by each item's `source`
@@ -91,20 +76,15 @@ class TaskConfig:
     transfer_path: str | None = None
     transfer_limit: int | None = None  # first N items of task.transfer_path only; null = all
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
-    action_band: list[int] = field(default_factory=lambda: [2, 5])  # good action-item count range
     # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
     difficulty: dict[str, float] = field(default_factory=dict)
     # reward weights by component (on the simplex after normalising); unset: the family's default_reward_weights
     reward_weights: dict[str, float] = field(default_factory=dict)
     tasks_per_generation: int = 4  # generated tasks per inner generation batch (common random numbers)
-    # where the policy's text goes: transcript_first (after the transcript, so every policy reading one
-    # transcript shares its KV cache) | system_first (as the system prompt, before the transcript)
-    prompt_layout: str = "transcript_first"
     # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
     # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
     # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
     plain_prompt: str | None = None
-    long: LongInputConfig = field(default_factory=LongInputConfig)  # transcripts longer than the context
 
 
 @dataclass

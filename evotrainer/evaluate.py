@@ -16,7 +16,7 @@ import inspect
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -271,7 +271,8 @@ def run_evaluate(
                   "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
-                  "long_input": asdict(cfg.task.long),  # task.long: how inputs longer than the context were read
+                  # task.options.long: how inputs longer than the context were read (families that have it)
+                  "long_input": asdict(family.long) if is_dataclass(getattr(family, "long", None)) else None,
                   **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison, strata=strata))
@@ -282,7 +283,7 @@ def run_evaluate(
 def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], console: Console) -> None:
     """How each item was read (a table when any was not read whole), and one warning line per item whose
     input lost words, naming the item (issue 29: no cut goes unsaid)."""
-    table = render_handling(results, items, title="how each item was read (task.long)")
+    table = render_handling(results, items, title="how each item was read (task.options.long)")
     if table is None:
         console.print(f"every item was read whole by every policy ({len(items)} items)")
         return

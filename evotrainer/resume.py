@@ -45,6 +45,7 @@ from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, mode
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten
 from evotrainer.harness.stopping import BudgetLimits
+from evotrainer.moved_keys import migrate_config
 from evotrainer.run_control import STOP_FILE, RunControl
 from evotrainer.run_lock import lock_path, probe, take
 from evotrainer.threads import COMPUTE_PHASE
@@ -110,9 +111,10 @@ def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` and keys
     under :data:`IGNORED_PREFIXES` left out.
 
-    Values are compared as JSON (a tuple equals a list, 1 equals 1.0).
+    Values are compared as JSON (a tuple equals a list, 1 equals 1.0); a stored config written before a key
+    moved is read with it in its new place (:func:`~evotrainer.moved_keys.migrate_config`).
     """
-    a, b = _flat_json(stored), _flat_json(new)
+    a, b = _flat_json(migrate_config(stored)), _flat_json(new)
     return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
                   and (k not in a or k not in b or a[k] != b[k]))
 

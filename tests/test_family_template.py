@@ -78,6 +78,7 @@ def test_task_group_equals_the_family_defaults(name: str) -> None:
         cfg = to_config(compose(config_name="config", overrides=[f"task={name}"]))
     family = build_family(cfg)
     assert family.name == name
+    assert repr(family) == repr(type(family)())  # the group's task.options are the constructor's defaults
     assert dict(cfg.task.difficulty) == dict(family.default_difficulty)
     assert dict(cfg.task.reward_weights) == dict(family.default_reward_weights)
     got = {k: {f: getattr(v, f) for f in ("low", "high", "log", "integer")} for k, v in cfg.outer.space.items()}

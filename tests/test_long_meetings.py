@@ -37,9 +37,7 @@ def _cfg(tiny_model_dir: Path, dataset: Path, mode: str) -> Config:
     cfg.model.path = str(tiny_model_dir)
     cfg.model.max_context = 768
     cfg.decoding.max_new_tokens = 8
-    cfg.task.long.mode = mode
-    cfg.task.long.window_tokens = 256
-    cfg.task.long.reserve_tokens = 160
+    cfg.task.options = {"long": {"mode": mode, "window_tokens": 256, "reserve_tokens": 160}}
     cfg.evaluate.dataset = str(dataset)
     cfg.evaluate.policies = ["terse"]
     cfg.evaluate.bootstrap = 100
@@ -137,7 +135,7 @@ def test_real_long_meetings_are_read_in_windows(tiny_model_dir: Path, tmp_path: 
     monkeypatch.chdir(PROJECT_ROOT)
     cfg = _cfg(tiny_model_dir, Path("../shared/data/elitr_long.jsonl"), "window")
     cfg.model.max_context = 1024
-    cfg.task.long.window_tokens = 1536  # the default; capped at 1024 - 8 - 160 by the context
+    cfg.task.options["long"]["window_tokens"] = 1536  # the default; capped at 1024 - 8 - 160 by the context
     cfg.evaluate.limit = 2
     out = run_evaluate(cfg, run_dir=tmp_path / "run", console=Console(record=True, width=200))
     doc = json.loads(out.files[0].read_text())

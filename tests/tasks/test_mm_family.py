@@ -31,7 +31,7 @@ def test_family_implements_the_protocol():
 def test_registry_and_band_errors():
     with pytest.raises(ConfigError, match="task.name"):
         get_task_family("poetry")
-    with pytest.raises(ConfigError, match="task.action_band"):
+    with pytest.raises(ConfigError, match="task.options.action_band"):
         MeetingMinutes(action_band=(5, 2))
     with pytest.raises(ConfigError):
         get_task_family("meeting_minutes", colour="red")

@@ -162,9 +162,9 @@ def test_handling_codes_round_trip_and_bad_settings_name_the_key() -> None:
     assert handling_summary(["whole", "windowed:3", "cut:0.500", "whole"]) == "2 whole, 1 windowed, 1 cut"
     with pytest.raises(ValueError, match="handling code"):
         InputHandling.parse("sliced:2")
-    with pytest.raises(ConfigError, match="task.long.overlap_tokens"):
+    with pytest.raises(ConfigError, match="task.options.long.overlap_tokens"):
         LongInput(window_tokens=100, overlap_tokens=100)
-    with pytest.raises(ConfigError, match="task.long.mode"):
+    with pytest.raises(ConfigError, match="task.options.long.mode"):
         LongInput(mode="drop")
 
 

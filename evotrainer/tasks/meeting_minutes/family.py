@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,11 @@ from evotrainer.tasks.meeting_minutes.prompts import build_messages as _build_me
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
-__all__ = ["MeetingMinutes"]
+__all__ = ["OPTIONS", "MeetingMinutes"]
+
+OPTIONS = ("action_band", "prompt_layout", "long")
+"""The family's ``task.options`` keys (:meth:`MeetingMinutes.from_config`); ``long`` holds the
+:class:`~evotrainer.tasks.meeting_minutes.long_input.LongInput` fields."""
 
 
 class MeetingMinutes:
@@ -39,12 +44,14 @@ class MeetingMinutes:
         action_band: ``(lo, hi)`` number of action-item bullets that earns a full ``action_count``
             reward; integers with ``0 <= lo <= hi``.
         prompt_layout: where the policy's text goes in the chat, one of
-            :data:`~evotrainer.tasks.meeting_minutes.prompts.PROMPT_LAYOUTS` (``task.prompt_layout``).
-        long: what to do with a transcript whose prompt does not fit the context (``task.long``; windowed and
-            merged by default, :mod:`~evotrainer.tasks.meeting_minutes.long_input`).
+            :data:`~evotrainer.tasks.meeting_minutes.prompts.PROMPT_LAYOUTS` (``task.options.prompt_layout``).
+        long: what to do with a transcript whose prompt does not fit the context (``task.options.long``; windowed
+            and merged by default, :mod:`~evotrainer.tasks.meeting_minutes.long_input`).
+
+    These are the family's own options, the ``task.options`` keys of a run (:data:`OPTIONS`; :meth:`from_config`).
 
     Raises:
-        ConfigError: a bad ``action_band`` (names ``task.action_band``) or ``prompt_layout``.
+        ConfigError: a bad ``action_band`` (names ``task.options.action_band``) or ``prompt_layout``.
     """
 
     name = "meeting_minutes"
@@ -59,7 +66,7 @@ class MeetingMinutes:
     ) -> None:
         self.action_band = rewards.validate_action_band(tuple(action_band))
         if prompt_layout not in PROMPT_LAYOUTS:
-            raise ConfigError(f"task.prompt_layout: expected one of {list(PROMPT_LAYOUTS)}, got {prompt_layout!r}")
+            raise ConfigError(f"task.options.prompt_layout: expected one of {list(PROMPT_LAYOUTS)}, got {prompt_layout!r}")
         self.prompt_layout = prompt_layout
         self.long = long if long is not None else LongInput()
         self._windows = WindowCache()
@@ -89,16 +96,24 @@ class MeetingMinutes:
 
     @classmethod
     def from_config(cls, task: Any) -> MeetingMinutes:
-        """The family from ``task.*`` (``action_band``, ``prompt_layout``, ``long``; ``task.options`` must be empty).
+        """The family from its options, ``task.options`` (:data:`OPTIONS`: ``action_band``, ``prompt_layout``,
+        ``long.*``); a missing key takes the constructor's default (``conf/task/meeting_minutes.yaml`` lists them).
 
         Raises:
-            ConfigError: bad values, or any ``task.options`` key (names the key).
+            ConfigError: an unknown option or a bad value (names ``task.options.<key>``).
         """
-        if task.options:
-            raise ConfigError(f"task.options: meeting_minutes takes no options (its keys are task.action_band "
-                              f"and task.prompt_layout), got {sorted(task.options)}")
-        return cls(action_band=tuple(task.action_band), prompt_layout=task.prompt_layout,
-                   long=LongInput.from_config(getattr(task, "long", None)))
+        options = dict(task.options or {})
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ConfigError(f"task.options.{unknown[0]}: unknown meeting_minutes option; expected one of "
+                              f"{list(OPTIONS)}")
+        long = options.get("long") or {}
+        names = [f.name for f in fields(LongInput)]
+        if not isinstance(long, Mapping) or set(long) - set(names):
+            bad = sorted(set(long) - set(names)) if isinstance(long, Mapping) else long
+            raise ConfigError(f"task.options.long: expected keys from {names}, got {bad!r}")
+        return cls(action_band=tuple(options.get("action_band", rewards.DEFAULT_ACTION_BAND)),
+                   prompt_layout=options.get("prompt_layout", "transcript_first"), long=LongInput(**long))
 
     @property
     def reward_components(self) -> tuple[str, ...]:

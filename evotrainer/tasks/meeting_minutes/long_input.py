@@ -59,7 +59,7 @@ MERGE_TEMPLATE = "Partial minutes of {n} consecutive parts of one meeting:\n\n{p
 
 @dataclass(frozen=True)
 class LongInput:
-    """The family's long-transcript settings (``task.long.*``; :class:`evotrainer.config.LongInputConfig`).
+    """The family's long-transcript settings, its option ``task.options.long.*`` (docs/long_meetings.md).
 
     Attributes:
         mode: ``"window"`` or ``"cut"`` (module docstring).
@@ -69,7 +69,7 @@ class LongInput:
         merge_max_new_tokens: new tokens of the merge call, >= 1; None: the policy's ``max_new_tokens``.
 
     Raises:
-        ConfigError: a value out of range (names the ``task.long.*`` key).
+        ConfigError: a value out of range (names the ``task.options.long.*`` key).
     """
 
     mode: str = "window"
@@ -90,16 +90,7 @@ class LongInput:
         )
         for ok, key, want, got in checks:
             if not ok:
-                raise ConfigError(f"task.long.{key}: expected {want}, got {got!r}")
-
-    @classmethod
-    def from_config(cls, cfg: Any) -> LongInput:
-        """From a ``task.long`` config object (or None: the defaults)."""
-        if cfg is None:
-            return cls()
-        return cls(mode=str(cfg.mode), window_tokens=int(cfg.window_tokens), overlap_tokens=int(cfg.overlap_tokens),
-                   reserve_tokens=int(cfg.reserve_tokens),
-                   merge_max_new_tokens=None if cfg.merge_max_new_tokens is None else int(cfg.merge_max_new_tokens))
+                raise ConfigError(f"task.options.long.{key}: expected {want}, got {got!r}")
 
 
 @dataclass(frozen=True)
@@ -225,7 +216,7 @@ def long_roll_out(llm: LLM, requests: Sequence[RolloutRequest], build_messages: 
             backends have them; without them every request is sent whole and a backend cut is still said).
         requests: the rollout requests (meeting tasks).
         build_messages: ``(sections, task) -> chat``, the family's prompt builder (used for each window).
-        settings: the ``task.long`` settings.
+        settings: the ``task.options.long`` settings.
         cache: windows already planned (a family keeps one across calls); None: a fresh one.
 
     Returns:
@@ -305,5 +296,5 @@ def _warn_lost(requests: Sequence[RolloutRequest], generations: Sequence[Generat
         if old is None or seen < (-1.0 if old[0].share_seen is None else old[0].share_seen):
             worst[r.task.task_id] = (how, len(r.task.transcript.split()))
     for task_id, (how, words) in worst.items():
-        log.warning("item %s: the model did not read its whole transcript (%d words): %s; set task.long.mode=window "
+        log.warning("item %s: the model did not read its whole transcript (%d words): %s; set task.options.long.mode=window "
                     "(docs/long_meetings.md) or a larger model.max_context", task_id, words, how.label())

@@ -75,19 +75,19 @@ def validate_action_band(band: tuple[int, int]) -> tuple[int, int]:
     """Check an action-count band ``(lo, hi)``: integers with ``0 <= lo <= hi``.
 
     Raises:
-        ConfigError: naming ``task.action_band`` and what was expected.
+        ConfigError: naming ``task.options.action_band`` and what was expected.
     """
     try:
         lo, hi = band
     except (TypeError, ValueError):
-        raise ConfigError(f"task.action_band: expected a pair (lo, hi), got {band!r}") from None
+        raise ConfigError(f"task.options.action_band: expected a pair (lo, hi), got {band!r}") from None
     def whole(v: object) -> bool:
         if isinstance(v, bool):
             return False
         return isinstance(v, int) or (isinstance(v, float) and v.is_integer())
 
     if not (whole(lo) and whole(hi)) or not 0 <= lo <= hi:
-        raise ConfigError(f"task.action_band: expected integers 0 <= lo <= hi, got {band!r}")
+        raise ConfigError(f"task.options.action_band: expected integers 0 <= lo <= hi, got {band!r}")
     return int(lo), int(hi)
 
 
