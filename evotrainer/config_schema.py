@@ -78,7 +78,7 @@ class ModelConfig:
     batch_size: int = 32  # requests per forward batch (8 policies x 3 meetings fit one batch)
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
     # torch CPU threads (an override); None = auto: the cores other processes leave free (1-minute load
-    # average and a 0.5 s CPU sample) and this job's share of a parallel Hydra sweep, >= 1 (evotrainer.threads)
+    # average and a 0.5 s CPU sample) and this job's share of a parallel Hydra sweep, >= 1 (evotrainer.backends.threads)
     threads: int | None = None
     device: str = "cpu"  # torch device of the hf backend: "cpu", "cuda", "cuda:1", ...
     # hf backend: compute a prompt prefix shared by several requests once and reuse its KV states
@@ -154,7 +154,7 @@ class TaskConfig:
     # transcript shares its KV cache) | system_first (as the system prompt, before the transcript)
     prompt_layout: str = "transcript_first"
     # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
-    # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
+    # report compares the final best and the best seed with (stats/transfer.py); domain text, so it comes from the
     # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
     plain_prompt: str | None = None
     long: LongInputConfig = field(default_factory=LongInputConfig)  # transcripts longer than the context
@@ -169,7 +169,7 @@ class EvaluationConfig:
 
 @dataclass
 class EvaluateConfig:
-    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; docs/evaluate.md). Null / empty
+    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate/run.py; docs/evaluate.md). Null / empty
     keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
 
     dataset: str | None = None  # .jsonl file or folder of <name>.txt + <name>.md; null = task.validation_path
@@ -342,7 +342,7 @@ class TrackingConfig:
 
 @dataclass
 class RayConfig:
-    """The Ray executor's workers (evotrainer/executor.py)."""
+    """The Ray executor's workers (evotrainer/backends/executor.py)."""
 
     address: str | None = None  # null = start a local Ray instance; "auto" or "host:port" = join a cluster
     workers: int = 2  # Ray actors, each loading its own copy of the policy model

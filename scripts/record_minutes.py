@@ -18,7 +18,7 @@ from dataclasses import asdict
 
 from evotrainer.config import DecodingConfig, ModelConfig
 from evotrainer.genome import Policy, load_population
-from evotrainer.runtime import build_llm, sampling_from
+from evotrainer.run.runtime import build_llm, sampling_from
 from evotrainer.tasks.base import RolloutRequest
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.family import MeetingMinutes

@@ -17,7 +17,7 @@ from evotrainer.backends.base import SamplingParams
 from evotrainer.backends.hf import HFBackend, HFBackendConfig
 from evotrainer.config import Config
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import build_family, load_seed_population
+from evotrainer.run.runtime import build_family, load_seed_population
 
 
 def _calls(backend: HFBackend, cfg: Config) -> list[list[tuple]]:

@@ -24,12 +24,13 @@ from evotrainer.archive.store import ArchiveStore, archive_path
 from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
-from evotrainer.events import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.kinds import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.evolve.llm_objective import TokenMeter
+from evotrainer.evolve.validation_split import screening_subset
 from evotrainer.genome import Policy
-from evotrainer.llm_objective import TokenMeter
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import (
+from evotrainer.run.runtime import (
     build_family,
     build_llm,
     load_seed_population,
@@ -51,7 +52,6 @@ from evotrainer.selfevolve.round import (
     score_policy,
 )
 from evotrainer.tasks.base import Task, family_texts
-from evotrainer.validation_split import screening_subset
 
 __all__ = ["SelfEvolveSummary", "pick_policy", "run_selfevolve"]
 
