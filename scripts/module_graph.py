@@ -1,10 +1,10 @@
 """The import graph of the ``evotrainer`` package's modules, and its rooms' figures (issue 27, item 2).
 
-``python scripts/module_graph.py [package folder]`` prints the modules on the package's top (``evotrainer/*.py``), the largest
-module (lines) and every import circle: a strongly connected component of more than one module, or a module
-that imports itself. Imports inside functions count (a lazy import still ties two modules together), and so do
-imports under ``if TYPE_CHECKING:`` (a circle of types is still a circle of ideas). ``tests/test_import_direction.py``
-uses :func:`import_graph` and :func:`circles` to keep the package free of circles.
+``python scripts/module_graph.py [package folder]`` prints the modules on the package's top
+(``evotrainer/*.py``), the largest module (lines) and every import circle: a strongly connected component of
+two or more modules. Imports inside functions count (a lazy import still ties two modules together), and so
+do imports under ``if TYPE_CHECKING:`` (a circle of types is still a circle of ideas).
+``tests/test_import_direction.py`` uses :func:`imported_names`, :func:`import_graph` and :func:`circles`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def top_modules(pkg: Path = PKG) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    pkg = Path(argv[0]).resolve() if argv else PKG  # another checkout's package folder, e.g. for "before" figures
+    pkg = Path(argv[0]).resolve() if argv else PKG  # another checkout's package folder ("before" figures)
     lines = {name: len(path.read_text(encoding="utf-8").splitlines()) for name, path in modules(pkg).items()}
     largest = max(lines, key=lines.__getitem__)
     found = circles(import_graph(pkg))
