@@ -281,6 +281,8 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
     _check(b.tokens is None or b.tokens >= 1, "outer.budget.tokens", ">= 1 or null", b.tokens)
     _check(b.evaluations is None or b.evaluations >= 1, "outer.budget.evaluations", ">= 1 or null", b.evaluations)
     _check(b.rollouts is None or b.rollouts >= 1, "outer.budget.rollouts", ">= 1 or null", b.rollouts)
+    _check(b.prompt_tokens is None or b.prompt_tokens >= 1, "outer.budget.prompt_tokens", ">= 1 or null",
+           b.prompt_tokens)
     from evotrainer.harness.candidates import CANDIDATE_SOURCES
 
     _check(o.candidate_source in CANDIDATE_SOURCES, "outer.candidate_source", f"one of {CANDIDATE_SOURCES}",
