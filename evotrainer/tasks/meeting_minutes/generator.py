@@ -31,7 +31,7 @@ from evotrainer.tasks.meeting_minutes.minutes_format import format_minutes
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS, Domain, Topic
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
-__all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "SEGMENT_WORDS", "generate", "join_meetings",
+__all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "PART_WORDS", "generate", "join_meetings",
            "resolve_difficulty"]
 
 DIFFICULTY_BOUNDS: dict[str, tuple[float, float]] = {
@@ -45,12 +45,12 @@ DIFFICULTY_BOUNDS: dict[str, tuple[float, float]] = {
 """Each knob's (low, high) in its natural unit: ``length`` target transcript words; ``speakers``,
 ``topics``, ``action_items`` counts; ``noise`` share of off-topic turns; ``implicit_owner`` share of
 action items whose owner is only implied. Higher is harder for every knob. A ``length`` above
-:data:`SEGMENT_WORDS` gives a whole meeting made of several segments (see :func:`generate`); the harness'
+:data:`PART_WORDS` gives a whole meeting made of several segments (see :func:`generate`); the harness'
 default space (:data:`DEFAULT_SPACE`) stops at one segment."""
 
-SEGMENT_WORDS = 900.0
+PART_WORDS = 900.0
 """The longest meeting built in one piece (words). A longer ``length`` is built as
-``ceil(length / SEGMENT_WORDS)`` segments of ``length / segments`` words each, joined in order: an hour-long
+``ceil(length / PART_WORDS)`` segments of ``length / segments`` words each, joined in order: an hour-long
 meeting whose topics drift and whose last decisions and action items come late (issue 29)."""
 
 DEFAULT_DIFFICULTY: dict[str, float] = {
@@ -128,8 +128,8 @@ def generate(rng: np.random.Generator, difficulty: Mapping[str, float], n: int) 
             more speakers, topics, off-topic turns, action items and implied owners.
         n: number of tasks, >= 0.
 
-    A ``length`` up to :data:`SEGMENT_WORDS` gives one meeting built in one piece (the draws, and so the
-    tasks, are those of earlier releases). A longer ``length`` gives ``k = ceil(length / SEGMENT_WORDS)``
+    A ``length`` up to :data:`PART_WORDS` gives one meeting built in one piece (the draws, and so the
+    tasks, are those of earlier releases). A longer ``length`` gives ``k = ceil(length / PART_WORDS)``
     segments, each built at ``length / k`` words with the other knobs as given, joined by
     :func:`join_meetings`: 5,000 to 12,000 words read like a 30 to 90 minute meeting whose topics drift
     and whose last decisions come late, so minutes of its start alone lose points.
@@ -150,8 +150,8 @@ def generate(rng: np.random.Generator, difficulty: Mapping[str, float], n: int) 
 
 
 def _build(rng: np.random.Generator, knobs: dict[str, float]) -> MeetingTask:
-    """One meeting at resolved ``knobs``: in one piece, or in segments past :data:`SEGMENT_WORDS`."""
-    parts = math.ceil(knobs["length"] / SEGMENT_WORDS)
+    """One meeting at resolved ``knobs``: in one piece, or in segments past :data:`PART_WORDS`."""
+    parts = math.ceil(knobs["length"] / PART_WORDS)
     if parts <= 1:
         return _Meeting(rng, knobs).build()
     part_knobs = {**knobs, "length": float(math.floor(knobs["length"] / parts + 0.5))}
