@@ -15,7 +15,7 @@ from benchmarks.long_meetings import compare, render  # noqa: E402
 from evotrainer.tasks.meeting_minutes.data import load_tasks  # noqa: E402
 from evotrainer.tasks.meeting_minutes.metric import meta_score  # noqa: E402
 
-DATA = ROOT / "evotrainer" / "validation_set" / "long_generated.jsonl"
+DATA = ROOT / "validation_set" / "long_generated.jsonl"
 
 
 def _result(outputs: dict[str, str], handling: dict[str, str]) -> dict:
