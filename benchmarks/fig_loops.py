@@ -41,7 +41,7 @@ passing samples skips training and evaluation)."""
 
 def compose_config(experiment: str, overrides: Sequence[str] = ()) -> Any:
     """The typed :class:`~evotrainer.config.Config` of ``+experiment=<experiment>`` with ``overrides``,
-    composed by Hydra from ``evotrainer/conf/`` as ``python -m evotrainer`` composes it."""
+    composed by Hydra from ``conf/`` as ``python -m evotrainer`` composes it."""
     from hydra import compose, initialize_config_dir
 
     from evotrainer.config import PACKAGE_DATA, register_configs, to_config

@@ -33,7 +33,7 @@ import hydra
 from omegaconf import DictConfig
 
 from evotrainer.app.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
-from evotrainer.config import register_configs, to_config
+from evotrainer.config import CONF_DIR, register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.run.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
 
@@ -92,7 +92,7 @@ def _plain(dcfg: DictConfig) -> dict:
     return OmegaConf.to_container(dcfg, resolve=True)  # type: ignore[return-value]
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # absolute: checkout or wheel
 def _app(dcfg: DictConfig) -> None:
     debug = bool(dcfg.get("debug", False))
     try:
@@ -152,7 +152,7 @@ def _find_resumable_for(argv: list[str]) -> Path | None:
     from hydra import compose, initialize_config_dir
 
     overrides = [a for a in argv if not a.startswith(("-", "hydra.", "resume="))]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parent / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         dcfg = compose(config_name="config", overrides=overrides)
     archive = str(dcfg.get("archive", {}).get("path", "archive.db"))
     return find_resumable(run_config(_plain(dcfg)), archive_name=archive)

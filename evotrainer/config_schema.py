@@ -234,6 +234,9 @@ class BudgetConfig:
 
     seconds: float | None = None  # wall-clock seconds since the run started (model load included)
     tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
+    # prompt tokens read (policy model + mutator; a long meeting read in N windows counts every window and the
+    # merge): the budget that follows what a rollout costs when one item is 10x longer than another
+    prompt_tokens: int | None = None
     evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
     # policy rollouts counted from the archive: uncached fitness, meta_screen and meta_val rows, one per task
     # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)

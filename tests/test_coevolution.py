@@ -156,6 +156,20 @@ def test_smoke_experiment_real_model(tmp_path: Path) -> None:
     assert "seed" in ops
 
 
+def test_prompt_token_budget_stops_before_the_first_candidate(tiny_run_config: Callable[[], Config],
+                                                              tmp_path: Path) -> None:
+    """``outer.budget.prompt_tokens`` counts every prompt token the model read (generation 0 alone exceeds 1),
+    so the run stops at the first candidate boundary with that key, and the archive says so."""
+    cfg = _tiny_config(tiny_run_config)
+    cfg.inner.llm_mutation_share = 0.0
+    cfg.outer.budget.prompt_tokens = 1
+    summary = run_evolve(cfg, run_dir=tmp_path)
+    assert summary.stop_reason == "outer.budget.prompt_tokens" and summary.candidates == 0
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        (stop,) = store.events(summary.run_id, kind="stop")
+    assert stop.event.key == "outer.budget.prompt_tokens" and "prompt tokens used" in stop.event.detail
+
+
 def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Callable[[], Config],
                                                             tmp_path: Path) -> None:
     """``outer.knobs=[length]`` with fixed reward weights runs on the tiny model; the budget stops it. With

@@ -40,7 +40,7 @@ def _compose(overrides: list[str]) -> Config:
     from hydra import compose, initialize_config_dir
 
     register_configs()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "evotrainer" / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return to_config(compose(config_name="config", overrides=overrides))
 
 

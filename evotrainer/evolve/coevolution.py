@@ -197,7 +197,7 @@ def run_outer_loop(
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at
     limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations,
-                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd)
+                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd, prompt_tokens=cfg.budget.prompt_tokens)
     r = cfg.rollback
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
     check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
@@ -457,7 +457,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     live = LiveReport(rec, db_path.parent / REPORT_NAME, enabled=cfg.archive.live_report)
     if live.enabled:
         console.print(f"report (rewritten after each outer generation): {live.path}", markup=False, highlight=False)
-    control = files.control(rec, o, cost=usage.cost_usd)
+    control = files.control(rec, o, cost=usage.cost_usd, prompt_tokens=usage.prompt_tokens)
     objective.stop_check = control.inner_boundary
 
     # ---- 2. generation 0 ------------------------------------------------------------------------

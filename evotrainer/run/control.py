@@ -50,12 +50,16 @@ class RunControl:
         elapsed_before_s: wall-clock seconds spent by the earlier processes of a resumed run, >= 0.
         replay: the resumed run's replaying store, or None.
         cost: the run's model-call cost so far in US dollars (``outer.budget.usd``), or None (no cost).
+        prompt_tokens: the prompt tokens the run's model calls read so far (``outer.budget.prompt_tokens``),
+            or None (not counted: 0).
     """
 
     def __init__(self, rec: Any, limits: BudgetLimits, *, stop_file: str | Path | None = None,
-                 elapsed_before_s: float = 0.0, replay: Any = None, cost: Callable[[], float] | None = None) -> None:
+                 elapsed_before_s: float = 0.0, replay: Any = None, cost: Callable[[], float] | None = None,
+                 prompt_tokens: Callable[[], int] | None = None) -> None:
         self.rec = rec
         self.cost = cost
+        self.prompt_tokens = prompt_tokens
         self.limits = limits
         self.stop_file = None if stop_file is None else Path(stop_file)
         self.elapsed_before_s = float(elapsed_before_s)
@@ -95,7 +99,8 @@ class RunControl:
             return self._record(stored, where)
         total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
                       int(getattr(self.rec, "rollouts", usage.rollouts)),
-                      self.cost() if self.cost is not None else usage.usd)
+                      self.cost() if self.cost is not None else usage.usd,
+                      self.prompt_tokens() if self.prompt_tokens is not None else usage.prompt_tokens)
         return self._record(budget_stop(total, self.limits) or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:

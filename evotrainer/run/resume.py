@@ -330,14 +330,16 @@ class RunFiles:
             "forced_keys": list(self.resume.changed)})
         return self.replay
 
-    def control(self, rec: Any, outer: Any, cost: Any = None) -> RunControl:
+    def control(self, rec: Any, outer: Any, cost: Any = None, prompt_tokens: Any = None) -> RunControl:
         """Stop decisions for ``outer.budget.*``, the STOP file and the replay; ``cost()``: the run's model-call
-        cost so far in US dollars (``outer.budget.usd``), None without prices."""
+        cost so far in US dollars (``outer.budget.usd``), None without prices; ``prompt_tokens()``: the prompt
+        tokens read so far (``outer.budget.prompt_tokens``)."""
         b = outer.budget
-        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, rollouts=b.rollouts, usd=b.usd),
+        return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, rollouts=b.rollouts, usd=b.usd,
+                                            prompt_tokens=b.prompt_tokens),
                           stop_file=self.run_dir / STOP_FILE,
                           elapsed_before_s=self.resume.elapsed_s if self.resume is not None else 0.0,
-                          replay=self.replay, cost=cost)
+                          replay=self.replay, cost=cost, prompt_tokens=prompt_tokens)
 
     def close(self) -> None:
         """Close the call log and release the run's lock (idempotent)."""

@@ -39,6 +39,7 @@ from evotrainer.run.runtime import (
     task_settings,
 )
 from evotrainer.seeding import Seeds
+from evotrainer.selfevolve.curriculum import curriculum_bounds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
 from evotrainer.selfevolve.examples import reference_items
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint
@@ -171,7 +172,7 @@ def run_selfevolve(
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
         dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
-        decoding=sampling_from(cfg.decoding), bounds=dict(family.difficulty_bounds), run_dir=run_dir,
+        decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.default_space), run_dir=run_dir,
         adapter_root=run_dir / "adapters",
     )
 
