@@ -30,6 +30,11 @@ Usage (from the repository root)::
     python scripts/golden_rows.py --tree ../old -o old.json         # the same run at another checkout
     python scripts/golden_rows.py --compare old.json dump.json      # the differences, one per line
     python scripts/golden_rows.py --write-golden                    # regenerate tests/data/golden/
+    python scripts/golden_rows.py --mode selfevolve -o se.json      # one tiny self-evolution round instead
+
+``--mode selfevolve`` fills the pool table whose columns schema 3 renamed (an evolve run leaves it empty); at
+f44bae6 (schema 2) and 6c426da (schema 3) its dumps are equal apart from the config section, as the evolve
+run's are.
 
 ``tests/test_golden_archive.py`` re-runs it and compares with ``tests/data/golden/smoke_tiny.json``.
 """
@@ -79,9 +84,10 @@ VOLATILE_KEYS: frozenset[str] = frozenset({
     "run_id", "created_at", "started_at", "finished_at", "time", "timestamp", "wall_s", "seconds", "elapsed",
     "elapsed_s", "duration", "duration_s", "host", "hostname", "pid", "code_version", "eta_s",
 })
-"""Keys inside JSON payloads whose values vary between identical runs (wall clock, host, process); found by
-running twice and diffing. Any key ending in ``_seconds`` or ``_s`` that holds a number is also volatile
-(:func:`_volatile_key`)."""
+"""Keys inside JSON payloads whose values are wall-clock, host or process facts. Two identical runs differed
+only in the columns of :data:`VOLATILE_COLUMNS`, the ``phase`` events' floats and the ``seconds`` payload key
+(run twice and diffed, in both modes); the other keys guard payloads those runs did not write. A number under a
+key naming seconds (``*_seconds``, ``*_s``, ``elapsed``, ``wall``) is also volatile (:func:`_volatile_key`)."""
 
 MODEL_FILES: tuple[str, ...] = ("model.safetensors", "tokenizer.json", "chat_template.jinja")
 """The tiny model's files whose hashes go into the dump (:func:`model_fingerprint`)."""
@@ -117,11 +123,12 @@ def build_tiny_model(folder: Path) -> Path:
     return folder
 
 
-def run_smoke(tree: Path, model_dir: Path, run_dir: Path, *, timeout: float = 600) -> Path:
+def run_smoke(tree: Path, model_dir: Path, run_dir: Path, *, mode: str = "evolve", timeout: float = 600) -> Path:
     """Run the golden evolve run of the code in ``tree`` into ``run_dir``; returns the archive's path.
 
     ``python -m evotrainer`` with :data:`RUN_OVERRIDES`, the tiny model in ``model_dir`` as policy model and
-    mutator, and ``hydra.run.dir=run_dir``,
+    mutator, ``mode`` (``evolve``, or ``selfevolve``: the smoke bundle's one tiny LoRA round, the run that fills
+    the pool table whose columns schema 3 renamed) and ``hydra.run.dir=run_dir``,
     started in ``tree`` with ``PYTHONPATH=tree`` and ``HF_HUB_OFFLINE=1``. An editable install's import hooks are
     dropped first (:data:`_BOOT`): ``evotrainer`` has no ``__init__.py``, so with them its namespace path would
     also hold the installed checkout's folder, and a module the tree lacks would silently come from there.
@@ -132,7 +139,7 @@ def run_smoke(tree: Path, model_dir: Path, run_dir: Path, *, timeout: float = 60
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(tree), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     models = [f"{role}.{key}" for role in ("model", "mutator")
               for key in (f"path={model_dir}", "max_context=1024", "threads=1")]
-    cmd = [sys.executable, "-c", _BOOT, *RUN_OVERRIDES, *models, f"hydra.run.dir={run_dir}"]
+    cmd = [sys.executable, "-c", _BOOT, *RUN_OVERRIDES, f"mode={mode}", *models, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     archive = run_dir / "archive.db"
     if proc.returncode != 0 or not archive.is_file():
@@ -254,15 +261,17 @@ def table_hash(rows: Sequence[Mapping[str, Any]]) -> str:
     return hashlib.sha256(_canonical(list(rows)).encode()).hexdigest()[:16]
 
 
-def golden_run(tree: Path = ROOT, *, workdir: Path | None = None, model_dir: Path | None = None) -> dict[str, Any]:
+def golden_run(tree: Path = ROOT, *, workdir: Path | None = None, model_dir: Path | None = None,
+               mode: str = "evolve") -> dict[str, Any]:
     """Build the tiny model (unless ``model_dir`` is given), run the code in ``tree`` and dump its archive.
 
-    ``workdir``: where the model and run folders go (default: a temporary folder, removed afterwards).
+    ``workdir``: where the model and run folders go (default: a temporary folder, removed afterwards); ``mode``:
+    as in :func:`run_smoke`.
     """
     with tempfile.TemporaryDirectory(prefix="golden_") as tmp:
         base = Path(workdir or tmp)
         model = model_dir or build_tiny_model(base / "tiny_model")
-        archive = run_smoke(tree, model, base / "run")
+        archive = run_smoke(tree, model, base / "run", mode=mode)
         dump = dump_archive(archive, {str(model): "<MODEL>", str(base / "run"): "<RUN>",
                                       str(tree.resolve()): "<TREE>"})
         dump["model"] = model_fingerprint(model)
@@ -368,6 +377,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--tree", type=Path, default=ROOT, help="checkout whose code runs (default: this one)")
     parser.add_argument("-o", "--output", type=Path, help="write the dump here")
     parser.add_argument("--workdir", type=Path, help="keep the tiny model and run folder here")
+    parser.add_argument("--mode", choices=("evolve", "selfevolve"), default="evolve",
+                        help="the run's mode (the golden file is of mode=evolve)")
     parser.add_argument("--write-golden", action="store_true", help=f"write the dump to {GOLDEN.relative_to(ROOT)}")
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("EXPECTED", "ACTUAL"),
                         help="print the differences of two dumps and exit")
@@ -377,7 +388,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         diff = compare(expected, actual)
         print("\n".join(diff) if diff else "identical")
         return 1 if diff else 0
-    dump = golden_run(args.tree.resolve(), workdir=args.workdir)
+    if args.write_golden and args.mode != "evolve":
+        parser.error("--write-golden: the golden file is of mode=evolve")
+    dump = golden_run(args.tree.resolve(), workdir=args.workdir, mode=args.mode)
     for path in filter(None, [args.output, GOLDEN if args.write_golden else None]):
         _write(dump, path)
         print(f"wrote {path}")
