@@ -345,7 +345,13 @@ def _compare_rows(table: str, a: Sequence[Mapping[str, Any]], b: Sequence[Mappin
             continue
         only_b.remove(near)
         for col in _differing(ra, near):
-            lines.append(f"{table}: row {_row_key(ra)}: {col}: {_short(ra.get(col))} -> {_short(near.get(col))}")
+            old, new = ra.get(col), near.get(col)
+            if isinstance(old, dict) and isinstance(new, dict):  # name the nested keys that differ
+                flat_old, flat_new = flatten(old, col), flatten(new, col)
+                lines.extend(f"{table}: row {_row_key(ra)}: {key}: {_short(flat_old.get(key, '<absent>'))} -> "
+                             f"{_short(flat_new.get(key, '<absent>'))}" for key in _differing(flat_old, flat_new))
+            else:
+                lines.append(f"{table}: row {_row_key(ra)}: {col}: {_short(old)} -> {_short(new)}")
     lines.extend(f"{table}: extra row: {_short(rb)}" for rb in only_b)
     return lines
 
