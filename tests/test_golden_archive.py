@@ -6,9 +6,10 @@ writes the same archive rows as the code before issue 27 did, apart from renamed
 JSON: volatile values (run id, code version, timestamps, host, wall-clock seconds, autoincrement ids, temporary
 paths) replaced, schema 3's column renames applied, rows sorted. ``tests/data/golden/smoke_tiny.json`` holds the
 expected dump: its tables were made at f44bae6 (the last commit before issue 27's work, schema 2) and are
-identical at 6c426da; its config section (``runs.config_json``, flattened) is 6c426da's, which only added keys
-(``task.long.*``, ``inner.output_name``, ``inner.reflection_hints``) and moved two meeting-minutes defaults into
-the family (``inner.task_hint``, ``inner.prefill_fallbacks`` now null).
+identical at 6c426da and 5f51779; its config section (``runs.config_json``, flattened) is 5f51779's, which
+differs from f44bae6's only by added keys (``task.long.*``, ``outer.budget.prompt_tokens``,
+``inner.output_name``, ``inner.reflection_hints``) and two meeting-minutes defaults moved into the family
+(``inner.task_hint``, ``inner.prefill_fallbacks``, now null in the config).
 
 The evolve run leaves the self-evolution pool (the table whose columns schema 3 renamed) empty; ``--mode
 selfevolve`` of the script fills it, and was compared by hand at both commits (equal apart from the config
