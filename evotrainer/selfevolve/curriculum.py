@@ -24,7 +24,7 @@ __all__ = ["CurriculumDecision", "curriculum_bounds", "curriculum_step"]
 def curriculum_bounds(default_space: Mapping[str, Mapping[str, float | bool]]) -> dict[str, tuple[float, float]]:
     """Each knob's (low, high) for the curriculum: those of the harness' default space
     (``TaskFamily.default_space``), not the generator's whole range (``difficulty_bounds``), which may reach
-    much costlier tasks (meeting minutes: ``length`` up to 12,000 words, the harness and curriculum 900)."""
+    much costlier tasks (an input's length far past what the harness draws by default)."""
     return {k: (float(v["low"]), float(v["high"])) for k, v in default_space.items()}
 
 
