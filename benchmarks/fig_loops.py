@@ -1,7 +1,7 @@
 """Figures 5-7: the loops themselves on the suite's model: fitness-cache savings, one harness candidate of
 the default experiment split by phase, and one self-evolution round of the smoke experiment split by phase.
 
-Figures 5 and 6 share one run (:func:`candidate_run`): the real :class:`~evotrainer.llm_objective.LLMObjective`
+Figures 5 and 6 share one run (:func:`candidate_run`): the real :class:`~evotrainer.evolve.llm_objective.LLMObjective`
 of ``+experiment=meeting_minutes``, set up as ``coevolution.run_evolve`` sets it up, called once on the
 first ``inner.population_size`` seeds under the initial harness. That call is the unit an outer generation
 repeats ``outer.popsize`` times: task batch, ``inner.generations`` inner generations (select, vary,
@@ -41,7 +41,7 @@ passing samples skips training and evaluation)."""
 
 def compose_config(experiment: str, overrides: Sequence[str] = ()) -> Any:
     """The typed :class:`~evotrainer.config.Config` of ``+experiment=<experiment>`` with ``overrides``,
-    composed by Hydra from ``evotrainer/conf/`` as ``python -m evotrainer`` composes it."""
+    composed by Hydra from ``conf/`` as ``python -m evotrainer`` composes it."""
     from hydra import compose, initialize_config_dir
 
     from evotrainer.config import PACKAGE_DATA, register_configs, to_config
@@ -113,10 +113,11 @@ def candidate_run(bench: Bench) -> CandidateRun:
 
     from evotrainer.archive import ArchiveStore
     from evotrainer.archive.recorder import RunRecorder
+    from evotrainer.evolve.llm_objective import LLMObjective, TokenMeter
+    from evotrainer.evolve.validation_split import screening_subset, split_validation
     from evotrainer.harness import space_from_specs
-    from evotrainer.llm_objective import LLMObjective, TokenMeter
     from evotrainer.rollout import RolloutEvaluator
-    from evotrainer.runtime import (
+    from evotrainer.run.runtime import (
         build_family,
         load_seed_population,
         load_validation,
@@ -125,7 +126,6 @@ def candidate_run(bench: Bench) -> CandidateRun:
     )
     from evotrainer.search.phrases import PhraseBank
     from evotrainer.seeding import Seeds
-    from evotrainer.validation_split import screening_subset, split_validation
 
     overrides = QUICK_CANDIDATE_OVERRIDES if bench.quick else CANDIDATE_OVERRIDES
     backend = bench.backend

@@ -22,7 +22,7 @@ item evaluations. This script plugs EvoTrainer into it through ``gepa.optimize``
 
 At the end the best seed, GEPA's best candidate (highest mean on its validation set) and the plain prompt are
 scored on the held-out items and the transfer items by the same evaluator, and the arm writes an
-``arm_result.json`` (:func:`evotrainer.ablation.write_arm_result`) that ``archive sweep`` pools with the other arms:
+``arm_result.json`` (:func:`evotrainer.stats.ablation.write_arm_result`) that ``archive sweep`` pools with the other arms:
 
     pip install -e '.[peers]'      # the gepa package (no dependencies of its own)
     python -m benchmarks.gepa_arm --pair archive/multirun/<sweep>/0_coevolve_seed0
@@ -45,18 +45,18 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from evotrainer.ablation import ArmRun, ItemScores, write_arm_result
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
 from evotrainer.archive.views import run_generalisation
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.config import Config, to_config
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.events import SetupEvent
+from evotrainer.events.kinds import SetupEvent
+from evotrainer.evolve.validation_split import split_validation
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.harness import space_from_specs
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import (
+from evotrainer.run.runtime import (
     build_family,
     build_llm,
     load_seed_population,
@@ -66,9 +66,9 @@ from evotrainer.runtime import (
     task_settings,
 )
 from evotrainer.seeding import Seeds
+from evotrainer.stats.ablation import ArmRun, ItemScores, write_arm_result
+from evotrainer.stats.transfer import plain_policy, read_report
 from evotrainer.tasks.meeting_minutes.texts import REFLECTION_HINTS
-from evotrainer.transfer import plain_policy, read_report
-from evotrainer.validation_split import split_validation
 
 __all__ = ["MinutesAdapter", "ReflectionModel", "run_gepa_arm"]
 
@@ -178,7 +178,7 @@ class ReflectionModel:
 
 
 def _mutator_params(cfg: Config) -> SamplingParams:
-    from evotrainer.llm_objective import inner_config
+    from evotrainer.evolve.llm_objective import inner_config
 
     return inner_config(cfg).mutator_params
 

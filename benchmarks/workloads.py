@@ -210,7 +210,7 @@ class Bench:
         if self._backend is None:
             import torch
 
-            from evotrainer.runtime import build_llm
+            from evotrainer.run.runtime import build_llm
 
             self.log("loading the model ...")
             t0 = time.perf_counter()
@@ -225,11 +225,11 @@ class Bench:
         return self._backend
 
     def population(self, n: int) -> list[Policy]:
-        """The first ``n`` seed policies of ``evotrainer/populations/meeting_minutes.yaml``."""
+        """The first ``n`` seed policies of ``populations/meeting_minutes.yaml``."""
         return load_population(POPULATION_PATH)[:n]
 
     def transcripts(self, n: int) -> list[MeetingTask]:
-        """The first ``n`` items of ``evotrainer/validation_set/meeting_minutes.jsonl`` (real transcripts)."""
+        """The first ``n`` items of ``validation_set/meeting_minutes.jsonl`` (real transcripts)."""
         return MeetingMinutes().load_validation(VALIDATION_PATH, limit=n)
 
     def meetings(self, n: int, length: int) -> list[MeetingTask]:

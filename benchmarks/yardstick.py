@@ -156,8 +156,8 @@ def _rest(cfg: Any, family: Any, qmsum: str) -> list[Any]:
 
 def _items(cfg: Any, family: Any, qmsum: str) -> tuple[list[Any], list[Any]]:
     """(the main job's selection items, unseen windows: transfer then rest, round-robin by domain)."""
-    from evotrainer.runtime import load_transfer, load_validation
-    from evotrainer.validation_split import split_validation
+    from evotrainer.evolve.validation_split import split_validation
+    from evotrainer.run.runtime import load_transfer, load_validation
 
     items = load_validation(cfg, family)
     selection, _ = split_validation(items, cfg.outer.heldout_share)
@@ -212,7 +212,7 @@ def _roll_out(cfg: Any, family: Any, plan: dict, by_id: dict[str, Any], log: Any
     on where it stopped: requests whose key (:func:`_request_key`) is already there are not rolled out again.
     """
     from evotrainer.rollout import sampling_for
-    from evotrainer.runtime import build_llm, sampling_from
+    from evotrainer.run.runtime import build_llm, sampling_from
     from evotrainer.tasks.base import RolloutRequest
 
     seeds, base = _seeds(cfg), sampling_from(cfg.decoding)
@@ -364,7 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     def log(msg: str) -> None:
         print(msg, file=sys.stderr, flush=True)
 
-    from evotrainer.runtime import build_family
+    from evotrainer.run.runtime import build_family
 
     started, t0 = datetime.now(), time.perf_counter()
     cfg = _config(args.override)

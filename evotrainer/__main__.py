@@ -7,9 +7,9 @@ rounds (``selfevolve.*``) and archives each. Errors print one line naming the ke
 file and exit with status 2; ``debug=true`` shows the full traceback.
 
 ``resume=<run dir>`` (or ``resume=true``: the newest unfinished run of the same config under
-``archive/runs``) continues a killed ``mode=evolve`` run in its own folder (``evotrainer/resume.py``);
+``archive/runs``) continues a killed ``mode=evolve`` run in its own folder (``evotrainer/run/resume.py``);
 ``resume_force=true`` accepts a changed config. A ``STOP`` file in the run folder ends a run at the next
-generation boundary with its summary (``evotrainer/run_control.py``).
+generation boundary with its summary (``evotrainer/run/control.py``).
 
 In a Hydra multirun (``-m``) a failing job raises instead of exiting: ``sys.exit`` inside a job ends
 the whole sweep (hydra#2551), while an exception is recorded by Hydra's launcher as that job's failure,
@@ -17,7 +17,7 @@ the other jobs run, and the sweep exits non-zero at the end (Hydra's basic sweep
 failure after its batch). The error line is also logged to the failing job's own log file (with the
 traceback when it was not an ``EvoTrainerError``). The sweep then ends with one line per failed job and
 the exit status 1, and a bad key or value (Hydra's own composition errors included) with one line and
-status 2, not Hydra's multi-line report (:mod:`evotrainer.cli_errors`).
+status 2, not Hydra's multi-line report (:mod:`evotrainer.app.cli_errors`).
 """
 
 from __future__ import annotations
@@ -32,11 +32,11 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from evotrainer.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
-from evotrainer.config import register_configs, to_config
+from evotrainer.app.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
+from evotrainer.config import CONF_DIR, register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
-from evotrainer.moved_keys import migrate_overrides
-from evotrainer.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
+from evotrainer.flat_keys import migrate_overrides
+from evotrainer.run.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
 
 register_configs()
 log = logging.getLogger("evotrainer")
@@ -48,8 +48,8 @@ def _run(dcfg: DictConfig) -> None:
     cfg = to_config(dcfg)
     run_dir = HydraConfig.get().runtime.output_dir
     if _multirun():
-        from evotrainer.executor import refuse_parallel_local_ray
-        from evotrainer.threads import parallel_jobs
+        from evotrainer.backends.executor import refuse_parallel_local_ray
+        from evotrainer.backends.threads import parallel_jobs
 
         refuse_parallel_local_ray(cfg.executor, parallel_jobs(os.cpu_count() or 1))
     plan = None
@@ -66,7 +66,7 @@ def _run(dcfg: DictConfig) -> None:
             log.warning("%s", line)
         run_dir = str(plan.run_dir)
     if cfg.mode == "evaluate":
-        from evotrainer.evaluate import run_evaluate
+        from evotrainer.evaluate.run import run_evaluate
 
         run_evaluate(cfg)
     elif cfg.mode == "selfevolve":
@@ -74,7 +74,7 @@ def _run(dcfg: DictConfig) -> None:
 
         run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg))
     else:
-        from evotrainer.coevolution import run_evolve
+        from evotrainer.evolve.coevolution import run_evolve
 
         run_evolve(cfg, run_dir=run_dir, config_dict=run_config(_plain(dcfg)), resume=plan)
 
@@ -93,7 +93,7 @@ def _plain(dcfg: DictConfig) -> dict:
     return OmegaConf.to_container(dcfg, resolve=True)  # type: ignore[return-value]
 
 
-@hydra.main(version_base="1.3", config_path="conf", config_name="config")
+@hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # absolute: checkout or wheel
 def _app(dcfg: DictConfig) -> None:
     debug = bool(dcfg.get("debug", False))
     try:
@@ -122,7 +122,7 @@ def _resume_argv(argv: list[str]) -> list[str]:
     ``resume=<run dir>`` adds ``hydra.run.dir=<run dir>`` (the archive and call log are there; the log file
     is appended to) and ``hydra.output_subdir=.hydra/resume_<time>`` (the run's own ``.hydra/`` config is
     kept). ``resume=true`` is first replaced by the newest resumable run of the composed config
-    (:func:`evotrainer.resume.find_resumable`); when there is none, the folder does not exist, in a
+    (:func:`evotrainer.run.resume.find_resumable`); when there is none, the folder does not exist, in a
     multirun, or with an explicit ``hydra.run.dir``, ``argv`` is returned as is and ``_run`` reports what
     is wrong.
     """
@@ -153,7 +153,7 @@ def _find_resumable_for(argv: list[str]) -> Path | None:
     from hydra import compose, initialize_config_dir
 
     overrides = [a for a in argv if not a.startswith(("-", "hydra.", "resume="))]
-    with initialize_config_dir(config_dir=str(Path(__file__).resolve().parent / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         dcfg = compose(config_name="config", overrides=overrides)
     archive = str(dcfg.get("archive", {}).get("path", "archive.db"))
     return find_resumable(run_config(_plain(dcfg)), archive_name=archive)
@@ -168,7 +168,7 @@ def main() -> None:
     """Console entry point (``evotrainer ...``), same as ``python -m evotrainer``."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    # moved keys (task.long.* -> task.options.long.*, ...): respelt with a warning (evotrainer/moved_keys.py)
+    # moved keys (task.long.* -> task.options.long.*, ...): respelt with a warning (evotrainer/flat_keys.py)
     sys.argv[1:] = argv = _resume_argv(migrate_overrides(sys.argv[1:], _warn))
     if wants_traceback(argv):  # debug=true or the user's HYDRA_FULL_ERROR=1: Python's full traceback
         os.environ["HYDRA_FULL_ERROR"] = "1"
@@ -179,8 +179,8 @@ def main() -> None:
     try:
         with hidden_job_banner() if multirun else contextlib.nullcontext():
             _app()
-    except Exception as exc:  # noqa: BLE001 - every error ends here, reported once (evotrainer/cli_errors.py)
-        from evotrainer.sweep_callback import launched_sweep
+    except Exception as exc:  # noqa: BLE001 - every error ends here, reported once (evotrainer/app/cli_errors.py)
+        from evotrainer.app.sweep_callback import launched_sweep
 
         sys.exit(report(exc, multirun=multirun, sweep_dir=launched_sweep()))
     finally:

@@ -1,7 +1,7 @@
 """Structured configs (Hydra ConfigStore) and their validation.
 
 One dataclass per component (defined in :mod:`evotrainer.config_schema`, imported from here);
-``evotrainer/conf/config.yaml`` chooses defaults and ``conf/experiment/*.yaml``
+``conf/config.yaml`` chooses defaults and ``conf/experiment/*.yaml``
 bundles overrides. Core code receives these typed objects (via :func:`to_config`), never a
 DictConfig. :func:`validate` fails early with a :class:`ConfigError` naming the key.
 """
@@ -37,7 +37,7 @@ from evotrainer.config_schema import (
     TrackingConfig,
 )
 from evotrainer.errors import ConfigError
-from evotrainer.lora_settings import LoraSettings
+from evotrainer.model_schema import LoraSettings
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
 __all__ = [
@@ -62,6 +62,7 @@ __all__ = [
     "SelfEvolveConfig",
     "TaskConfig",
     "TrackingConfig",
+    "CONF_DIR",
     "PACKAGE_DATA",
     "PROJECT_ROOT",
     "find_data_path",
@@ -71,12 +72,19 @@ __all__ = [
     "validate",
 ]
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parent  # the evotrainer folder
+PROJECT_ROOT = _PACKAGE.parent
 """The checkout's root in an editable install (tests and benchmarks run there); meaningless in a wheel."""
-PACKAGE_DATA = Path(__file__).resolve().parent
-"""Where the shipped data lie, in a checkout and in a wheel alike: ``conf/`` (Hydra's config dir),
-``populations/`` (seed policies) and ``validation_set/`` (the meta-validation set, its ``SHA256SUMS`` and
-``README.md``) are folders of the ``evotrainer`` package, installed as package data."""
+PACKAGE_DATA = _PACKAGE if (_PACKAGE / "conf").is_dir() else PROJECT_ROOT
+"""The folder that holds the shipped data: ``conf/`` (Hydra's config dir), ``populations/`` (seed policies)
+and ``validation_set/`` (the meta-validation set, its ``SHA256SUMS`` and ``README.md``).
+
+In a checkout (editable install, ``PYTHONPATH``) they are top-level folders of the repository, so this is
+:data:`PROJECT_ROOT`; a wheel carries them inside the package (``pyproject.toml`` maps the root folders to
+``evotrainer.conf``, ``evotrainer.populations`` and ``evotrainer.validation_set``), so there it is the
+installed ``evotrainer`` folder."""
+CONF_DIR = PACKAGE_DATA / "conf"
+"""Hydra's config dir (``config.yaml``, ``task/``, ``experiment/``, ``study/``), an absolute path."""
 MODES = ("evaluate", "evolve", "selfevolve")
 BACKENDS = ("hf", "vllm", "openai")
 OPENAI_SERVERS = ("auto", "vllm", "llamacpp", "ollama", "transformers", "openai", "generic")
@@ -274,6 +282,8 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
     _check(b.tokens is None or b.tokens >= 1, "outer.budget.tokens", ">= 1 or null", b.tokens)
     _check(b.evaluations is None or b.evaluations >= 1, "outer.budget.evaluations", ">= 1 or null", b.evaluations)
     _check(b.rollouts is None or b.rollouts >= 1, "outer.budget.rollouts", ">= 1 or null", b.rollouts)
+    _check(b.prompt_tokens is None or b.prompt_tokens >= 1, "outer.budget.prompt_tokens", ">= 1 or null",
+           b.prompt_tokens)
     from evotrainer.harness.candidates import CANDIDATE_SOURCES
 
     _check(o.candidate_source in CANDIDATE_SOURCES, "outer.candidate_source", f"one of {CANDIDATE_SOURCES}",
@@ -316,11 +326,11 @@ def _validate_selfevolve(s: SelfEvolveConfig) -> None:
 
 def find_data_path(path: str) -> Path | None:
     """Find a configured file or folder: absolute as given; relative, in the current folder first, then
-    in the package's shipped data (:data:`PACKAGE_DATA`).
+    in the shipped data (:data:`PACKAGE_DATA`: the checkout's root, or the installed package).
 
     So ``validation_set/meeting_minutes.jsonl`` means the user's own file when the current folder has one,
-    and the shipped copy otherwise, in a checkout and in a wheel installed anywhere (Hydra keeps the
-    launch folder as the current folder: ``hydra.job.chdir: false``).
+    and the shipped copy otherwise (the repository's ``validation_set/`` in a checkout, the wheel's copy
+    when installed anywhere; Hydra keeps the launch folder as the current folder: ``hydra.job.chdir: false``).
 
     Args:
         path: a path as written in the config (``~`` is expanded).

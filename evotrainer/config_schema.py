@@ -11,8 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from evotrainer.lora_settings import LoraSettings
-from evotrainer.model_schema import ModelConfig, OpenAIConfig  # the model roles (the backends read it)
+from evotrainer.model_schema import (  # the model roles (the backends read it)
+    LoraSettings,
+    ModelConfig,
+    OpenAIConfig,
+)
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
 __all__ = [
@@ -82,7 +85,7 @@ class TaskConfig:
     reward_weights: dict[str, float] = field(default_factory=dict)
     tasks_per_generation: int = 4  # generated tasks per inner generation batch (common random numbers)
     # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
-    # report compares the final best and the best seed with (transfer.py); domain text, so it comes from the
+    # report compares the final best and the best seed with (stats/transfer.py); domain text, so it comes from the
     # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
     plain_prompt: str | None = None
 
@@ -96,7 +99,7 @@ class EvaluationConfig:
 
 @dataclass
 class EvaluateConfig:
-    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate.py; docs/evaluate.md). Null / empty
+    """``mode=evaluate`` on any dataset and any policies (evotrainer/evaluate/run.py; docs/evaluate.md). Null / empty
     keys fall back to ``task.validation_*`` and ``evaluation.policies``."""
 
     dataset: str | None = None  # .jsonl file or folder of <name>.txt + <name>.md; null = task.validation_path
@@ -161,6 +164,9 @@ class BudgetConfig:
 
     seconds: float | None = None  # wall-clock seconds since the run started (model load included)
     tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
+    # prompt tokens read (policy model + mutator; a long meeting read in N windows counts every window and the
+    # merge): the budget that follows what a rollout costs when one item is 10x longer than another
+    prompt_tokens: int | None = None
     evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
     # policy rollouts counted from the archive: uncached fitness, meta_screen and meta_val rows, one per task
     # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)
@@ -269,7 +275,7 @@ class TrackingConfig:
 
 @dataclass
 class RayConfig:
-    """The Ray executor's workers (evotrainer/executor.py)."""
+    """The Ray executor's workers (evotrainer/backends/executor.py)."""
 
     address: str | None = None  # null = start a local Ray instance; "auto" or "host:port" = join a cluster
     workers: int = 2  # Ray actors, each loading its own copy of the policy model

@@ -3,7 +3,7 @@
 A sweep of many jobs leaves many folders; this small file says which job ran with which overrides, how
 it ended (the one-line error of a failed job) and its headline figures, so a sweep can be read (or
 compared with ``python -m evotrainer.archive sweep <sweep dir>``) without opening every log. It is kept
-by :class:`evotrainer.sweep_callback.SweepIndexCallback` (``hydra.callbacks`` in ``conf/config.yaml``).
+by :class:`evotrainer.app.sweep_callback.SweepIndexCallback` (``hydra.callbacks`` in ``conf/config.yaml``).
 
 Format (``version`` 1), a JSON object::
 
@@ -24,7 +24,7 @@ Format (``version`` 1), a JSON object::
 
 Jobs are sorted by ``num``; figures are null where the job has none (a failed job, ``mode=evaluate``).
 
-**A dead writer is told from a live one by its lock** (as the run lock of ``evotrainer/resume.py``): the
+**A dead writer is told from a live one by its lock** (as the run lock of ``evotrainer/run/resume.py``): the
 launching process holds an ``flock`` on ``.sweep.lock`` in the sweep folder, and each job's process holds
 one on ``.job.lock`` in its job folder from ``on_job_start`` to ``on_job_end``. The kernel releases a lock
 when its process dies, ``SIGKILL`` from the out-of-memory killer included (joblib#812, hydra#3458: the job

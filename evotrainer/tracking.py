@@ -53,7 +53,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from evotrainer.errors import ConfigError
-from evotrainer.events import (
+from evotrainer.events.kinds import (
     Event,
     GeneralisationEvent,
     IncumbentEvent,
@@ -268,7 +268,7 @@ class Tracker:
         atexit.register(self._abandon)
 
     def event(self, event: Event) -> None:
-        """One archived event (:mod:`evotrainer.events`; kinds without metrics are ignored)."""
+        """One archived event (:mod:`evotrainer.events.kinds`; kinds without metrics are ignored)."""
         e = event
         if isinstance(e, InnerGenerationEvent):
             self._log({"inner/best_fitness": e.record.get("max"), "inner/mean_fitness": e.record.get("mean")},

@@ -1,6 +1,6 @@
 """Write ``docs/reference/cli.md`` from the command-line interfaces' own ``--help``.
 
-Two CLIs: ``python -m evotrainer`` (Hydra; its help text is ``hydra.help`` in ``evotrainer/conf/config.yaml``,
+Two CLIs: ``python -m evotrainer`` (Hydra; its help text is ``hydra.help`` in ``conf/config.yaml``,
 run here as a subprocess) and ``python -m evotrainer.archive`` (Typer; the help of the app and of each
 command, rendered by Click as plain text at a fixed width so the page does not depend on the terminal).
 The Hydra help ends with the whole composed config; the page stops before it and links the configuration

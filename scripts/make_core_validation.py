@@ -1,11 +1,11 @@
-"""Write ``evotrainer/validation_set/meeting_minutes_core.txt``: the 40 hand-written meetings the main job uses.
+"""Write ``validation_set/meeting_minutes_core.txt``: the 40 hand-written meetings the main job uses.
 
 A stratified subset of ``meeting_minutes.jsonl`` (100 items), so that real meetings (QMSum) are the majority
 of the main job's meta-validation set while the hand-written items keep their owned-action-item checks.
 Run from the repository root:
 
-    python scripts/make_core_validation.py evotrainer/validation_set/meeting_minutes.jsonl \
-        evotrainer/validation_set/meeting_minutes_core.txt
+    python scripts/make_core_validation.py validation_set/meeting_minutes.jsonl \
+        validation_set/meeting_minutes_core.txt
 
 How (deterministic: depends only on the input, no seed): ``N`` slots are shared out over the seven styles in
 proportion to their counts (largest remainder; ties: the style seen first); within a style, the items that
@@ -65,8 +65,8 @@ def pick(rows: list[dict], n: int = N) -> list[dict]:
 
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description="Pick the main job's hand-written meta-validation items.")
-    parser.add_argument("source", help="evotrainer/validation_set/meeting_minutes.jsonl")
-    parser.add_argument("out", help="evotrainer/validation_set/meeting_minutes_core.txt")
+    parser.add_argument("source", help="validation_set/meeting_minutes.jsonl")
+    parser.add_argument("out", help="validation_set/meeting_minutes_core.txt")
     args = parser.parse_args(argv)
     with open(args.source, encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]

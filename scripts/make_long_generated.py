@@ -1,4 +1,4 @@
-"""Write ``evotrainer/validation_set/long_generated.jsonl``: long meetings made of generated ones (issue 29).
+"""Write ``validation_set/long_generated.jsonl``: long meetings made of generated ones (issue 29).
 
 Each item joins several meetings of the family's generator (``long_meetings.generate_long``): topics drift
 and the last decisions and action items come late, so minutes that read only the start lose points. The
@@ -19,7 +19,7 @@ import numpy as np
 from evotrainer.tasks.meeting_minutes.generator import DEFAULT_DIFFICULTY
 from evotrainer.tasks.meeting_minutes.long_meetings import generate_long
 
-OUT = Path(__file__).resolve().parents[1] / "evotrainer" / "validation_set" / "long_generated.jsonl"
+OUT = Path(__file__).resolve().parents[1] / "validation_set" / "long_generated.jsonl"
 
 
 def main() -> None:

@@ -5,8 +5,8 @@ The input is the 152-window QMSum extract the project keeps for tests and benchm
 names a window's meeting); the product never reads it. Run from the repository root:
 
     python scripts/make_qmsum_validation.py ../shared/data/qmsum_meetings.jsonl \
-        evotrainer/validation_set/qmsum_meetings.jsonl \
-        --transfer evotrainer/validation_set/qmsum_transfer.jsonl [--rest unseen.jsonl]
+        validation_set/qmsum_meetings.jsonl \
+        --transfer validation_set/qmsum_transfer.jsonl [--rest unseen.jsonl]
 
 How (deterministic: depends only on the input file, no seed):
 
@@ -111,8 +111,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(description="Split the QMSum windows by meeting into the shipped "
                                                  "meta-validation and transfer sets.")
     parser.add_argument("source", help="the 152-window QMSum JSONL (../shared/data/qmsum_meetings.jsonl)")
-    parser.add_argument("out", help="meta-validation windows (evotrainer/validation_set/qmsum_meetings.jsonl)")
-    parser.add_argument("--transfer", help="transfer sample (evotrainer/validation_set/qmsum_transfer.jsonl)")
+    parser.add_argument("out", help="meta-validation windows (validation_set/qmsum_meetings.jsonl)")
+    parser.add_argument("--transfer", help="transfer sample (validation_set/qmsum_transfer.jsonl)")
     parser.add_argument("--rest", help="every other window of a non-validation meeting, for benchmarks")
     args = parser.parse_args(argv)
     with open(args.source, encoding="utf-8") as f:

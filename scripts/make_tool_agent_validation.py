@@ -1,10 +1,10 @@
-"""Build ``evotrainer/validation_set/tool_agent.jsonl``: the tool-agent family's fixed meta-validation set.
+"""Build ``validation_set/tool_agent.jsonl``: the tool-agent family's fixed meta-validation set.
 
 Run from the repository root (deterministic: the output depends only on ``SEED`` and the generator code):
 
-    python scripts/make_tool_agent_validation.py evotrainer/validation_set/tool_agent.jsonl
+    python scripts/make_tool_agent_validation.py validation_set/tool_agent.jsonl
 
-then update that file's line in ``evotrainer/validation_set/SHA256SUMS`` (``sha256sum tool_agent.jsonl``).
+then update that file's line in ``validation_set/SHA256SUMS`` (``sha256sum tool_agent.jsonl``).
 
 40 tasks, 10 per plan length (1-4 tool steps): 7 from the templates and 3 from exploration walks per
 length, with distractor facts cycling through 0, 3, 6, 9, 12 and magnitudes through 1-5 (shifted by one every

@@ -18,17 +18,17 @@ from dataclasses import asdict
 
 from evotrainer.config import DecodingConfig, ModelConfig
 from evotrainer.genome import Policy, load_population
-from evotrainer.runtime import build_llm, sampling_from
+from evotrainer.run.runtime import build_llm, sampling_from
 from evotrainer.tasks.base import RolloutRequest
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.family import MeetingMinutes
 
-HANDWRITTEN = "evotrainer/validation_set/meeting_minutes.jsonl"
+HANDWRITTEN = "validation_set/meeting_minutes.jsonl"
 QMSUM = "../shared/data/qmsum_meetings.jsonl"  # the 152-window extract (tests only)
 
 
 def policies() -> list[Policy]:
-    seeds = {p.id: p for p in load_population("evotrainer/populations/meeting_minutes.yaml")}
+    seeds = {p.id: p for p in load_population("populations/meeting_minutes.yaml")}
     best = seeds["secretary_markdown"]
     prefilled = Policy.seed("secretary_markdown+prefill", {**dict(best.sections), "prefill": "## Topics\n-"})
     plain = Policy.seed("summarize", {"role": "Summarize the meeting.", "format": "", "rules": ""})

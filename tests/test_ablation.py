@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.ablation import (
+from evotrainer.archive.study_view import arm_runs, is_study, study_html
+from evotrainer.errors import DataError
+from evotrainer.stats.ablation import (
     ArmRun,
     ItemScores,
     read_arm_result,
@@ -20,9 +22,7 @@ from evotrainer.ablation import (
     to_payload,
     write_arm_result,
 )
-from evotrainer.archive.study_view import arm_runs, is_study, study_html
-from evotrainer.errors import DataError
-from evotrainer.evaluate_stats import paired_difference, rng_for
+from evotrainer.stats.bootstrap import paired_difference, rng_for
 
 HELD = [f"h{i}" for i in range(10)]
 TRANSFER = [f"t{i}" for i in range(6)]
@@ -186,7 +186,7 @@ def test_the_study_configs_compose_with_one_budget_and_a_sweep_over_arms_and_see
 
     subdir = OmegaConf.to_container(dcfg.hydra.sweep, resolve=False)["subdir"]
     assert subdir == "${hydra.job.num}_${outer.candidate_source}_seed${seed}"
-    assert dcfg.hydra.callbacks.study_table._target_ == "evotrainer.study_callback.StudyTableCallback"
+    assert dcfg.hydra.callbacks.study_table._target_ == "evotrainer.app.study_callback.StudyTableCallback"
     assert cfg.outer.budget.rollouts and cfg.outer.budget.seconds is None and cfg.mode == "evolve"
     assert cfg.outer.patience >= 100 and cfg.outer.generations >= 100  # the rollout budget alone stops an arm
     assert cfg.task.transfer_path and cfg.task.transfer_limit
@@ -198,7 +198,7 @@ def test_the_study_callback_prints_the_table_after_the_last_job_of_a_failed_swee
     from hydra.core.utils import JobStatus
     from omegaconf import OmegaConf
 
-    from evotrainer.study_callback import StudyTableCallback
+    from evotrainer.app.study_callback import StudyTableCallback
     from evotrainer.sweep_index import update_index
 
     ended: list[str] = []

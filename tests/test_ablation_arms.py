@@ -11,8 +11,8 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.study_view import arm_runs
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config
+from evotrainer.evolve.coevolution import run_evolve
 
 
 def _arm(tiny_run_config: Callable[[], Config], source: str) -> Config:
@@ -65,7 +65,7 @@ def test_the_run_control_counts_the_recorders_rollouts_against_the_rollout_limit
     from types import SimpleNamespace
 
     from evotrainer.harness.stopping import BudgetLimits, Usage, budget_stop
-    from evotrainer.run_control import RunControl
+    from evotrainer.run.control import RunControl
 
     assert budget_stop(Usage(rollouts=44), BudgetLimits(rollouts=45)) is None
     assert budget_stop(Usage(rollouts=45), BudgetLimits(rollouts=45)).detail == "45 rollouts used, limit 45"

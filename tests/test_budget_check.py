@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.budget_check import WARN_SHARE, estimate_gen0
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config
+from evotrainer.evolve.budget_check import WARN_SHARE, estimate_gen0
+from evotrainer.evolve.coevolution import run_evolve
 
 
 def test_estimate_adds_the_remaining_requests_at_the_measured_rate() -> None:
@@ -37,9 +37,9 @@ def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
     cfg = tiny_run_config()
     cfg.outer.budget.seconds = 1.0  # generation 0 alone takes longer on any machine
     cfg.archive.live_report = False
-    with caplog.at_level(logging.WARNING, logger="evotrainer.budget_check"):
+    with caplog.at_level(logging.WARNING, logger="evotrainer.evolve.budget_check"):
         summary = run_evolve(cfg, run_dir=tmp_path)
-    lines = [r.getMessage() for r in caplog.records if r.name == "evotrainer.budget_check"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "evotrainer.evolve.budget_check"]
     assert len(lines) == 1 and "generation 0 alone is expected to take about" in lines[0]
     assert "of the 1 s budget" in lines[0] and "outer.budget.seconds" in lines[0]
     assert summary.stop_reason == "outer.budget.seconds"

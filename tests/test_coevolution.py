@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.coevolution import run_evolve, screening_subset
 from evotrainer.config import PROJECT_ROOT, Config
+from evotrainer.evolve.coevolution import run_evolve, screening_subset
+from evotrainer.evolve.validation_split import split_validation
 from evotrainer.rollout import batch_id_for
-from evotrainer.runtime import build_family, load_validation
+from evotrainer.run.runtime import build_family, load_validation
 from evotrainer.tasks.meeting_minutes import DEFAULT_REWARD_WEIGHTS
-from evotrainer.validation_split import split_validation
 
 DATA = Path(__file__).parent / "data"
 
@@ -154,6 +154,20 @@ def test_smoke_experiment_real_model(tmp_path: Path) -> None:
         best, _ = store.best_policy(run.run_id)
         ops = {n.policy.operator for n in store.lineage(run.run_id, best.id)}
     assert "seed" in ops
+
+
+def test_prompt_token_budget_stops_before_the_first_candidate(tiny_run_config: Callable[[], Config],
+                                                              tmp_path: Path) -> None:
+    """``outer.budget.prompt_tokens`` counts every prompt token the model read (generation 0 alone exceeds 1),
+    so the run stops at the first candidate boundary with that key, and the archive says so."""
+    cfg = _tiny_config(tiny_run_config)
+    cfg.inner.llm_mutation_share = 0.0
+    cfg.outer.budget.prompt_tokens = 1
+    summary = run_evolve(cfg, run_dir=tmp_path)
+    assert summary.stop_reason == "outer.budget.prompt_tokens" and summary.candidates == 0
+    with ArchiveStore(summary.archive, read_only=True) as store:
+        (stop,) = store.events(summary.run_id, kind="stop")
+    assert stop.event.key == "outer.budget.prompt_tokens" and "prompt tokens used" in stop.event.detail
 
 
 def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Callable[[], Config],

@@ -1,4 +1,4 @@
-"""Configured data paths: the current folder first, then the data shipped in the package."""
+"""Configured data paths: the current folder first, then the shipped data (the checkout's root here)."""
 
 from __future__ import annotations
 

@@ -6,8 +6,14 @@ import io
 
 from rich.console import Console
 
-from evotrainer.console_view import ConsoleView
-from evotrainer.events import InnerGenerationEvent, PhaseEvent, RaceEvent, StyleLibraryEvent, TaskBatchEvent
+from evotrainer.events.kinds import (
+    InnerGenerationEvent,
+    PhaseEvent,
+    RaceEvent,
+    StyleLibraryEvent,
+    TaskBatchEvent,
+)
+from evotrainer.evolve.console_view import ConsoleView
 
 
 def _view() -> tuple[ConsoleView, io.StringIO]:

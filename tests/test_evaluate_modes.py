@@ -17,12 +17,12 @@ from evotrainer.archive.policy_export import export_policy
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import Config, validate
 from evotrainer.errors import ArchiveError, ConfigError
-from evotrainer.evaluate import run_evaluate, select_policies
-from evotrainer.evaluate_refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
-from evotrainer.evaluate_report import compare, shown_kinds, summarise
-from evotrainer.evaluate_stats import paired_difference, rng_for
+from evotrainer.evaluate.refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
+from evotrainer.evaluate.report import compare, shown_kinds, summarise
+from evotrainer.evaluate.run import run_evaluate, select_policies
 from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation
+from evotrainer.stats.bootstrap import paired_difference, rng_for
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 SEEDS = [Policy.seed("terse", {"role": "R", "format": "F", "rules": "X"}),
@@ -219,7 +219,7 @@ def test_compare_adds_all_seeds_and_bad_keys_fail_early(tmp_path: Path) -> None:
 
 
 def test_metric_gets_the_embedder_when_it_takes_one() -> None:
-    from evotrainer.evaluate import _EmbedderFamily, _metric_with_embedder
+    from evotrainer.evaluate.run import _EmbedderFamily, _metric_with_embedder
     from evotrainer.tasks.base import MetaScore
 
     seen = []

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import Config, validate
-from evotrainer.evaluate import run_evaluate
+from evotrainer.evaluate.run import run_evaluate
 
 
 class ActionLLM:

@@ -14,11 +14,11 @@ import pytest
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.coevolution import run_evolve
+from evotrainer.backends.executor import refuse_parallel_local_ray, split_requests
 from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig, ModelConfig, RayConfig, to_config
 from evotrainer.errors import ConfigError
-from evotrainer.executor import refuse_parallel_local_ray, split_requests
-from evotrainer.runtime import build_llm
+from evotrainer.evolve.coevolution import run_evolve
+from evotrainer.run.runtime import build_llm
 
 _NO_RAY = importlib.util.find_spec("ray") is None
 
@@ -52,7 +52,7 @@ def test_ray_executor_gives_the_local_fitness_values(tiny_run_config: Callable[[
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import ray
 
-    from evotrainer.executor import RayExecutor
+    from evotrainer.backends.executor import RayExecutor
 
     seen: list[float | None] = []  # the CPUs of the Ray instance at each executor call
     real = RayExecutor.generate
@@ -168,14 +168,14 @@ def test_executor_ray_in_a_parallel_sweep_is_refused_before_any_model_loads(tmp_
 def test_a_local_ray_instance_opens_and_closes_twice_in_one_process(tiny_model_dir: Path) -> None:
     import ray
 
-    from evotrainer.executor import RayExecutor
+    from evotrainer.backends.executor import RayExecutor
 
     model = ModelConfig(path=str(tiny_model_dir), max_context=1024)
     request = GenerationRequest(({"role": "user", "content": "Say OK."},), SamplingParams(max_new_tokens=4))
     texts = []
     try:
         for _ in range(2):  # e.g. two runs one after another in one process (the basic launcher's jobs)
-            executor = RayExecutor(model, RayConfig(workers=1, threads=1))
+            executor = RayExecutor(model, RayConfig(workers=1, threads=1), build_llm)
             texts.append(executor.generate([request])[0].text)
             executor.close()
             assert not ray.is_initialized()

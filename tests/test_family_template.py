@@ -14,7 +14,7 @@ from evotrainer.backends.base import Generation
 from evotrainer.config import PACKAGE_DATA, Config, register_configs, to_config
 from evotrainer.genome import Policy
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import build_family, load_validation, task_settings
+from evotrainer.run.runtime import build_family, load_validation, task_settings
 from evotrainer.tasks import TASK_FAMILIES, family_class
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "adding_a_task_family.md"

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.evaluate_stats import paired_difference, rng_for
-from evotrainer.generalisation import (
+from evotrainer.evolve.report import print_summary
+from evotrainer.genome import Policy
+from evotrainer.stats.bootstrap import paired_difference, rng_for
+from evotrainer.stats.generalisation import (
     Generalisation,
     compare,
     format_diff,
@@ -20,8 +22,6 @@ from evotrainer.generalisation import (
     to_payload,
     with_item_ids,
 )
-from evotrainer.genome import Policy
-from evotrainer.run_report import print_summary
 
 SEL_BASE = [0.10, 0.20, 0.30, 0.40, 0.25, 0.15]
 SEL_GAIN = [0.15, 0.26, 0.33, 0.45, 0.31, 0.19]  # +0.05 on average, every item better

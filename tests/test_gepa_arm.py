@@ -9,12 +9,12 @@ from collections.abc import Callable
 
 import pytest
 
-from evotrainer.ablation import read_arm_result, study_table
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.study_view import arm_runs
 from evotrainer.archive.views import run_generalisation
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config
+from evotrainer.evolve.coevolution import run_evolve
+from evotrainer.stats.ablation import read_arm_result, study_table
 
 gepa = pytest.importorskip("gepa", reason="the gepa package is not installed (pip install -e '.[peers]')")
 pytestmark = pytest.mark.slow  # a tiny study run, then GEPA within its budget: minutes on a busy 2-core machine

@@ -1,11 +1,12 @@
 """A real install: the wheel carries its configs and data, and runs the smoke experiment outside the checkout.
 
-The wheel is built from a copy of the package (``pip wheel --no-deps --no-build-isolation``, so nothing is
-downloaded and the checkout gets no ``build/`` folder) and installed, not editable, into a fresh venv that
-sees the test venv's dependencies through a ``.pth`` line. A ``.pth`` line only adds a folder to
-``sys.path``: the ``.pth`` files inside it (the checkout's editable finder among them) are not run, so the
-checkout is not importable there. The run starts from an empty temporary folder. Slow: a wheel build and a
-smoke run on the tiny model (about a minute on 2 cores).
+The wheel is built from a copy of the package and of the top-level data folders that ``pyproject.toml`` maps
+into it (``pip wheel --no-deps --no-build-isolation``, so nothing is downloaded and the checkout gets no
+``build/`` folder) and installed, not editable, into a fresh venv that sees the test venv's dependencies
+through a ``.pth`` line. A ``.pth`` line only adds a folder to ``sys.path``: the ``.pth`` files inside it
+(the checkout's editable finder among them) are not run, so the checkout is not importable there. The run
+starts from an empty temporary folder. Slow: a wheel build and a smoke run on the tiny model (about a minute
+on 2 cores).
 """
 
 from __future__ import annotations
@@ -46,6 +47,8 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = root / "src"
     shutil.copytree(PROJECT_ROOT / "evotrainer", src / "evotrainer",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("conf", "populations", "validation_set"):  # mapped into the package by pyproject.toml
+        shutil.copytree(PROJECT_ROOT / name, src / name)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(PROJECT_ROOT / name, src / name)
     _check([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(root / "dist"),
@@ -78,7 +81,7 @@ def test_wheel_carries_the_shipped_data(installed: Path, tmp_path: Path) -> None
 
 
 def test_console_entry_finds_the_packaged_config(installed: Path, tmp_path: Path) -> None:
-    """The console script imports ``evotrainer.__main__`` as a module: Hydra then reads ``pkg://evotrainer.conf``."""
+    """The console script imports ``evotrainer.__main__`` as a module; Hydra reads the installed ``conf/``."""
     proc = _check([str(installed), "-c", "from evotrainer.__main__ import main; main()", "--help"],
                   cwd=tmp_path, timeout=300)
     assert "smoke" in proc.stdout and "meeting_minutes" in proc.stdout

@@ -17,7 +17,7 @@ from rich.console import Console
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.config import PACKAGE_DATA, PROJECT_ROOT, Config, register_configs, to_config, validate
-from evotrainer.evaluate import run_evaluate
+from evotrainer.evaluate.run import run_evaluate
 from evotrainer.input_handling import InputHandling
 from evotrainer.rollout import MetaEvaluation
 
@@ -112,7 +112,7 @@ def test_long_smoke_experiment_end_to_end(tiny_run_config: Callable[[], Config],
                                           tmp_path: Path) -> None:
     """``+experiment=meeting_minutes_long_smoke`` on the tiny model: every long meeting is read in windows
     by every policy, the archive says so, and the run finishes."""
-    from evotrainer.coevolution import run_evolve
+    from evotrainer.evolve.coevolution import run_evolve
 
     cfg = _compose("meeting_minutes_long_smoke")
     cfg.model.path = str(tiny_model_dir)

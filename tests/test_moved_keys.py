@@ -1,4 +1,4 @@
-"""The meeting-minutes keys live under task.options; the old spellings keep working (evotrainer/moved_keys.py)."""
+"""The meeting-minutes keys live under task.options; the old spellings keep working (evotrainer/flat_keys.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hydra import compose, initialize_config_dir
 
 from evotrainer.config import PACKAGE_DATA, PROJECT_ROOT, Config, register_configs, to_config
 from evotrainer.errors import ConfigError
-from evotrainer.moved_keys import migrate_config, migrate_overrides, moved_key
-from evotrainer.resume import config_diff
-from evotrainer.runtime import build_family
+from evotrainer.flat_keys import migrate_config, migrate_overrides, moved_key
+from evotrainer.run.resume import config_diff
+from evotrainer.run.runtime import build_family
 
 
 def _compose(*overrides: str) -> Config:

@@ -40,7 +40,7 @@ def _compose(overrides: list[str]) -> Config:
     from hydra import compose, initialize_config_dir
 
     register_configs()
-    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "evotrainer" / "conf"), version_base="1.3"):
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
         return to_config(compose(config_name="config", overrides=overrides))
 
 
@@ -55,7 +55,7 @@ def _error_lines(proc: subprocess.CompletedProcess) -> list[str]:
 
 
 def test_smoke_run_shows_the_servers_tokens_and_never_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evotrainer.coevolution import run_evolve
+    from evotrainer.evolve.coevolution import run_evolve
 
     monkeypatch.setenv("EVO_FAKE_KEY", SECRET)
     with FakeServer(owned_by="vllm", key=SECRET) as server:
@@ -83,7 +83,7 @@ def test_smoke_run_shows_the_servers_tokens_and_never_the_key(tmp_path: Path, mo
 
 
 def test_the_usd_budget_stops_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evotrainer.coevolution import run_evolve
+    from evotrainer.evolve.coevolution import run_evolve
 
     monkeypatch.setenv("EVO_FAKE_KEY", SECRET)
     with FakeServer(owned_by="vllm", key=SECRET) as server:

@@ -12,9 +12,9 @@ from omegaconf import OmegaConf
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.coevolution import CandidateResult, FullScore, run_outer_loop
 from evotrainer.config import Config, KnobSpec, OuterConfig, to_config
 from evotrainer.errors import ConfigError
+from evotrainer.evolve.coevolution import CandidateResult, FullScore, run_outer_loop
 from evotrainer.harness import CMASearch, space_from_specs
 
 BOUNDS = {"length": (80.0, 900.0), "noise": (0.0, 0.6)}

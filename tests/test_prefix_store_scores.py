@@ -18,7 +18,7 @@ from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config
 from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import build_family, load_seed_population
+from evotrainer.run.runtime import build_family, load_seed_population
 
 
 def _calls(backend: HFBackend, cfg: Config) -> list[list[tuple]]:

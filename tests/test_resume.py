@@ -23,8 +23,8 @@ from evotrainer.archive import ArchiveStore
 from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig
 from evotrainer.errors import ConfigError
 from evotrainer.harness.stopping import StopReason
-from evotrainer.resume import ResumePlan, config_diff, find_resumable, plan_resume, resume_threads
-from evotrainer.run_control import RunControl, StopRequested
+from evotrainer.run.control import RunControl, StopRequested
+from evotrainer.run.resume import ResumePlan, config_diff, find_resumable, plan_resume, resume_threads
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -211,7 +211,7 @@ def test_plan_resume_refusals(tmp_path: Path) -> None:
 def test_a_run_still_being_written_is_not_resumed(tmp_path: Path) -> None:
     import fcntl
 
-    from evotrainer.resume import lock_path
+    from evotrainer.run.resume import lock_path
 
     run_dir = tmp_path / "runs" / "r"
     with ArchiveStore(run_dir / "archive.db") as store:

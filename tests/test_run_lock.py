@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer import run_lock
+from evotrainer.archive import run_lock
+from evotrainer.archive.run_lock import filesystem_of, lock_path, probe
 from evotrainer.errors import ConfigError
-from evotrainer.resume import RunFiles, plan_resume
-from evotrainer.run_lock import filesystem_of, lock_path, probe
+from evotrainer.run.resume import RunFiles, plan_resume
 
 RUN = "run-x"
 
@@ -45,7 +45,7 @@ def test_flock_enosys_warns_with_filesystem(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(fcntl, "flock", _no_flock(code))
     run_dir = tmp_path / "run"
     files = RunFiles(run_dir, None, None)
-    with caplog.at_level(logging.WARNING, logger="evotrainer.run_lock"):
+    with caplog.at_level(logging.WARNING, logger="evotrainer.archive.run_lock"):
         store = files.archive(run_dir / "archive.db", RUN)
     try:
         store.create_run(RUN, seed=0, config={"mode": "evolve", "seed": 0}, code_version="t")

@@ -21,10 +21,11 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from evotrainer import resolvers, threads
+from evotrainer import resolvers
+from evotrainer.app.sweep_callback import error_line
 from evotrainer.archive.cli import main as archive_main
+from evotrainer.backends import threads
 from evotrainer.config import PROJECT_ROOT
-from evotrainer.sweep_callback import error_line
 from evotrainer.sweep_index import (
     INDEX_NAME,
     JOB_LOCK_NAME,

@@ -6,9 +6,9 @@ import logging
 
 import pytest
 
-from evotrainer import threads
+from evotrainer.backends import threads
+from evotrainer.backends.threads import Machine, apply_threads, choose_threads, own_load
 from evotrainer.errors import ConfigError
-from evotrainer.threads import Machine, apply_threads, choose_threads, own_load
 
 
 @pytest.mark.parametrize(
@@ -83,7 +83,7 @@ def fake_torch(monkeypatch: pytest.MonkeyPatch) -> _FakeTorch:
 
 def test_apply_threads_auto_is_chosen_once_and_logged(fake_torch: _FakeTorch, caplog: pytest.LogCaptureFixture
                                                       ) -> None:
-    with caplog.at_level(logging.INFO, logger="evotrainer.threads"):
+    with caplog.at_level(logging.INFO, logger="evotrainer.backends.threads"):
         assert apply_threads(None, Machine(cores=2, load=1.2)) == 1
         assert apply_threads(None, Machine(cores=2, load=0.0)) == 1  # the process keeps its first choice
     assert fake_torch.threads == [1, 1]
@@ -93,7 +93,7 @@ def test_apply_threads_auto_is_chosen_once_and_logged(fake_torch: _FakeTorch, ca
 
 
 def test_apply_threads_logs_the_sample(fake_torch: _FakeTorch, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="evotrainer.threads"):
+    with caplog.at_level(logging.INFO, logger="evotrainer.backends.threads"):
         assert apply_threads(None, Machine(cores=2, load=1.91, busy=0.02)) == 2
     assert "load 1.91, busy now 0.02, 1 parallel job" in caplog.records[0].getMessage()
 

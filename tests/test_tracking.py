@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config, TrackingConfig
 from evotrainer.errors import ConfigError
-from evotrainer.events import InnerGenerationEvent, SummaryEvent
+from evotrainer.events.kinds import InnerGenerationEvent, SummaryEvent
+from evotrainer.evolve.coevolution import run_evolve
 from evotrainer.tracking import Tracker, flatten_config, open_tracker
 
 _MISSING = [m for m in ("tensorboard", "mlflow", "sqlalchemy", "alembic") if importlib.util.find_spec(m) is None]

@@ -9,12 +9,12 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from evotrainer import events as ev
 from evotrainer.archive.report import _transfer_html
 from evotrainer.errors import DataError
+from evotrainer.events import kinds as ev
+from evotrainer.evolve.report import print_transfer
 from evotrainer.genome import Policy, render_system_prompt
-from evotrainer.run_report import print_transfer
-from evotrainer.transfer import (
+from evotrainer.stats.transfer import (
     compare_transfer,
     from_event,
     plain_policy,

@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from evotrainer.evaluate_stats import paired_difference, rng_for
-from evotrainer.transfer import compare_transfer, to_event
-from evotrainer.transfer_pool import pool_transfer, read_run
+from evotrainer.stats.bootstrap import paired_difference, rng_for
+from evotrainer.stats.transfer import compare_transfer, to_event
+from evotrainer.stats.transfer_pool import pool_transfer, read_run
 
 ITEMS = [f"q{i}" for i in range(8)]
 SEED = [0.10, 0.12, 0.08, 0.15, 0.11, 0.09, 0.13, 0.10]

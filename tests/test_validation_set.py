@@ -29,7 +29,7 @@ def test_checksum_matches_the_pinned_value() -> None:
     assert pinned, "SHA256SUMS lists no file"
     for name, digest in pinned.items():
         actual = hashlib.sha256((VAL_DIR / name).read_bytes()).hexdigest()
-        assert actual == digest, f"{name} changed: update evotrainer/validation_set/SHA256SUMS on purpose if intended"
+        assert actual == digest, f"{name} changed: update validation_set/SHA256SUMS on purpose if intended"
 
 
 def _length_in_words(row: dict) -> float:

@@ -6,9 +6,9 @@ import pytest
 
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
-from evotrainer.runtime import build_family, load_validation
+from evotrainer.evolve.validation_split import screening_subset, split_validation
+from evotrainer.run.runtime import build_family, load_validation
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
-from evotrainer.validation_split import screening_subset, split_validation
 
 
 def test_split_is_deterministic_disjoint_and_stratified() -> None:

@@ -7,7 +7,7 @@ from evotrainer.adapters.perturb import mut_adapter_noise
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
 from evotrainer.adapters.train import GPU_TRAIN_CONFIG, SFTExample, TrainResult, train_lora
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, LoraFactors, read_adapter, write_adapter
-from evotrainer.lora_settings import LoraSettings
+from evotrainer.model_schema import LoraSettings
 
 __all__ = [
     "ADAPTER_META_FILE",

@@ -28,7 +28,7 @@ from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, 
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, check_fits, read_adapter
 from evotrainer.backends.base import Message
 from evotrainer.errors import ConfigError, DataError, ModelError
-from evotrainer.lora_settings import LoraSettings
+from evotrainer.model_schema import LoraSettings
 from evotrainer.progress import advance
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ def train_lora(
         backend: the policy model's backend; its model is trained through a wrapper, never changed.
         examples: the new samples to learn (e.g. passing rollouts), at least one encodable.
         replay: seed or earlier-round samples mixed into every batch; may be empty (then no replay).
-        cfg: training settings (:meth:`~evotrainer.lora_settings.LoraSettings.check` first).
+        cfg: training settings (:meth:`~evotrainer.model_schema.LoraSettings.check` first).
         out_dir: folder for the adapter (created; existing adapter files in it are overwritten). It also
             gets ``evotrainer_adapter.json`` (operator, parent, config, losses).
         rng: the only source of randomness (batch plan, adapter init and dropout via a seeded, forked

@@ -23,8 +23,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer import transfer, transfer_view
-from evotrainer.archive import selfevolve_view, views, yardstick_view
+from evotrainer.archive import selfevolve_view, transfer_view, views, yardstick_view
 from evotrainer.archive.cli_common import (
     ArchiveArg,
     JsonOpt,
@@ -45,8 +44,9 @@ from evotrainer.archive.store import checkpoint_archive, open_archive
 from evotrainer.archive.textsafe import clip, terminal_safe
 from evotrainer.archive.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.events import TrajectoriesEvent
-from evotrainer.generalisation import render_table, to_payload
+from evotrainer.events.kinds import TrajectoriesEvent
+from evotrainer.stats import transfer
+from evotrainer.stats.generalisation import render_table, to_payload
 
 __all__ = ["app", "main"]
 

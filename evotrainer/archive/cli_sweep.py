@@ -10,13 +10,13 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer import ablation, transfer_view
-from evotrainer.archive import study_view, views
+from evotrainer.archive import study_view, transfer_view, views
 from evotrainer.archive.cli_common import JsonOpt, app, emit_json, friendly, make_console
 from evotrainer.archive.locate import find_archives
 from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
 from evotrainer.archive.textsafe import clip, terminal_safe
 from evotrainer.errors import ArchiveError
+from evotrainer.stats import ablation
 
 __all__ = ["sweep"]
 
@@ -45,7 +45,7 @@ def sweep(
     event are listed as skipped, runs without a transfer event as transfer n/a.
 
     An ablation study (runs of more than one ``outer.candidate_source`` arm, or peer arms' ``arm_result.json``
-    files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.ablation`): per arm,
+    files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.stats.ablation`): per arm,
     final best − best seed, and arm against arm, pooled over seeds, with the rollouts and wall time per arm.
 
     With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.events import PhaseEvent
+from evotrainer.events.kinds import PhaseEvent
 
 __all__ = ["REPORT_NAME", "LiveReport"]
 

@@ -1,7 +1,7 @@
 """Racing views: how a run's candidates raced the incumbent and how promotions were decided.
 
 Read from the ``race`` and ``promotion`` events (``evotrainer/harness/racing.py``,
-``evotrainer/coevolution.py``); JSON-ready dicts for the archive CLI and the HTML report (re-exported by
+``evotrainer/evolve/coevolution.py``); JSON-ready dicts for the archive CLI and the HTML report (re-exported by
 :mod:`evotrainer.archive.views`). Differences are policy − incumbent in S_val units, higher is better.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.events import PromotionEvent, RaceEvent
+from evotrainer.events.kinds import PromotionEvent, RaceEvent
 
 __all__ = ["promotions", "race_entries", "race_summary"]
 

@@ -1,6 +1,6 @@
 """Writes what a co-evolution run does into its archive (the run-side face of :class:`ArchiveStore`).
 
-Keeps ``coevolution.py`` readable: one call per thing that happened. Wall-clock timings go into
+Keeps ``evolve/coevolution.py`` readable: one call per thing that happened. Wall-clock timings go into
 events of kind ``"phase"`` so the deterministic dump of a run leaves them out.
 """
 
@@ -22,7 +22,7 @@ from evotrainer.archive.schema import (
     budget_rollouts,
 )
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.events import Event, InputHandlingEvent, Subscriber, TrajectoriesEvent, from_payload
+from evotrainer.events.kinds import Event, InputHandlingEvent, Subscriber, TrajectoriesEvent, from_payload
 from evotrainer.genome import Policy
 
 if TYPE_CHECKING:
@@ -165,7 +165,7 @@ class RunRecorder:
             self.tracker.candidate(row)
 
     def emit(self, event: Event) -> None:
-        """Archive ``event`` (its ``kind`` and :meth:`~evotrainer.events.Event.to_payload`), then hand it to
+        """Archive ``event`` (its ``kind`` and :meth:`~evotrainer.events.kinds.Event.to_payload`), then hand it to
         each subscriber in turn."""
         self.store.add_event(self.run_id, event.kind, event.to_payload())
         for subscriber in self.subscribers:
@@ -173,7 +173,7 @@ class RunRecorder:
 
     def event(self, kind: str, **payload: Any) -> None:
         """The untyped form of :meth:`emit`: ``payload`` becomes the typed event of ``kind``
-        (:func:`~evotrainer.events.from_payload`), whose payload is ``payload`` when every key is given.
+        (:func:`~evotrainer.events.kinds.from_payload`), whose payload is ``payload`` when every key is given.
 
         Raises:
             DataError: ``kind`` is unknown, or a key is unknown to it or holds a value of the wrong type.

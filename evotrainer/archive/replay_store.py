@@ -1,6 +1,6 @@
 """An archive opened to resume a run: writes already stored are verified and skipped, later ones inserted.
 
-A resumed run re-runs the engine from its start (``evotrainer/resume.py``), so it writes every row the
+A resumed run re-runs the engine from its start (``evotrainer/run/resume.py``), so it writes every row the
 killed process wrote, in the same order, before any new one. :class:`ReplayingStore` compares each write,
 table by table and in order, with the rows stored for the run, leaving out what legitimately varies
 between identical runs (timestamps, evaluation ``seconds``, the timings of ``phase`` events: the same
@@ -26,7 +26,7 @@ from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.store import ArchiveStore, _genome_json
 from evotrainer.archive.values import to_json
 from evotrainer.errors import ArchiveError
-from evotrainer.events import PhaseEvent
+from evotrainer.events.kinds import PhaseEvent
 from evotrainer.genome import Policy
 
 __all__ = ["RESUME_MARKER", "ReplayingStore"]

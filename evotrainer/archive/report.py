@@ -33,14 +33,14 @@ from plotly.subplots import make_subplots
 
 from evotrainer.archive import views
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.archive.transfer_view import columns as transfer_columns
+from evotrainer.archive.transfer_view import table_rows as transfer_rows
 from evotrainer.archive.tree import graph_layout
 from evotrainer.archive.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.generalisation import Generalisation, columns, split_cells
-from evotrainer.transfer import TransferReport, read_report
-from evotrainer.transfer_view import columns as transfer_columns
-from evotrainer.transfer_view import table_rows as transfer_rows
+from evotrainer.stats.generalisation import Generalisation, columns, split_cells
+from evotrainer.stats.transfer import TransferReport, read_report
 
 __all__ = ["PLOT_IDS", "build_report", "write_report"]
 

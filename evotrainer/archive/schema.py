@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evotrainer.events import Event, from_payload
+from evotrainer.events.kinds import Event, from_payload
 from evotrainer.genome import Policy
 
 __all__ = [
@@ -345,7 +345,7 @@ class EventRow:
 
     @property
     def event(self) -> Event:
-        """The typed event (:func:`evotrainer.events.from_payload`; rebuilt on each access).
+        """The typed event (:func:`evotrainer.events.kinds.from_payload`; rebuilt on each access).
 
         Raises:
             DataError: an unknown kind, or a payload key unknown to the kind or of the wrong type.

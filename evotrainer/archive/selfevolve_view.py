@@ -1,7 +1,7 @@
 """What the archive CLI and the report show of a self-evolution run (``mode=selfevolve``): its rounds, its task
 pool and its judged samples, as JSON-ready dicts read from the ``selfevolve_*`` tables
 (:mod:`evotrainer.archive.selfevolve_store`) and the run's ``setup`` / ``summary`` events
-(:mod:`evotrainer.selfevolve_event`).
+(:mod:`evotrainer.events.selfevolve`).
 
 A self-evolution run trains one policy's LoRA adapter round by round; it has no harness candidates, no outer
 generations and no races, so ``show``, ``harness``, ``trajectories`` and ``report`` switch to these views when
@@ -17,7 +17,7 @@ from typing import Any
 from evotrainer.archive.schema import RunInfo
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.views import RUNNING_OR_CRASHED
-from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
 __all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "round_rows", "sample_lines", "selfevolve_overview"]
 

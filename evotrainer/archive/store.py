@@ -11,7 +11,7 @@ Reading leaves the run folder as it found it (:meth:`ArchiveStore._connect_read_
 WAL file creates ``-wal`` and ``-shm`` files when they are missing, leaves them behind, and fails in a
 read-only folder (sqlite.org/wal.html, "Read-Only Databases"), so a reader picks its way by what lies
 beside the file, whether the folder is writable, and whether a writer holds a run lock there
-(``.<run id>.lock``, :mod:`evotrainer.run_lock`):
+(``.<run id>.lock``, :mod:`evotrainer.archive.run_lock`):
 
 - no ``-wal`` (or an empty one and no ``-shm``) in a writable folder: a plain connection with
   ``PRAGMA query_only``; a writer may start later (a resumed run) and append and checkpoint while this
@@ -44,6 +44,7 @@ from typing import Any
 
 from evotrainer import testhooks
 from evotrainer.archive.queries import ArchiveQueries
+from evotrainer.archive.run_lock import probe
 from evotrainer.archive.schema import (
     APPLICATION_ID,
     EVALUATION_KINDS,
@@ -57,7 +58,6 @@ from evotrainer.archive.selfevolve_store import SelfEvolveTables
 from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
-from evotrainer.run_lock import probe
 
 __all__ = ["DEFAULT_ARCHIVE_NAME", "ArchiveStore", "archive_path", "checkpoint_archive", "open_archive"]
 
@@ -97,7 +97,7 @@ def _missing_wal_error(path: Path) -> ArchiveError:
 
 
 def _writer_may_be_live(folder: Path) -> bool:
-    """Whether a run lock in ``folder`` (``.<run id>.lock``, :mod:`evotrainer.run_lock`) is held by a live
+    """Whether a run lock in ``folder`` (``.<run id>.lock``, :mod:`evotrainer.archive.run_lock`) is held by a live
     process, or cannot be checked (a filesystem without ``flock``, an unreadable lock file)."""
     return any(probe(lock) is not False for lock in folder.glob(".*.lock"))
 

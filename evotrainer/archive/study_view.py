@@ -1,11 +1,11 @@
 """The ablation study read from disk (``archive sweep``, the study's end of sweep): arms, budgets, per-item scores.
 
-Every finished ``mode=evolve`` run below the given folders becomes an :class:`~evotrainer.ablation.ArmRun`: its arm
+Every finished ``mode=evolve`` run below the given folders becomes an :class:`~evotrainer.stats.ablation.ArmRun`: its arm
 is its config's ``outer.candidate_source`` (``coevolve`` for runs made before the key existed), its budget
 ``outer.budget.rollouts``, its rollouts the sum of :func:`~evotrainer.archive.schema.budget_rollouts` over its
 evaluation rows (the count its own stopping rule used), its wall time the ``totals`` phase, and its per-item
 scores the ``generalisation`` event (held-out items) and the ``transfer`` event. Peer arms come from their
-:data:`~evotrainer.ablation.ARM_RESULT_NAME` files. :func:`write_study_report` writes the table and its figure
+:data:`~evotrainer.stats.ablation.ARM_RESULT_NAME` files. :func:`write_study_report` writes the table and its figure
 as a self-contained HTML page (plotly, as the run report; text escaped).
 """
 
@@ -22,7 +22,16 @@ from plotly.subplots import make_subplots
 from rich.console import Console
 from rich.text import Text
 
-from evotrainer.ablation import (
+from evotrainer.archive.locate import find_archives
+from evotrainer.archive.report import _CSS, _div, _e, _table
+from evotrainer.archive.schema import budget_rollouts
+from evotrainer.archive.store import open_archive
+from evotrainer.archive.textsafe import clip, terminal_safe
+from evotrainer.archive.views import run_generalisation
+from evotrainer.atomic import write_text_atomic
+from evotrainer.errors import ArchiveError, EvoTrainerError
+from evotrainer.events.kinds import PhaseEvent
+from evotrainer.stats.ablation import (
     ARM_RESULT_NAME,
     ArmRun,
     ItemScores,
@@ -33,17 +42,8 @@ from evotrainer.ablation import (
     study_notes,
     study_table,
 )
-from evotrainer.archive.locate import find_archives
-from evotrainer.archive.report import _CSS, _div, _e, _table
-from evotrainer.archive.schema import budget_rollouts
-from evotrainer.archive.store import open_archive
-from evotrainer.archive.textsafe import clip, terminal_safe
-from evotrainer.archive.views import run_generalisation
-from evotrainer.atomic import write_text_atomic
-from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.events import PhaseEvent
-from evotrainer.generalisation import format_diff
-from evotrainer.transfer import read_report
+from evotrainer.stats.generalisation import format_diff
+from evotrainer.stats.transfer import read_report
 
 __all__ = ["STUDY_REPORT_NAME", "arm_runs", "is_study", "load_study", "print_study", "study_html",
            "write_study_report"]
@@ -156,7 +156,7 @@ def load_study(paths: Sequence[str | Path], *, seed: int = 0, level: float = 0.9
 
 
 def print_study(console: Console, study: StudyTable, skipped: Sequence[dict[str, Any]] = ()) -> None:
-    """The study's table (:func:`~evotrainer.ablation.render_study`), its notes and what was skipped."""
+    """The study's table (:func:`~evotrainer.stats.ablation.render_study`), its notes and what was skipped."""
     console.print(render_study(study))
     for line in study_notes(study):
         console.print(Text(terminal_safe(line), style="" if study.budgets_equal else "yellow"))

@@ -3,7 +3,7 @@
 One row per job of each sweep folder given: the overrides that set the job apart from the other jobs of
 its sweep, its status (the one-line error of a failed job), the final best's S_val on the selection
 items, the best seed's, and the held-out difference (final best minus best seed, paired) with its
-interval, as the callback :class:`evotrainer.sweep_callback.SweepIndexCallback` recorded them. Index
+interval, as the callback :class:`evotrainer.app.sweep_callback.SweepIndexCallback` recorded them. Index
 text (overrides, errors) is printed terminal-safe.
 """
 

@@ -13,16 +13,16 @@ from typing import Any
 from evotrainer.archive.locate import ArchiveLocation
 from evotrainer.archive.store import ArchiveStore, open_archive
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.events import SetupEvent
-from evotrainer.generalisation import Generalisation, from_payload, pool, with_item_ids
-from evotrainer.transfer import TransferReport
-from evotrainer.transfer_pool import pool_transfer, read_run
+from evotrainer.events.kinds import SetupEvent
+from evotrainer.stats.generalisation import Generalisation, from_payload, pool, with_item_ids
+from evotrainer.stats.transfer import TransferReport
+from evotrainer.stats.transfer_pool import pool_transfer, read_run
 
 __all__ = ["run_generalisation", "sweep_summary"]
 
 
 def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
-    """The run's last ``"generalisation"`` event as a :class:`~evotrainer.generalisation.Generalisation`.
+    """The run's last ``"generalisation"`` event as a :class:`~evotrainer.stats.generalisation.Generalisation`.
 
     Item ids the payload lacks are taken from the run's ``"setup"`` event (``selection_items`` /
     ``heldout_items``, the task ids in the order the run scored them) when the counts match.
@@ -65,10 +65,10 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
     Returns:
         dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and heldout: n,
         both means, mean/low/high of the difference, wins/losses/ties, or None; held, verdict; transfer, see
-        :func:`~evotrainer.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
+        :func:`~evotrainer.stats.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
         generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
-        each a :class:`~evotrainer.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
-        runs' transfer reports, :func:`~evotrainer.transfer_pool.pool_transfer` as a dict, or None) and level.
+        each a :class:`~evotrainer.stats.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
+        runs' transfer reports, :func:`~evotrainer.stats.transfer_pool.pool_transfer` as a dict, or None) and level.
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []

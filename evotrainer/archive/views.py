@@ -20,7 +20,7 @@ from evotrainer.archive.schema import EvaluationRow, EventRow, RunInfo
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.sweep_views import run_generalisation, sweep_summary
 from evotrainer.errors import ArchiveError
-from evotrainer.events import (
+from evotrainer.events.kinds import (
     Event,
     IncumbentEvent,
     InnerGenerationEvent,

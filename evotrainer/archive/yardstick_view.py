@@ -21,8 +21,8 @@ from rich.text import Text
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.archive.textsafe import terminal_safe
 from evotrainer.errors import DataError
-from evotrainer.event_base import decode
-from evotrainer.events import YardstickEvent
+from evotrainer.events.base import decode
+from evotrainer.events.kinds import YardstickEvent
 
 __all__ = ["ArchivedYardstick", "print_yardstick", "read_yardstick"]
 

@@ -5,7 +5,7 @@ stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`), 
 :func:`call_key`: the request (messages, decoding settings with the seed, adapter) and the model's identity
 (:func:`model_identity`). A resumed run re-runs the engine from its start; every call whose answers are
 all in the log is served from it without touching the model, so the run replays what the killed process
-did at the cost of scoring alone (``evotrainer/resume.py``).
+did at the cost of scoring alone (``evotrainer/run/resume.py``).
 
 A call with any request missing from the log runs as a whole on the real backend (the batch the
 uninterrupted run would have sent), and requests the log already held keep their logged answers. Each
@@ -59,7 +59,7 @@ def model_identity(model: Any) -> str:
     Backend, weights (``path``, ``gguf_file``), ``dtype``, ``max_context`` (prompt truncation) and ``device``.
     Batch size, threads, prefix sharing and the KV cache kind are left out: the backends give the same text
     whatever they are (``evotrainer/backends/hf.py``; for threads measured at 1-8 on one machine, not promised
-    by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/threads.py``). With
+    by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/backends/threads.py``). With
     ``backend=openai`` the served model's name and the ``openai`` keys that change text (``server``, ``prefill``,
     ``tokenizer``, ``approximate``) are added; its URL, key variable, concurrency, timeouts and prices are not (a
     moved server answers the same).

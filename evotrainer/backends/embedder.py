@@ -80,7 +80,7 @@ class MiniLMEmbedder:
         texts = list(texts)
         # One torch thread while encoding, whatever the run's thread count: the last bits of a float sum
         # depend on how the work is split over threads, the run's count follows the machine's load
-        # (evotrainer/threads.py), and vectors feed archived values and cosine-threshold decisions that must
+        # (evotrainer/backends/threads.py), and vectors feed archived values and cosine-threshold decisions that must
         # be the same in every run of a seed and in a resumed run.
         previous = torch.get_num_threads()
         torch.set_num_threads(ENCODE_THREADS)

@@ -117,6 +117,10 @@ class RunUsage:
         """US dollars of every priced role so far (0.0 when none is priced)."""
         return sum(m.cost_usd or 0.0 for m in self.meters)
 
+    def prompt_tokens(self) -> int:
+        """Prompt tokens read by every role so far (``outer.budget.prompt_tokens``)."""
+        return sum(m.prompt_tokens for m in self.meters)
+
     def as_dict(self) -> dict[str, Any]:
         """``roles`` (each :meth:`UsageMeter.as_dict`), the totals, and ``cost_usd`` (None when unpriced)."""
         priced = any(m.prices.priced for m in self.meters)

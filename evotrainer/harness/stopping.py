@@ -2,7 +2,7 @@
 
 Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
 (or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
-``outer.budget.tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.budget.usd``, ``outer.patience``,
+``outer.budget.tokens``, ``outer.budget.prompt_tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.budget.usd``, ``outer.patience``,
 ``outer.generations``.
 """
 
@@ -21,6 +21,8 @@ class BudgetLimits:
     Attributes:
         seconds: wall-clock seconds since the run started.
         tokens: generated tokens (policy rollouts and mutator calls), not prompt tokens.
+        prompt_tokens: prompt tokens read by the policy model and the mutator (every window and merge call of
+            a long meeting counted), the cost measure when items differ 10x in length (issue 29).
         evaluations: harness-candidate evaluations (one inner run + screening each).
         rollouts: policy rollouts as the archive counts them (``archive.schema.BUDGET_KINDS``): one per
             task or selection item of every uncached training and meta-validation evaluation.
@@ -32,6 +34,7 @@ class BudgetLimits:
     evaluations: int | None = None
     rollouts: int | None = None
     usd: float | None = None
+    prompt_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Usage:
     evaluations: int = 0
     rollouts: int = 0
     usd: float = 0.0
+    prompt_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -54,9 +58,10 @@ class StopReason:
 
 
 def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
-    """The first limit reached (usage >= limit), checked in the order seconds, tokens, evaluations, rollouts,
-    usd."""
-    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("evaluations", "evaluations"),
+    """The first limit reached (usage >= limit), checked in the order seconds, tokens, prompt tokens,
+    evaluations, rollouts, usd."""
+    for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("prompt_tokens", "prompt tokens"),
+                       ("evaluations", "evaluations"),
                        ("rollouts", "rollouts"), ("usd", "USD")):
         limit = getattr(limits, name)
         used = getattr(usage, name)

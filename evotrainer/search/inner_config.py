@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
 from evotrainer.genome import REQUIRED_SECTIONS
-from evotrainer.lora_settings import LoraSettings
+from evotrainer.model_schema import LoraSettings
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene, check_decoding_genes
 from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilyTexts
 

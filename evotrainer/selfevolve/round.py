@@ -30,7 +30,7 @@ from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.backends.base import LLM, Embedder, SamplingParams
 from evotrainer.config import SelfEvolveConfig
 from evotrainer.errors import DataError, ModelError
-from evotrainer.events import PhaseEvent
+from evotrainer.events.kinds import PhaseEvent
 from evotrainer.genome import Policy
 from evotrainer.harness.promotion import PromotionRule
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for

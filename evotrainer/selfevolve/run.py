@@ -24,12 +24,13 @@ from evotrainer.archive.store import ArchiveStore, archive_path
 from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
-from evotrainer.events import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.kinds import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.evolve.llm_objective import TokenMeter
+from evotrainer.evolve.validation_split import screening_subset
 from evotrainer.genome import Policy
-from evotrainer.llm_objective import TokenMeter
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.runtime import (
+from evotrainer.run.runtime import (
     build_family,
     build_llm,
     load_seed_population,
@@ -38,6 +39,7 @@ from evotrainer.runtime import (
     task_settings,
 )
 from evotrainer.seeding import Seeds
+from evotrainer.selfevolve.curriculum import curriculum_bounds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
 from evotrainer.selfevolve.examples import reference_items
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint
@@ -51,7 +53,6 @@ from evotrainer.selfevolve.round import (
     score_policy,
 )
 from evotrainer.tasks.base import Task, family_texts
-from evotrainer.validation_split import screening_subset
 
 __all__ = ["SelfEvolveSummary", "pick_policy", "run_selfevolve"]
 
@@ -171,7 +172,7 @@ def run_selfevolve(
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
         dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
-        decoding=sampling_from(cfg.decoding), bounds=dict(family.difficulty_bounds), run_dir=run_dir,
+        decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.default_space), run_dir=run_dir,
         adapter_root=run_dir / "adapters",
     )
 

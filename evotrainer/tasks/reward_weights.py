@@ -1,7 +1,7 @@
 """Reward weights: checked in one function, once, when a run's config meets its task family.
 
 :func:`check_reward_weights` is the only check of a weight mapping. A run calls it once, in
-:func:`evotrainer.runtime.task_settings` (``task.reward_weights`` over the family's ``default_reward_weights``);
+:func:`evotrainer.run.runtime.task_settings` (``task.reward_weights`` over the family's ``default_reward_weights``);
 everything downstream (the harness space's logits or fixed weights, the families' ``reward``) receives weights
 that passed it and only does arithmetic on them (:func:`on_simplex`).
 """

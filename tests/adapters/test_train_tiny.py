@@ -16,7 +16,7 @@ from evotrainer.backends.adapter_files import ADAPTER_META_FILE
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.lora_settings import LoraSettings
+from evotrainer.model_schema import LoraSettings
 
 from .conftest import POOL, REPLAY
 

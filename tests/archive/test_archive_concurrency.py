@@ -8,7 +8,7 @@ from pathlib import Path
 from evotrainer.archive import ArchiveStore, EvaluationRow
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.archive.store import _BUSY_TIMEOUT_S
-from evotrainer.events import PhaseEvent
+from evotrainer.events.kinds import PhaseEvent
 from evotrainer.genome import Policy
 
 RUN = "run-concurrent"

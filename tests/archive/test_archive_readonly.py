@@ -209,7 +209,7 @@ def _as_reader(prefix: list[str], *args: str) -> subprocess.CompletedProcess:
 
 
 _EVALUATE_REF = (
-    "import sys; from evotrainer.evaluate_refs import resolve_policy_ref as r; "
+    "import sys; from evotrainer.evaluate.refs import resolve_policy_ref as r; "
     "print(r('archive:best', seeds=[], archive=sys.argv[1]).policy.id)"
 )
 
@@ -260,7 +260,7 @@ def _appending_writer(path: str, go, done, finished) -> None:
     """A run (holding its run lock) that appends batches and checkpoints its WAL after each, as a long run
     does past 1,000 WAL pages; every third round it closes and reopens, as a killed run resumed does. The
     first rounds go in lockstep with the reader (``go`` / ``done``), the rest as fast as they can."""
-    from evotrainer.resume import RunFiles
+    from evotrainer.run.resume import RunFiles
 
     db = Path(path)
 

@@ -20,9 +20,9 @@ from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
 from evotrainer.archive.cli import main
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.selfevolve_report import SCORES_PLOT_ID
-from evotrainer.events import TrajectoriesEvent
+from evotrainer.events.kinds import TrajectoriesEvent
+from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 from evotrainer.genome import Policy
-from evotrainer.selfevolve_event import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
 RUN = "se-run"
 NASTY = "<script>alert('x')</script>"

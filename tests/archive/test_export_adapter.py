@@ -17,8 +17,8 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ArchiveError
+from evotrainer.evolve.llm_objective import lora_workshop
 from evotrainer.genome import Policy, render_system_prompt
-from evotrainer.llm_objective import lora_workshop
 from evotrainer.model_schema import ModelConfig
 from evotrainer.search.adapter_ops import mut_adapter
 

@@ -12,7 +12,7 @@ from evotrainer.archive.cli import main
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.archive.report import build_report
 from evotrainer.archive.views import run_generalisation
-from evotrainer.generalisation import compare, format_diff, pool, to_payload
+from evotrainer.stats.generalisation import compare, format_diff, pool, to_payload
 
 from .test_cli_archive import NASTY, RUN, build_archive
 

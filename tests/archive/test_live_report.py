@@ -12,8 +12,8 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config
+from evotrainer.evolve.coevolution import run_evolve
 
 
 def _report_events(store: ArchiveStore, run_id: str) -> list[dict]:

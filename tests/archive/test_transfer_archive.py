@@ -11,8 +11,8 @@ import pytest
 from evotrainer.archive import ArchiveStore, open_archive
 from evotrainer.archive.cli import main
 from evotrainer.archive.report import build_report
-from evotrainer.transfer import compare_transfer, to_event
-from evotrainer.transfer_pool import pool_transfer
+from evotrainer.stats.transfer import compare_transfer, to_event
+from evotrainer.stats.transfer_pool import pool_transfer
 
 from .test_cli_archive import NASTY, RUN, build_archive
 from .test_generalisation_archive import _job

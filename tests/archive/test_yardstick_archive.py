@@ -12,7 +12,7 @@ from evotrainer.archive import ArchiveStore, open_archive
 from evotrainer.archive.cli import main
 from evotrainer.archive.report import build_report
 from evotrainer.archive.yardstick_view import read_yardstick
-from evotrainer.events import SetupEvent, YardstickEvent
+from evotrainer.events.kinds import SetupEvent, YardstickEvent
 from evotrainer.harness import yardstick
 
 from .test_cli_archive import RUN, build_archive

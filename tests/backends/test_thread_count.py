@@ -1,6 +1,6 @@
 """Results that could depend on the thread count (pytorch#88718; issue 26, item 4): the embedded model at 1 and
 2 torch threads. Measured on the 2-core development machine (torch 2.13 CPU, MKL): bit-identical logits and
-text, also at 3, 4 and 8 threads (``evotrainer/threads.py``). On a machine where this fails, a run's archive
+text, also at 3, 4 and 8 threads (``evotrainer/backends/threads.py``). On a machine where this fails, a run's archive
 depends on its thread count: the run records it and a resume reuses it, but two fresh runs with automatic
 threads may differ."""
 

@@ -50,6 +50,10 @@ def test_budget_and_plateau() -> None:
     assert budget_stop(Usage(0, 100, 9), limits).key == "outer.budget.tokens"
     assert budget_stop(Usage(0, 0, 5), limits).key == "outer.budget.evaluations"
     assert budget_stop(Usage(1e9, 10**9, 10**9), BudgetLimits()) is None
+    # prompt tokens (issue 29): the cost measure when one item is 10x longer than another
+    assert budget_stop(Usage(0, 0, 0, prompt_tokens=499), BudgetLimits(prompt_tokens=500)) is None
+    assert budget_stop(Usage(0, 0, 0, prompt_tokens=500), BudgetLimits(prompt_tokens=500)).key == (
+        "outer.budget.prompt_tokens")
     assert plateau_stop([0.5, 0.5], 0.0, 2) is None  # not enough generations yet
     assert plateau_stop([0.5, 0.5, 0.5], 0.0, 2).key == "outer.patience"  # zero gain never counts
     assert plateau_stop([0.5, 0.5, 0.52], 0.01, 2) is None

@@ -16,8 +16,8 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.evolve.llm_objective import TokenMeter, lora_workshop
 from evotrainer.genome import Policy, render_system_prompt
-from evotrainer.llm_objective import TokenMeter, lora_workshop
 from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
@@ -354,8 +354,8 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
 
     from evotrainer.archive import ArchiveStore
     from evotrainer.archive.recorder import RunRecorder
+    from evotrainer.evolve.llm_objective import LLMObjective
     from evotrainer.harness.space import Harness
-    from evotrainer.llm_objective import LLMObjective
     from evotrainer.seeding import Seeds
 
     cfg = _cfg()

@@ -7,7 +7,7 @@ from hydra import compose, initialize_config_dir
 
 from evotrainer.config import PACKAGE_DATA, Config, InnerConfig, register_configs, to_config
 from evotrainer.errors import ConfigError
-from evotrainer.llm_objective import inner_config
+from evotrainer.evolve.llm_objective import inner_config
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene
 from evotrainer.search.inner_config import InnerLoopConfig
 from evotrainer.search.toolbox import build_toolbox

@@ -1,4 +1,4 @@
-"""GEPA's per-item Pareto parents (search/pareto_front.py) and the lead drawn from them (lead.py)."""
+"""GEPA's per-item Pareto parents (search/pareto_front.py) and the lead drawn from them (evolve/lead.py)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.evolve.lead import LeadState
 from evotrainer.genome import Policy
-from evotrainer.lead import LeadState
 from evotrainer.search.pareto_front import choose_parent, item_fronts, item_wins, remove_dominated
 from evotrainer.seeding import Seeds
 

@@ -7,7 +7,7 @@ import pytest
 
 from evotrainer.config import Config, CurriculumConfig, to_config
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.selfevolve.curriculum import curriculum_step
+from evotrainer.selfevolve.curriculum import curriculum_bounds, curriculum_step
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, reference_items
 from evotrainer.selfevolve.judge import JudgeSettings, combine, judge_samples, parse_grade
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint
@@ -15,7 +15,7 @@ from evotrainer.tasks.meeting_minutes import DEFAULT_DIFFICULTY, MeetingMinutes
 from tests.selfevolve._fakes import FakeEmbedder, FakeLLM
 
 FAMILY = MeetingMinutes()
-BOUNDS = FAMILY.difficulty_bounds
+BOUNDS = curriculum_bounds(FAMILY.default_space)
 WEIGHTS = {"completeness": 0.5, "format": 0.2, "action_count": 0.3}
 
 

@@ -9,7 +9,7 @@ import pytest
 from evotrainer.backends.usage import RunUsage
 from evotrainer.config import ModelConfig
 from evotrainer.errors import ServerError
-from evotrainer.runtime import build_llm
+from evotrainer.run.runtime import build_llm
 from evotrainer.selfevolve.judge import JudgeSettings, judge_samples
 from evotrainer.tasks.meeting_minutes import DEFAULT_DIFFICULTY, MeetingMinutes
 from tests.backends._fake_openai import FakeServer

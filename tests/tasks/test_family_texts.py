@@ -24,7 +24,7 @@ from tests.tasks.mm_fixtures import TASK
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = ROOT / "tests" / "data" / "meeting_texts_f44bae6.json"
-POPULATION = ROOT / "evotrainer" / "populations" / "meeting_minutes.yaml"
+POPULATION = ROOT / "populations" / "meeting_minutes.yaml"
 
 
 def _meeting_texts() -> dict:

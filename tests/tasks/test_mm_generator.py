@@ -122,3 +122,27 @@ def test_bad_knobs_raise_config_error(bad, key):
 def test_speakers_zero_message_names_range():
     with pytest.raises(ConfigError, match=r"\[2, 8\]"):
         resolve_difficulty({"speakers": 0})
+
+
+def test_length_past_one_segment_gives_a_whole_meeting_with_late_decisions():
+    """Issue 29: the length knob reaches hour-long meetings; their last decisions come late."""
+    from evotrainer.tasks.meeting_minutes.generator import PART_WORDS
+
+    knobs = dict(DEFAULT_DIFFICULTY, length=6000, topics=3)
+    tasks = generate(np.random.default_rng(11), knobs, 3)
+    assert tasks == generate(np.random.default_rng(11), knobs, 3)  # deterministic
+    for t in tasks:
+        parts = int(np.ceil(6000 / PART_WORDS))
+        assert t.meta["parts"] == parts and len(t.meta["domains"]) == parts
+        assert t.source == "generated" and t.meta["difficulty"]["length"] == 6000
+        assert 0.7 * 6000 <= t.meta["n_words"] <= 1.6 * 6000
+        assert len(t.topics) == 3 * parts
+        # the last segment (its topics, decisions and action items close the ground truth) starts late
+        assert sum(t.meta["part_words"][:-1]) >= 0.75 * t.meta["n_words"]
+        assert t.reference_minutes.count("## ") == 3
+
+
+def test_length_up_to_one_segment_keeps_the_tasks_of_earlier_releases():
+    """A meeting of at most PART_WORDS is built in one piece: the same draws, ids and meta as before."""
+    tasks = generate(np.random.default_rng(5), dict(DEFAULT_DIFFICULTY, length=900), 2)
+    assert all("parts" not in t.meta and t.task_id.startswith("mm-") for t in tasks)

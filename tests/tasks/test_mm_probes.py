@@ -11,7 +11,7 @@ from hydra import compose, initialize_config_dir
 
 from evotrainer.config import PACKAGE_DATA, register_configs, to_config
 from evotrainer.harness import yardstick
-from evotrainer.runtime import build_family, load_validation
+from evotrainer.run.runtime import build_family, load_validation
 from evotrainer.tasks.meeting_minutes.family import MeetingMinutes
 from evotrainer.tasks.meeting_minutes.probes import SKELETON, probe_outputs
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask

@@ -6,7 +6,7 @@ import pytest
 
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
-from evotrainer.runtime import task_settings
+from evotrainer.run.runtime import task_settings
 from evotrainer.tasks import get_task_family
 
 

@@ -31,10 +31,11 @@ from evotrainer.tasks.meeting_minutes.minutes_format import format_minutes
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS, Domain, Topic
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
-__all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "generate", "resolve_difficulty"]
+__all__ = ["DEFAULT_DIFFICULTY", "DEFAULT_SPACE", "DIFFICULTY_BOUNDS", "PART_WORDS", "generate", "join_meetings",
+           "resolve_difficulty"]
 
 DIFFICULTY_BOUNDS: dict[str, tuple[float, float]] = {
-    "length": (80.0, 900.0),
+    "length": (80.0, 12000.0),
     "speakers": (2.0, 8.0),
     "topics": (1.0, 6.0),
     "noise": (0.0, 0.6),
@@ -43,7 +44,14 @@ DIFFICULTY_BOUNDS: dict[str, tuple[float, float]] = {
 }
 """Each knob's (low, high) in its natural unit: ``length`` target transcript words; ``speakers``,
 ``topics``, ``action_items`` counts; ``noise`` share of off-topic turns; ``implicit_owner`` share of
-action items whose owner is only implied. Higher is harder for every knob."""
+action items whose owner is only implied. Higher is harder for every knob. A ``length`` above
+:data:`PART_WORDS` gives a whole meeting made of several segments (see :func:`generate`); the harness'
+default space (:data:`DEFAULT_SPACE`) stops at one segment."""
+
+PART_WORDS = 900.0
+"""The longest meeting built in one piece (words). A longer ``length`` is built as
+``ceil(length / PART_WORDS)`` segments of ``length / segments`` words each, joined in order: an hour-long
+meeting whose topics drift and whose last decisions and action items come late (issue 29)."""
 
 DEFAULT_DIFFICULTY: dict[str, float] = {
     "length": 220.0,
@@ -120,10 +128,17 @@ def generate(rng: np.random.Generator, difficulty: Mapping[str, float], n: int) 
             more speakers, topics, off-topic turns, action items and implied owners.
         n: number of tasks, >= 0.
 
+    A ``length`` up to :data:`PART_WORDS` gives one meeting built in one piece (the draws, and so the
+    tasks, are those of earlier releases). A longer ``length`` gives ``k = ceil(length / PART_WORDS)``
+    segments, each built at ``length / k`` words with the other knobs as given, joined by
+    :func:`join_meetings`: 5,000 to 12,000 words read like a 30 to 90 minute meeting whose topics drift
+    and whose last decisions come late, so minutes of its start alone lose points.
+
     Returns:
         ``n`` tasks with ``source="generated"``, ground-truth topics, final decisions, action items
         with owners (speaker labels) and Markdown reference minutes; ``meta`` holds the domain, the
-        resolved difficulty and counts (``n_words``, ``n_turns``, ``n_noise_turns``, ...).
+        resolved difficulty and counts (``n_words``, ``n_turns``, ``n_noise_turns``, ...); a joined
+        meeting's ``meta`` holds ``parts``, ``part_words``, ``n_words``, the domains and the difficulty.
 
     Raises:
         ConfigError: a bad knob (see :func:`resolve_difficulty`) or a negative ``n``.
@@ -131,7 +146,45 @@ def generate(rng: np.random.Generator, difficulty: Mapping[str, float], n: int) 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise ConfigError(f"task generator: n must be an integer >= 0, got {n!r}")
     knobs = resolve_difficulty(difficulty)
-    return [_Meeting(rng, knobs).build() for _ in range(int(n))]
+    return [_build(rng, knobs) for _ in range(int(n))]
+
+
+def _build(rng: np.random.Generator, knobs: dict[str, float]) -> MeetingTask:
+    """One meeting at resolved ``knobs``: in one piece, or in segments past :data:`PART_WORDS`."""
+    parts = math.ceil(knobs["length"] / PART_WORDS)
+    if parts <= 1:
+        return _Meeting(rng, knobs).build()
+    part_knobs = {**knobs, "length": float(math.floor(knobs["length"] / parts + 0.5))}
+    segments = [_Meeting(rng, part_knobs).build() for _ in range(parts)]
+    return join_meetings(segments, source="generated", meta={
+        "difficulty": dict(knobs), "domains": [str(p.meta["domain"]) for p in segments]})
+
+
+def join_meetings(parts: Sequence[MeetingTask], task_id: str | None = None, source: str = "generated_long",
+                  meta: Mapping[str, object] | None = None) -> MeetingTask:
+    """One meeting made of ``parts`` in order: transcripts joined, and the topics, decisions and action items
+    of every part in order as its ground truth and reference minutes.
+
+    Args:
+        parts: meetings, >= 1.
+        task_id: the id (default ``mml-<hash of the transcript>``).
+        source: the item's source label.
+        meta: more ``meta`` entries (beside ``parts``, ``n_words`` and ``part_words``).
+
+    Raises:
+        ValueError: no parts.
+    """
+    if not parts:
+        raise ValueError("join_meetings: no meetings to join")
+    transcript = "\n".join(p.transcript.strip() for p in parts)
+    topics = tuple(t for p in parts for t in p.topics)
+    decisions = tuple(d for p in parts for d in p.decisions)
+    items = tuple(a for p in parts for a in p.action_items)
+    info = {"parts": len(parts), "n_words": len(transcript.split()),
+            "part_words": [len(p.transcript.split()) for p in parts], **(meta or {})}
+    return MeetingTask(task_id or f"mml-{content_hash(transcript)[:12]}", transcript,
+                       reference_minutes=format_minutes(topics, decisions, items), topics=topics,
+                       decisions=decisions, action_items=items, source=source, meta=info)
 
 
 def _pick(rng: np.random.Generator, seq: Sequence[str]) -> str:

@@ -26,7 +26,7 @@ Checks, in order (the first that fires names the reason):
    ``- Alice: send the report`` is how minutes write an owned item. The check fires when at least
    :data:`SPEAKER_MIN_LINES` lines are speaker lines and they are at least
    :data:`SPEAKER_LINE_SHARE` of the non-header lines. Calibrated on human references: the 152
-   QMSum references and the 100 references of ``evotrainer/validation_set/meeting_minutes.jsonl`` have no
+   QMSum references and the 100 references of ``validation_set/meeting_minutes.jsonl`` have no
    speaker line at all (their ``- Owner: task`` bullets, up to 69 % of a reference's lines, sit under
    "## Action items"), tested in ``tests/tasks/test_mm_guard_speakers.py``.
 """

@@ -11,9 +11,9 @@ from typer.testing import CliRunner
 
 from evotrainer.archive.cli import app
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.coevolution import run_evolve
 from evotrainer.config import Config
-from evotrainer.evaluate import run_evaluate
+from evotrainer.evaluate.run import run_evaluate
+from evotrainer.evolve.coevolution import run_evolve
 
 
 def _tool_config(make: Callable[[], Config]) -> Config:

@@ -10,7 +10,7 @@ import pytest
 
 from evotrainer.config import PACKAGE_DATA, ModelConfig
 from evotrainer.genome import load_population, render_system_prompt
-from evotrainer.runtime import build_llm
+from evotrainer.run.runtime import build_llm
 from evotrainer.tasks.tool_agent import (
     STOP_REASONS,
     Episode,

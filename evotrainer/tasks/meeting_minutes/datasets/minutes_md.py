@@ -1,6 +1,6 @@
 """Reading ground truth (topics, decisions, owned action items) from hand-written Markdown minutes.
 
-The reference layout is the project's own (see ``evotrainer/validation_set/README.md``)::
+The reference layout is the project's own (see ``validation_set/README.md``)::
 
     ## Topics
     - Mobile release

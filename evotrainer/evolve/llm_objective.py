@@ -1,0 +1,371 @@
+"""The real objective of the outer loop: one harness candidate run with the policy model.
+
+:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``coevolution.run_outer_loop``. Called
+with a harness and a population, it runs one candidate, top to bottom in :meth:`LLMObjective.__call__`:
+
+1. draw a task batch at the harness' difficulty (:meth:`LLMObjective.draw_tasks`);
+2. choose the lead, the parent of ``inner.lead_offspring`` mutants per generation
+   (:class:`~evotrainer.evolve.lead.LeadState`);
+3. run ``inner.generations`` DEAP generations under the harness' reward weights, archiving every policy,
+   fitness and generation as it goes (:meth:`LLMObjective._inner`, :func:`~evotrainer.search.inner_loop.run_inner_loop`);
+4. race the fittest policy, the lead's fittest mutant and the fittest other new genomes against the
+   incumbent on the selection items (:class:`~evotrainer.evolve.screening.Screening`);
+5. return a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` completes the
+   leader's whole-set score only when the outer loop asks for it.
+
+The style library evolves between candidates (:class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
+Generated tokens are counted by wrapping the policy model and the mutator in :class:`TokenMeter`.
+
+With ``inner.adapter_mutation_share > 0`` policies also carry LoRA adapter genes: each inner-loop call gets an
+:class:`~evotrainer.search.adapter_ops.AdapterWorkshop` (:func:`lora_workshop`) on the transformers policy
+model, whose Lamarckian fine-tunes learn from the policies' own passing outputs on that call's training batch
+(:class:`~evotrainer.rollout.PassingSampleRecorder`); new adapters go to ``<run dir>/adapters/<policy id>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, MutableMapping, Sequence
+from dataclasses import replace
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from evotrainer.archive.recorder import RunRecorder
+from evotrainer.backends.base import Generation, GenerationRequest
+from evotrainer.config import Config
+from evotrainer.errors import ConfigError, EvoTrainerError
+from evotrainer.events.kinds import InnerGenerationEvent, OperatorStatsEvent, PhaseEvent, TaskBatchEvent
+from evotrainer.evolve.gene_support import remote_decoding_genes
+from evotrainer.evolve.lead import LeadState
+from evotrainer.evolve.screening import Screening, planned_requests
+from evotrainer.evolve.style_evolution import StyleLibrary
+from evotrainer.genome import Policy
+from evotrainer.harness import Harness
+from evotrainer.harness.objective import CandidateResult
+from evotrainer.progress import task
+from evotrainer.rollout import (
+    FeedbackRecorder,
+    PassingSampleRecorder,
+    RolloutEvaluator,
+    batch_id_for,
+)
+from evotrainer.run.runtime import sampling_from
+from evotrainer.search.adapter_ops import AdapterWorkshop
+from evotrainer.search.decoding import decoding_genes_for
+from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
+from evotrainer.search.inner_config import InnerConfig
+from evotrainer.search.inner_loop import GenerationReport, InnerResult, initial_population, run_inner_loop
+from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegistry
+from evotrainer.search.phrases import PhraseBank
+from evotrainer.search.toolbox import build_toolbox
+from evotrainer.seeding import Seeds
+from evotrainer.tasks.base import Task, TaskFamily, family_texts
+
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests"]
+
+
+class TokenMeter:
+    """An LLM wrapper that counts generated tokens (everything else is passed through).
+
+    Args:
+        llm: any object with ``name`` and ``generate(requests) -> list[Generation]``.
+
+    Attributes:
+        tokens: generated tokens of every call so far (a shared counter when two meters share ``counter``).
+    """
+
+    def __init__(self, llm: Any, counter: list[int] | None = None) -> None:
+        self._llm = llm
+        self._counter = counter if counter is not None else [0]
+        self.name = getattr(llm, "name", type(llm).__name__)
+
+    @property
+    def tokens(self) -> int:
+        return self._counter[0]
+
+    @property
+    def wrapped(self) -> Any:
+        """The metered backend itself (e.g. the ``HFBackend`` that adapter training needs)."""
+        return self._llm
+
+    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
+        out = self._llm.generate(requests)
+        self._counter[0] += sum(max(int(g.generated_tokens), 0) for g in out)
+        return out
+
+    def __getattr__(self, item: str) -> Any:
+        return getattr(self._llm, item)
+
+
+def inner_config(cfg: Config, family: Any = None) -> InnerConfig:
+    """``cfg.inner`` with its unset domain texts filled in from ``family`` (``family.texts``,
+    :meth:`~evotrainer.search.inner_config.InnerConfig.with_texts`; none when ``family`` is None) and its null
+    ``decoding_genes`` the defaults centred on ``cfg.decoding`` (those the policy's server honours with
+    ``model.backend=openai``: ``gene_support.remote_decoding_genes``)."""
+    inner = cfg.inner if family is None else cfg.inner.with_texts(family_texts(family))
+    if inner.decoding_genes is not None:
+        return inner
+    genes = remote_decoding_genes(decoding_genes_for(sampling_from(cfg.decoding)), cfg.model)
+    return replace(inner, decoding_genes=genes)
+
+
+def lora_workshop(
+    backend: Any, root: str | Path, cfg: Config, samples: Callable[[Policy], Sequence[Any]]
+) -> AdapterWorkshop:
+    """The adapter operators' mechanics on a transformers policy model (``evotrainer.adapters``).
+
+    Args:
+        backend: the policy model's ``HFBackend`` (unwrapped from any :class:`TokenMeter`).
+        root: folder for new adapters (created; made absolute so archived paths stay valid).
+        cfg: the run config: ``inner.adapter_lora`` (the short fine-tune; its rank is also the crossover rank)
+            and ``inner.adapter_noise_scale``.
+        samples: ``policy -> SFTExample list``: its passing outputs on the current training batch.
+
+    Returns:
+        The workshop: fine-tune = :func:`~evotrainer.adapters.train_lora` without replay (continuing from
+        the parent adapter when there is one), perturb = :func:`~evotrainer.adapters.mut_adapter_noise`,
+        merge = :func:`~evotrainer.adapters.cx_adapters` at weight 0.5.
+
+    Raises:
+        ConfigError: ``backend`` is not a transformers backend (vLLM serves adapters but cannot train
+            them), its model is not float32 on the CPU, or ``inner.adapter_lora`` is out of range.
+    """
+    from evotrainer.adapters import cx_adapters, mut_adapter_noise, train_lora
+    from evotrainer.backends.hf import HFBackend
+
+    if not isinstance(backend, HFBackend):
+        raise ConfigError(f"inner.adapter_mutation_share > 0 needs the transformers policy backend "
+                          f"(model.backend=hf), got {type(backend).__name__}")
+    model = backend.model
+    dtype = next(model.parameters()).dtype
+    if model.device.type == "cpu" and str(dtype) != "torch.float32":
+        raise ConfigError(f"inner.adapter_mutation_share > 0 trains LoRA adapters, which needs model.dtype=float32 "
+                          f"on the CPU, got {dtype}")
+    train_cfg = cfg.inner.adapter_lora.check("inner.adapter_lora")
+    folder = Path(root).expanduser().resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    scale = cfg.inner.adapter_noise_scale
+
+    def finetune(parent: str | None, examples: Sequence[Any], out: Path, rng: np.random.Generator) -> str:
+        return train_lora(backend, examples, (), train_cfg, out, rng=rng, parent_adapter=parent).adapter_dir
+
+    return AdapterWorkshop(
+        root=folder, samples=samples, finetune=finetune,
+        perturb=lambda parent, out, rng: mut_adapter_noise(parent, out, rng=rng, scale=scale),
+        merge=lambda a, b, out: cx_adapters(a, b, out, weight=0.5, rank=train_cfg.rank),
+    )
+
+
+class LLMObjective:
+    """Scores harness candidates with the policy model (see the module docstring).
+
+    One candidate (:meth:`__call__`) reads top to bottom: draw a task batch, choose the lead, run the inner
+    generations, race the fittest policies, return the result. The state that lives across candidates is
+    kept in three named parts: :attr:`screening` (per-item S_val values and the race,
+    :class:`~evotrainer.evolve.screening.Screening`), :attr:`leads` (incumbent, Pareto front, lead,
+    :class:`~evotrainer.evolve.lead.LeadState`) and :attr:`style_library` (the mutation styles,
+    :class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
+
+    Args:
+        evaluator: rollouts and scoring on the (metered) policy model.
+        mutator: the (metered) mutator model for LLM variation, or None.
+        meter: the token meter shared by the policy model and the mutator.
+        family: the task family (generates task batches).
+        rec: the run's archive writer.
+        console: where progress is shown (inner generations, races and style changes are printed by a
+            subscriber to the archive's events, :class:`~evotrainer.evolve.console_view.ConsoleView`).
+        timings: phase -> seconds, accumulated in place.
+        cfg: the run config.
+        seeds: the run's named RNG streams.
+        selection: the selection part of the meta-validation set.
+        screen: the screening subset (items of ``selection``).
+        forbidden: content hashes of every meta-validation item (never allowed in a task batch).
+        phrase_bank: the run's phrase bank (grows across candidates), or None without an embedder.
+        adapters_root: where new adapter folders go when ``inner.adapter_mutation_share > 0`` (default:
+            ``adapters/`` next to the archive file, i.e. in the run dir for the default archive path).
+
+    Attributes:
+        stop_check: called with ``outer_generation``, ``harness_id``, ``inner_generation`` after each inner
+            generation; raises to end the run there (``RunControl.inner_boundary``); None = never.
+        operator_stats: the run's operator statistics, merged over every candidate so far.
+        experience: solved training episodes offered as exemplars (families with ``experience``).
+        operators: the operator registry each candidate's inner-loop toolbox is built on (default the
+            built-in records; set ``DEFAULT_REGISTRY.added(record)`` to run with an operator of your own).
+
+    Raises:
+        ConfigError: adapter genes are on but the policy model is not a transformers backend.
+    """
+
+    stop_check: Callable[..., None] | None = None
+    operators: OperatorRegistry = DEFAULT_REGISTRY
+
+    def __init__(
+        self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
+        rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
+        selection: Sequence[Task], screen: Sequence[Task], forbidden: set[str],
+        phrase_bank: PhraseBank | None = None, adapters_root: str | Path | None = None,
+    ) -> None:
+        self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
+        self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
+        self.forbidden = forbidden
+        self.inner_cfg = inner_config(cfg, family)
+        self.phrase_bank = phrase_bank
+        self.operator_stats = OperatorStats()
+        self.experience = ExperiencePool()
+        self.leads = LeadState(rec, seeds)
+        self.screening = Screening(evaluator=evaluator, meter=meter, rec=rec, console=console, timings=timings,
+                                   selection=selection, screen=screen, outer=cfg.outer, on_scored=self.leads.add)
+        self.style_library = StyleLibrary(mutator, self.inner_cfg, rec, seeds)
+        self.adapter_backend = None
+        if cfg.inner.adapter_mutation_share > 0:
+            backend = evaluator.llm
+            while (inner := getattr(backend, "wrapped", None)) is not None:  # TokenMeter, UsageMeter
+                backend = inner
+            self.adapter_backend = backend
+            self.adapters_root = Path(adapters_root) if adapters_root is not None else (
+                Path(rec.store.path).resolve().parent / "adapters")
+            lora_workshop(backend, self.adapters_root, cfg, lambda policy: ())  # fail early on a bad setup
+
+    def __call__(
+        self, harness: Harness, population: Sequence[Policy], harness_id: str, outer_generation: int
+    ) -> CandidateResult:
+        """Run one harness candidate: task batch, lead, K inner generations, a race of its best policies.
+
+        The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the *lead*, a
+        parent drawn from the per-item Pareto front (:meth:`LeadState.choose <evotrainer.evolve.lead.LeadState.choose>`),
+        rotating through the mutation kinds until each was tried on it. The candidate's fittest policies
+        then race the incumbent (:meth:`Screening.race <evotrainer.evolve.screening.Screening.race>`);
+        ``screen_s_val`` is the race's estimate of the leader's whole-set S_val (the incumbent's mean plus
+        the paired mean difference on the items raced), and ``full_score`` is free when the leader ran
+        every item.
+        """
+        tokens0 = self.meter.tokens
+        tasks = self.draw_tasks(harness, harness_id, outer_generation)
+        lead = self.leads.choose(population, self.screening, harness_id, outer_generation)
+        result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
+        chosen = self.racers(result, population)
+        reference = self.leads.reference(population, result.best) or result.best
+        best, estimate = self.screening.race(chosen, reference, result.best, harness_id, outer_generation)
+        try:
+            start_max = float(result.logbook[0]["max"])
+        except (IndexError, KeyError, TypeError, ValueError):
+            start_max = float("nan")
+        gain = result.best_fitness - start_max if np.isfinite(start_max) else None
+        return CandidateResult(
+            best=best, population=tuple(result.population), screen_s_val=estimate,
+            full_score=partial(self.screening.full_score, best, harness_id, outer_generation),
+            inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
+        )
+
+    def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[Task]:
+        """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
+
+        Raises:
+            EvoTrainerError: the batch shares a task with the meta-validation set.
+        """
+        rng = self.seeds.numpy("tasks/g0" if harness_id == "h0" else f"tasks/{harness_id}")
+        tasks = self.family.generate(rng, harness.difficulty, self.cfg.task.tasks_per_generation)
+        leaked = [t.task_id for t in tasks if t.content_hash in self.forbidden]
+        if leaked:  # generated tasks should never coincide with hand-written ones
+            raise EvoTrainerError(f"task batch contains meta-validation items {leaked}")
+        self.rec.emit(TaskBatchEvent(outer_generation=outer_generation, harness_id=harness_id,
+                                     batch_id=batch_id_for(tasks), task_ids=tuple(t.task_id for t in tasks),
+                                     content_hashes=tuple(t.content_hash for t in tasks)))
+        return tasks
+
+    def racers(self, result: InnerResult, population: Sequence[Policy]) -> list[Policy]:
+        """The candidate's policies that race: its fittest, then ``outer.screen_top_k - 1`` of its new genomes.
+
+        Fitness on generated tasks and S_val disagree, so the lead's fittest child comes first among the new
+        genomes (it is compared with its parent), then the fittest others.
+        """
+        known = {p.genome_hash for p in population}
+        fitness = result.fitness
+        lead_ids = {p.id for p in result.lead_children}
+        pool = {p.genome_hash: p for p in (*result.hall_of_fame, *result.population, *result.lead_children)}
+        new = sorted((p for h, p in pool.items() if h not in known and p.id in fitness and h != result.best.genome_hash),
+                     key=lambda p: -fitness[p.id])
+        slots = max(self.cfg.outer.screen_top_k - 1, 0)
+        lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
+        return [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
+
+    def set_incumbent(self, policy: Policy, harness_id: str = "h0", outer_generation: int = 0) -> None:
+        """Make ``policy`` the reference of later races (the outer loop calls this on every promotion);
+        archived as an ``incumbent_reference`` event."""
+        self.leads.set_incumbent(policy, harness_id, outer_generation)
+
+    def _inner(
+        self, population: Sequence[Policy], tasks: Sequence[Task], harness: Harness, hid: str, g: int,
+        lead: Policy | None = None,
+    ) -> InnerResult:
+        """K inner generations under one harness candidate, archived as they go."""
+        inner_gen = (g - 1) * self.cfg.inner.generations
+        calls = iter(range(inner_gen, inner_gen + 10**6))
+        rec, timings, console = self.rec, self.timings, self.console
+        experience_of = getattr(self.family, "experience", None)
+        passing = None if self.adapter_backend is None else PassingSampleRecorder(
+            tasks, self.family, threshold=self.cfg.inner.adapter_pass_threshold, forbidden=self.forbidden)
+
+        def on_evaluations(evaluations) -> None:
+            rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
+            if passing is not None:  # the Lamarckian adapter mutation learns from these
+                passing.record(evaluations)
+            if experience_of is not None:  # solved training episodes become exemplars of later batches
+                for e in (e for e in evaluations if not e.cached):  # a cached one was seen when made
+                    for t, out in zip(tasks, e.outputs, strict=False):
+                        self.experience.add(t.size, experience_of(t, out))
+
+        def on_generation(report: GenerationReport) -> None:
+            rec.policies([*report.intermediates, *report.children])
+            for phase, sec in report.timings.items():
+                timings[f"inner: {phase}"] = timings.get(f"inner: {phase}", 0.0) + sec
+            rec.emit(PhaseEvent(name="inner_generation", fields={"harness_id": hid, "generation": report.generation,
+                                                                 **report.timings}))
+            rec.emit(InnerGenerationEvent(
+                harness_id=hid, outer_generation=g, generation=report.generation,
+                record={k: v for k, v in report.record.items()
+                        if isinstance(v, (int, float, str)) and not k.startswith("t_")},
+                children=tuple(c.id for c in report.children), rejected=report.rejected,
+                skipped=report.skipped, mutator_error=report.mutator_error))
+            if report.initial:
+                return
+            if self.stop_check is not None:  # a STOP file: end the run at this boundary
+                self.stop_check(outer_generation=g, harness_id=hid, inner_generation=report.generation)
+
+        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
+        workshop = None
+        if passing is not None:
+            from evotrainer.adapters import SFTExample
+
+            workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
+                                     lambda policy: [SFTExample(chat) for chat in passing(policy)])
+        max_words = self.inner_cfg.max_prompt_words // 3
+        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden,
+                                         max_words=max_words)
+        exemplars = tuple(dict.fromkeys(self.experience.retrieve(tasks, max_words=max_words) + exemplars))
+        fitness = self.evaluator.fitness_function(
+            tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)
+
+        def evaluate(policies: Sequence[Policy]) -> list[float | None]:
+            with task(f"  {hid}: evaluating {len(policies)} policies on {len(tasks)} tasks",
+                      planned_requests(policies, tasks), console=console):
+                return fitness(policies)
+
+        toolbox = build_toolbox(
+            self.inner_cfg, registry=self.operators, mutator=self.mutator, phrases=self.phrase_bank,
+            feedback=feedback, styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
+            seed_prompts=initial_population(population, self.inner_cfg, lead))
+        result = run_inner_loop(
+            population, toolbox, evaluate, self.inner_cfg, self.seeds.python(f"inner/{hid}"),
+            start_generation=inner_gen, on_generation=on_generation, lead=lead,
+            lead_tried=self.leads.kinds_tried(lead),
+        )
+        self.leads.note_tried(lead, result.lead_kinds)
+        self.operator_stats = self.operator_stats.merged(result.operator_stats)
+        rec.emit(OperatorStatsEvent(harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict()))
+        self.style_library.after_candidate(self.operator_stats, hid, g)
+        return result
