@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.errors import DataError
+from evotrainer.tasks.jsonl_rows import jsonl_objects
 from evotrainer.tasks.tool_agent.tools import Fact, normalise_key
 
 __all__ = [
@@ -193,23 +194,12 @@ def load_tasks(path: str | Path) -> list[ToolTask]:
     Raises:
         DataError: missing file, bad JSON, a malformed task or a duplicate id (names ``file:line``).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: tool_agent task file not found")
     out: list[ToolTask] = []
     seen: set[str] = set()
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{n}: expected a JSON object")
-        task = task_from_dict(row, f"{path}:{n}")
+    for where, _, row in jsonl_objects(path, "tool_agent task file"):
+        task = task_from_dict(row, where)
         if task.task_id in seen:
-            raise DataError(f"{path}:{n}: duplicate task id {task.task_id!r}")
+            raise DataError(f"{where}: duplicate task id {task.task_id!r}")
         seen.add(task.task_id)
         out.append(task)
     return out

@@ -19,6 +19,7 @@ from typing import Any
 from evotrainer.atomic import write_text_atomic
 from evotrainer.backends.base import Message
 from evotrainer.errors import DataError
+from evotrainer.tasks.jsonl_rows import jsonl_objects
 
 __all__ = ["STOP_REASONS", "Step", "TokenMask", "Trajectory", "load_jsonl", "loss_mask", "save_jsonl"]
 
@@ -160,21 +161,7 @@ def load_jsonl(path: str | Path) -> list[Trajectory]:
     Raises:
         DataError: missing file, bad JSON or a malformed trajectory (names ``file:line``).
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: trajectory file not found")
-    out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{n}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise DataError(f"{path}:{n}: expected a JSON object")
-        out.append(Trajectory.from_dict(row, f"{path}:{n}"))
-    return out
+    return [Trajectory.from_dict(row, where) for where, _, row in jsonl_objects(path, "trajectory file")]
 
 
 # --- loss mask ------------------------------------------------------------------------------------

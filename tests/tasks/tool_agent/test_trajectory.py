@@ -49,7 +49,7 @@ def test_jsonl_round_trip(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("line", "why"), [
-    ("{bad", "not JSON"), ("[1]", "JSON object"), ('{"task_id": "x"}', "malformed"),
+    ("{bad", "not valid JSON"), ("[1]", "JSON object"), ('{"task_id": "x"}', "malformed"),
 ])
 def test_jsonl_errors_name_the_line(tmp_path: Path, line: str, why: str) -> None:
     path = tmp_path / "t.jsonl"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.tasks.jsonl_rows import jsonl_objects
 from evotrainer.tasks.meeting_minutes.datasets.action_items import (
     OWNER_SOURCES_KEY,
     owner_from_sentence,
@@ -106,31 +107,16 @@ def load_jsonl(
     path = Path(path)
     check_limit(limit, limit_key)
     names = resolve_field_map(field_map, field_map_key)
-    if not path.is_file():
-        raise DataError(f"{path}: validation file not found")
     tasks: list[MeetingTask] = []
     seen: dict[str, int] = {}
-    try:
-        with path.open(encoding="utf-8-sig") as fh:
-            for lineno, line in enumerate(fh, start=1):
-                if limit is not None and len(tasks) >= limit:
-                    break
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-                if not isinstance(rec, dict):
-                    raise DataError(f"{where}: expected a JSON object, got {type(rec).__name__}")
-                task = _task(rec, names, where, path, lineno)
-                if task.task_id in seen:
-                    raise DataError(f"{where}: duplicate id {task.task_id!r} (first on line {seen[task.task_id]})")
-                seen[task.task_id] = lineno
-                tasks.append(task)
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
+    for where, lineno, rec in jsonl_objects(path, "validation file"):
+        if limit is not None and len(tasks) >= limit:
+            break
+        task = _task(rec, names, where, path, lineno)
+        if task.task_id in seen:
+            raise DataError(f"{where}: duplicate id {task.task_id!r} (first on line {seen[task.task_id]})")
+        seen[task.task_id] = lineno
+        tasks.append(task)
     return tasks
 
 
