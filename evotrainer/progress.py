@@ -234,11 +234,15 @@ def task(label: str, total: int | None, *, console: Console | None = None, unit:
     Args:
         label: what the phase does.
         total: planned units (an upper bound when some may come from a cache), or None.
-        console: where to write (stdout when None; a bar on a terminal, lines in a log).
+        console: where to write (when None: where the enclosing task writes, else stdout; a bar on a terminal,
+            lines in a log).
         unit: what :func:`advance` calls with ``unit=`` count here (``"requests"``: generation requests).
         options: further :class:`Progress` arguments (``min_interval_s``, ``clock``, ``summary``, ...).
     """
     parent = next((q for q in reversed(_open) if isinstance(q, Progress)), None)
+    if console is None and "stream" not in options and parent is not None:  # a nested task writes where its parent does
+        console = parent.console
+        options["stream"] = parent.stream
     p = Progress(label, total, console=console, unit=unit, **options)
     p.start(parent)
     _open.append(p)

@@ -176,3 +176,21 @@ def test_a_policy_with_long_instructions_gets_shorter_windows_not_cut_ones() -> 
     how = InputHandling.parse(gens[0].handling)
     assert how.how == "windowed" and not how.lost_words  # no window and no merge prompt was cut
     assert len(llm.calls[0]) > 600 // 150  # windows of at most ~150 words: 300 - 20 new - ~130 instructions
+
+
+def test_windowed_reading_reports_its_windows_and_merges_as_a_nested_progress_line() -> None:
+    """A phase counts items; while long items are read in windows, a nested line counts windows and merges, in
+    the phase's own log, and the phase still advances by items."""
+    import io
+
+    from evotrainer import progress
+
+    family = MeetingMinutes(long=LongInput(window_tokens=120, overlap_tokens=20, reserve_tokens=40))
+    llm = FakeLLM(context=300)
+    log = io.StringIO()
+    with progress.task("phase", 2, stream=log, heartbeat=False) as phase:
+        family.roll_out(llm, requests_for(family, [meeting(60, 10, "long-1"), meeting(5, 10, "short-1")]))
+    n_first, n_merges = len(llm.calls[0]), len(llm.calls[1])
+    text = log.getvalue()
+    assert f"long inputs: {n_first} windows and whole prompts, then {n_merges} merges: started" in text
+    assert phase.done == 2

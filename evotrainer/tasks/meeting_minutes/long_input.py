@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -241,11 +240,14 @@ def long_roll_out(llm: LLM, requests: Sequence[RolloutRequest], build_messages: 
         for k, w in enumerate(plan.windows, 1):
             part = replace(r.task, transcript=f"{PART_HEADER.format(k=k, n=n)}\n{w.text}")
             first.append(GenerationRequest(tuple(build_messages(r.sections, part)), r.params, r.adapter))
-    windowed = any(plan.windows for plan in plans)
-    with progress.muted() if windowed else nullcontext():  # the phase counts items, not windows (advanced below)
-        answers, merged_list = _generate_both(llm, requests, plans, slots, first, settings)
-    if windowed:
+    n_merges = sum(1 for plan in plans if plan.windows)
+    if n_merges:  # the phase counts items; a nested line counts the windows and merges of this call
+        with progress.task(f"long inputs: {len(first)} windows and whole prompts, then {n_merges} merges",
+                           len(first) + n_merges):
+            answers, merged_list = _generate_both(llm, requests, plans, slots, first, settings)
         progress.advance(len(requests))
+    else:
+        answers, merged_list = _generate_both(llm, requests, plans, slots, first, settings)
     merged = iter(merged_list)
 
     out: list[Generation] = []
