@@ -71,3 +71,18 @@ def test_archive_sweep_prints_the_same_table_and_its_json_shows_equal_budgets(sm
     text = capsys.readouterr().out
     assert "ablation study: 6 run(s) of 3 arm(s), seeds 0,1;" in text and "│ coevolve − random_harness │" in text
     assert 'id="study-plot"' in html.read_text()
+
+
+def test_archive_sensitivity_pools_the_study_candidates_per_knob(smoke_study, capsys) -> None:
+    sweep, proc = smoke_study
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    capsys.readouterr()
+    assert archive_main(["sensitivity", str(sweep), "--json", "--resamples", "200"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["runs"] == 6 and doc["candidates"] >= 6
+    knobs = {r["knob"]: r for r in doc["knobs"]}
+    assert {"length", "action_f1"} <= set(knobs)  # a difficulty knob and a reward weight
+    for r in knobs.values():
+        assert r["rho"] is None or (-1 <= r["rho"] <= 1 and r["n"] >= 4)
+    assert archive_main(["sensitivity", str(sweep), "--resamples", "200"]) == 0
+    assert "harness sensitivity:" in capsys.readouterr().out

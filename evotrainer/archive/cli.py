@@ -461,8 +461,9 @@ def checkpoint(
     _console().print(Text(terminal_safe(msg)))
 
 
-# the sweep command lives in its own module; imported here, after the commands above, so `--help` lists it last
-from evotrainer.archive.cli_sweep import sweep  # noqa: E402, F401
+# the sweep and sensitivity commands live in their own module; imported here, after the commands above, so
+# `--help` lists them last
+from evotrainer.archive.cli_sweep import sensitivity, sweep  # noqa: E402, F401
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,8 +1,10 @@
-"""``evotrainer-archive sweep``: several seeds or settings side by side, pooled (a command of
-:mod:`evotrainer.archive.cli`, registered on the shared app)."""
+"""``evotrainer-archive sweep``: several seeds or settings side by side, pooled; ``sensitivity``: which harness
+knobs moved the candidates' scores over those runs (commands of :mod:`evotrainer.archive.cli`, registered on the
+shared app)."""
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
 
@@ -10,15 +12,16 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive import study_view, transfer_view, views
+from evotrainer.archive import sensitivity_view, study_view, transfer_view, views
 from evotrainer.archive.cli_common import JsonOpt, app, emit_json, friendly, make_console
 from evotrainer.archive.locate import find_archives
 from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
 from evotrainer.archive.textsafe import clip, terminal_safe
 from evotrainer.errors import ArchiveError
 from evotrainer.stats import ablation
+from evotrainer.stats import sensitivity as stats_sensitivity
 
-__all__ = ["sweep"]
+__all__ = ["sensitivity", "sweep"]
 
 
 _diff_cell = transfer_view.diff_cell
@@ -120,3 +123,43 @@ def sweep(
         study_view.print_study(console, study, study_skipped)
         if html is not None:
             console.print(Text(f"study report written: {terminal_safe(str(html))}"))
+
+
+@app.command()
+@friendly
+def sensitivity(
+    paths: Annotated[list[Path], typer.Argument(help="folders (or archive.db files) whose runs' harness candidates "
+                                                     "to pool, e.g. a study's multirun folder")],
+    level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the bootstrap interval")] = 0.95,
+    resamples: Annotated[int, typer.Option(min=100, help="bootstrap resamples")] = 2000,
+    seed: Annotated[int, typer.Option(help="seed of the bootstrap")] = 0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Which harness knobs moved the candidates' scores: per knob, Spearman's rho between its value and the
+    candidate's screening score (centred on its run's median), with a bootstrap interval, pooled over every run
+    below PATHS (:mod:`evotrainer.stats.sensitivity`). A lead for choosing the outer loop's knobs, not a causal
+    estimate: one CMA-ES run's candidates are not independent draws."""
+    points, skipped = sensitivity_view.load_points(paths)
+    rows = stats_sensitivity.sensitivity(points, level=level, resamples=resamples, seed=seed)
+    runs = len({p.run for p in points})
+    if as_json:
+        emit_json({"candidates": len(points), "runs": runs, "skipped": skipped, "level": level,
+                   "knobs": [{**asdict(r), "excludes_zero": r.excludes_zero} for r in rows]})
+        return
+    if not points:
+        where = ", ".join(str(p) for p in paths)
+        raise ArchiveError(f"{where}: no harness candidate with a screening score; nothing to correlate")
+    pct = f"{round(level * 100)}%"
+    t = Table(title=f"harness sensitivity: {len(points)} candidates of {runs} run(s) ({skipped} without a score left "
+                    f"out); Spearman rho of knob value vs run-centred screening score, {pct} bootstrap interval",
+              title_justify="left")
+    for col in ("knob", "n", "rho", "interval", "IQR of the knob"):
+        t.add_column(col)
+    for r in rows:
+        if r.rho is None:
+            t.add_row(Text(terminal_safe(r.knob)), str(r.n), "–", "did not vary", f"{r.spread:g}")
+            continue
+        interval = "–" if r.low is None else f"[{r.low:+.2f}, {r.high:+.2f}]"
+        t.add_row(Text(terminal_safe(r.knob)), str(r.n), f"{r.rho:+.2f}",
+                  Text(interval, style="bold" if r.excludes_zero else ""), f"{r.spread:.3g}")
+    make_console().print(t)
