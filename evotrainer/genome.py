@@ -12,8 +12,8 @@ import yaml
 
 from evotrainer.errors import DataError
 
-__all__ = ["MERGE_SECTION", "PREFILL_SECTION", "Policy", "REQUIRED_SECTIONS", "instruction_sections",
-           "load_population", "render_system_prompt"]
+__all__ = ["MERGE_SECTION", "PREFILL_SECTION", "Policy", "READING_GENES", "REQUIRED_SECTIONS", "WINDOW_GENE",
+           "instruction_sections", "load_population", "render_system_prompt"]
 
 REQUIRED_SECTIONS: tuple[str, ...] = ("role", "format", "rules")
 """Sections every policy carries by default (``inner.required_sections``), in render order. Extra sections follow them."""
@@ -32,6 +32,16 @@ MERGE_SECTION = "merge"
 transcript into one set (issue 29, docs/long_meetings.md); not part of the system prompt. Text operators may
 edit it like any instruction section, so evolution can improve how long meetings are merged; a policy without
 it merges with the family's default instruction."""
+
+WINDOW_GENE = "window_tokens"
+"""Reading gene: transcript tokens per window (model tokenizer) when a long transcript is read in windows (issue 29,
+docs/long_meetings.md); it replaces ``task.options.long.window_tokens`` for the policy that carries it, and is
+still capped by the context budget as that option is."""
+
+READING_GENES: tuple[str, ...] = (WINDOW_GENE,)
+"""Decoding genes (:attr:`Policy.decoding` pairs) that the task family reads at rollout, how the policy reads its
+input, instead of a :class:`~evotrainer.backends.base.SamplingParams` field: the rollout passes them by and hands
+them to the family in :attr:`~evotrainer.tasks.base.RolloutRequest.decoding`; integers."""
 
 
 def _sha(obj: object) -> str:
@@ -52,7 +62,8 @@ class Policy:
         root_id: id of the seed it descends from (its own id for seeds; first parent's root for
             crossovers).
         adapter: LoRA adapter gene: a PEFT adapter folder, or None for the base model.
-        decoding: optional decoding genes as ``(name, value)`` pairs, overriding run defaults.
+        decoding: optional decoding genes as ``(name, value)`` pairs, overriding run defaults: a
+            :class:`~evotrainer.backends.base.SamplingParams` field, or a :data:`READING_GENES` name.
     """
 
     id: str

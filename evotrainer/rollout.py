@@ -14,12 +14,13 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass
 
 from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
 from evotrainer.errors import DataError, ServerError
 from evotrainer.genome import Policy
 from evotrainer.input_handling import InputHandling
+from evotrainer.search.decoding import sampling_for
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
 from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
@@ -44,24 +45,6 @@ def batch_id_for(tasks: Sequence[Task]) -> str:
 
 
 _GREEDY = SamplingParams()
-_INT_FIELDS = {"max_new_tokens", "seed", "no_repeat_ngram_size"}
-_SAMPLING_FIELDS = {f.name for f in fields(SamplingParams)}
-
-
-def sampling_for(policy: Policy, default: SamplingParams) -> SamplingParams:
-    """``default`` with the policy's decoding genes applied (a gene overrides the field of its name).
-
-    Raises:
-        ValueError: a gene names no :class:`SamplingParams` field or is not a finite number.
-    """
-    overrides: dict[str, float | int] = {}
-    for name, value in policy.decoding:
-        if name not in _SAMPLING_FIELDS:
-            raise ValueError(f"unknown decoding gene {name!r} (expected one of {sorted(_SAMPLING_FIELDS)})")
-        if not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"decoding gene {name!r} must be a finite number, got {value!r}")
-        overrides[name] = int(round(value)) if name in _INT_FIELDS else float(value)
-    return replace(default, **overrides) if overrides else default
 
 
 @dataclass(frozen=True)
@@ -363,8 +346,8 @@ class RolloutEvaluator:
             try:
                 params = sampling_for(job.policy, self.sampling)
                 sections = tuple(job.policy.sections)
-                batch = [RolloutRequest(tuple(self.family.build_messages(sections, task)), params,
-                                        job.policy.adapter, sections, task, job.policy.id) for task in tasks]
+                batch = [RolloutRequest(tuple(self.family.build_messages(sections, task)), params, job.policy.adapter,
+                                        sections, task, job.policy.id, job.policy.decoding) for task in tasks]
             except Exception as exc:  # a bad genome fails alone
                 job.error = f"building requests failed: {type(exc).__name__}: {exc}"
                 continue

@@ -78,6 +78,22 @@ def test_refusals_name_each_setting_and_what_to_change() -> None:
                              inner_config(cfg).genes)
 
 
+def test_a_window_gene_is_refused_on_a_server_and_never_among_its_defaults() -> None:
+    """A server backend gives the family no tokenizer and context length, so nothing is read in windows there:
+    a listed ``window_tokens`` gene or one a starting policy carries would search a dimension that does nothing."""
+    window = DecodingGene("window_tokens", 512, 3072, 1536, 256, integer=True)
+    assert remote_decoding_genes([window], _openai_config().model) == []
+    assert remote_decoding_genes([window], Config().model) == [window]
+    with FakeServer(owned_by="vllm") as server:
+        llm = OpenAIBackend(OpenAIConfig(base_url=server.url, model=server.model))
+        cfg = _openai_config(server.url)
+        cfg.decoding.no_repeat_ngram_size = 0
+        reasons = refusals(llm, cfg, [_policy("wide", decoding=(("window_tokens", 2048.0),))], [window])
+    assert len(reasons) == 2 and all("a reading gene of the task family" in r for r in reasons)
+    assert reasons[0].startswith("inner.decoding_genes[window_tokens] (range 512..3072): window_tokens=512")
+    assert reasons[1].startswith("policy wide: decoding gene window_tokens=2048")
+
+
 def test_in_process_backends_are_never_refused() -> None:
     class InProcess:
         name = "hf:x"

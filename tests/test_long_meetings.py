@@ -108,6 +108,25 @@ def _compose(name: str) -> Config:
         return to_config(compose(config_name="config", overrides=[f"+experiment={name}"]))
 
 
+@pytest.mark.parametrize(("name", "bounds"), [("meeting_minutes_long", (512, 3072, 1536, 256)),
+                                               ("meeting_minutes_long_smoke", (128, 512, 256, 64))])
+def test_long_experiments_let_the_inner_loop_evolve_the_window(name: str, bounds: tuple[int, ...]) -> None:
+    """The long experiments list the window gene beside the default genes (as the run's decoding centres them),
+    starting at the family option's window."""
+    from evotrainer.evolve.llm_objective import inner_config
+    from evotrainer.run.runtime import sampling_from
+    from evotrainer.search.decoding import decoding_genes_for
+
+    cfg = _compose(name)
+    validate(cfg)
+    genes = {g.name: g for g in inner_config(cfg).genes}
+    window = genes.pop("window_tokens")
+    assert (window.low, window.high, window.default, window.step, window.integer) == (*bounds, True)
+    assert window.default == cfg.task.options["long"]["window_tokens"]
+    assert list(genes.values()) == list(decoding_genes_for(sampling_from(cfg.decoding)))
+    assert cfg.inner.decoding_mutation_share > 0
+
+
 def test_long_smoke_experiment_end_to_end(tiny_run_config: Callable[[], Config], tiny_model_dir: Path,
                                           tmp_path: Path) -> None:
     """``+experiment=meeting_minutes_long_smoke`` on the tiny model: every long meeting is read in windows

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 import subprocess
 import sys
@@ -172,6 +173,27 @@ def test_decoding_genes_override_sampling() -> None:
     assert ev.rollouts == 2 * len(TASKS)  # different genomes despite equal sections
     with pytest.raises(ValueError, match="unknown decoding gene"):
         sampling_for(base.child(base.sections, operator="x", generation=1, decoding=(("beam", 2),)),
+                     SamplingParams())
+
+
+def test_a_reading_gene_reaches_the_family_not_the_sampling_params() -> None:
+    seen: list = []
+
+    class Recording(KeywordFamily):
+        def roll_out(self, llm, requests):
+            seen.extend(requests)
+            return super().roll_out(llm, requests)
+
+    ev, llm, _ = _evaluator(family=Recording())
+    base = _policy("a")
+    genes = (("max_new_tokens", 64), ("window_tokens", 768))
+    child = base.child(base.sections, operator="x", generation=1, decoding=genes)
+    ev.evaluate([base, child], TASKS, WEIGHTS)
+    assert {r.params for r in llm.seen} == {SamplingParams(), SamplingParams(max_new_tokens=64)}
+    assert {r.decoding for r in seen} == {(), genes}  # the family gets the genes, the backend no window
+    assert sampling_for(child, SamplingParams()) == SamplingParams(max_new_tokens=64)
+    with pytest.raises(ValueError, match="finite number"):
+        sampling_for(base.child(base.sections, operator="x", generation=1, decoding=(("window_tokens", math.nan),)),
                      SamplingParams())
 
 

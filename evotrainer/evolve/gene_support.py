@@ -9,9 +9,12 @@ or policy and what to change; :func:`check_policy_backend` raises them as one li
 
 The run's *default* decoding genes (``inner.decoding_genes: null``) are narrowed to those a server honours
 (:func:`remote_decoding_genes`) instead: a default is not a choice the user made, and leaving a gene out changes
-no genome's meaning. Genes listed explicitly are checked, not narrowed. The mutator and the judge send built-in
-settings (``no_repeat_ngram_size=4`` in mutator requests); a server drops what it lacks there and the archive
-counts it (``backend`` phase event), since those settings are not genes.
+no genome's meaning. Genes listed explicitly are checked, not narrowed. A reading gene
+(:data:`~evotrainer.genome.READING_GENES`: ``window_tokens``) is no server field: the task family reads it, and
+windows only with the backend's tokenizer and context length, which a server backend does not give; it is
+refused there (listed, or carried by a starting policy) and never among the narrowed defaults. The mutator and
+the judge send built-in settings (``no_repeat_ngram_size=4`` in mutator requests); a server drops what it lacks
+there and the archive counts it (``backend`` phase event), since those settings are not genes.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 from evotrainer.backends.usage import unwrap
 from evotrainer.config import Config, ModelConfig
 from evotrainer.errors import ConfigError
-from evotrainer.genome import PREFILL_SECTION, Policy
+from evotrainer.genome import PREFILL_SECTION, READING_GENES, Policy
 from evotrainer.search.decoding import DecodingGene
 
 __all__ = ["check_policy_backend", "refusals", "remote_decoding_genes"]
@@ -33,7 +36,7 @@ _SERVER_GENES = ("max_new_tokens", "temperature", "top_p")
 
 def remote_decoding_genes(genes: Iterable[DecodingGene], model: ModelConfig) -> list[DecodingGene]:
     """``genes`` without those a ``model.backend=openai`` server cannot honour (``repetition_penalty`` stays when
-    ``model.openai.approximate`` lists it); ``genes`` as they are for the other backends."""
+    ``model.openai.approximate`` lists it; reading genes go); ``genes`` as they are for the other backends."""
     genes = list(genes)
     if model.backend != "openai":
         return genes
@@ -56,9 +59,15 @@ def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequenc
         genes: the decoding genes the decoding mutation may change (``inner_config(cfg).genes``); None when
             nothing mutates (``mode=evaluate``): then the ``inner.*`` shares are not checked either.
     """
-    unsupported = getattr(llm, "unsupported", None)
-    if unsupported is None:
+    server = getattr(llm, "unsupported", None)
+    if server is None:
         return []
+
+    def unsupported(name: str, value: float) -> str | None:
+        if name in READING_GENES and not isinstance(getattr(llm, "context_length", None), int):
+            return (f"{name}={value:g}: a reading gene of the task family, which windows a long input only with the "
+                    "backend's tokenizer and context length (model.backend=hf or vllm)")
+        return server(name, value)
     out: list[str] = []
     for name in ("repetition_penalty", "no_repeat_ngram_size"):
         why = unsupported(name, float(getattr(cfg.decoding, name)))

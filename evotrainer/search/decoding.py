@@ -1,8 +1,12 @@
 """Decoding genes: generation settings a policy carries, and their bounded mutation.
 
 A policy's ``decoding`` pairs override the run's default :class:`~evotrainer.backends.base.SamplingParams`
-field of the same name at rollout time (:func:`evotrainer.rollout.sampling_for`); a gene a policy does not
-carry means "the run default". Why genes: on the real items of the default validation set with SmolLM2-135M, a mild repetition penalty
+field of the same name at rollout time (:func:`sampling_for`); a gene a policy does not carry means "the run
+default". A *reading gene* (:data:`~evotrainer.genome.READING_GENES`) is carried the same way but read by the
+task family, not the backend: ``window_tokens``, the transcript tokens per window of a long meeting read in
+windows (it replaces ``task.options.long.window_tokens`` for that policy; docs/long_meetings.md). No default
+gene is a reading gene: an experiment lists it in ``inner.decoding_genes``
+(``conf/experiment/meeting_minutes_long.yaml``: 512..3072 tokens, step 256). Why genes: on the real items of the default validation set with SmolLM2-135M, a mild repetition penalty
 doubled ROUGE-L by ending loops while a strong one garbled names (DESIGN.md, measured facts), so decoding
 moves fitness as much as prompt wording does.
 
@@ -27,11 +31,11 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
-from evotrainer.genome import Policy
+from evotrainer.genome import READING_GENES, Policy
 
 __all__ = [
     "DEFAULT_DECODING_GENES",
@@ -40,6 +44,7 @@ __all__ = [
     "check_decoding_genes",
     "decoding_genes_for",
     "mut_decoding",
+    "sampling_for",
 ]
 
 
@@ -49,8 +54,8 @@ class DecodingGene:
 
     Attributes:
         name: a :class:`SamplingParams` field (``repetition_penalty``, ``no_repeat_ngram_size``,
-            ``max_new_tokens``, ``temperature``, ``top_p``).
-        low: smallest value, inclusive (units of the field: tokens for ``max_new_tokens``).
+            ``max_new_tokens``, ``temperature``, ``top_p``) or a reading gene (``window_tokens``, integer).
+        low: smallest value, inclusive (units of the field: tokens for ``max_new_tokens`` and ``window_tokens``).
         high: largest value, inclusive, >= ``low``.
         default: the run default, used as the current value when a policy lacks the gene; in [low, high].
         step: mutation step: integer genes move by ``±step`` (rounded, >= 1); real genes by a normal
@@ -72,15 +77,38 @@ DEFAULT_DECODING_GENES: tuple[DecodingGene, ...] = (
 )
 """Default decoding genes and bounds (SamplingParams defaults as run defaults; no token-budget gene)."""
 
-_FIELDS = set(SamplingParams.__dataclass_fields__) - {"seed"}
+_SAMPLING_FIELDS = set(SamplingParams.__dataclass_fields__)
+_INT_FIELDS = {"max_new_tokens", "seed", "no_repeat_ngram_size"}
+_FIELDS = (_SAMPLING_FIELDS - {"seed"}) | set(READING_GENES)
+
+
+def sampling_for(policy: Policy, default: SamplingParams) -> SamplingParams:
+    """``default`` with the policy's decoding genes applied (a gene overrides the field of its name); reading
+    genes (:data:`~evotrainer.genome.READING_GENES`) are checked and passed by: the task family reads them.
+
+    Raises:
+        ValueError: a gene names neither a :class:`SamplingParams` field nor a reading gene, or is not a finite
+            number.
+    """
+    overrides: dict[str, float | int] = {}
+    for name, value in policy.decoding:
+        if name not in _SAMPLING_FIELDS and name not in READING_GENES:
+            raise ValueError(f"unknown decoding gene {name!r} (expected one of "
+                             f"{sorted(_SAMPLING_FIELDS | set(READING_GENES))})")
+        if not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"decoding gene {name!r} must be a finite number, got {value!r}")
+        if name in _SAMPLING_FIELDS:
+            overrides[name] = int(round(value)) if name in _INT_FIELDS else float(value)
+    return replace(default, **overrides) if overrides else default
 
 
 def check_decoding_genes(genes: Sequence[DecodingGene], key: str = "inner.decoding_genes") -> None:
     """Raise ConfigError (naming ``key`` and the gene) unless every gene is well formed.
 
     Raises:
-        ConfigError: unknown field, duplicate name, ``low > high``, default outside the bounds,
-            non-finite bound, or ``step <= 0``.
+        ConfigError: unknown name (neither a :class:`SamplingParams` field but ``seed`` nor a reading gene),
+            duplicate name, ``low > high``, default outside the bounds, non-finite bound, ``step <= 0``, or a
+            reading gene that is not ``integer`` or has ``low < 1``.
     """
     seen: set[str] = set()
     for gene in genes:
@@ -100,6 +128,9 @@ def check_decoding_genes(genes: Sequence[DecodingGene], key: str = "inner.decodi
                               f"{gene.high}")
         if gene.step <= 0:
             raise ConfigError(f"{where}: expected step > 0, got {gene.step}")
+        if gene.name in READING_GENES and not (gene.integer and gene.low >= 1):
+            raise ConfigError(f"{where}: a reading gene counts tokens: expected integer: true and low >= 1, got "
+                              f"integer: {gene.integer}, low: {gene.low}")
 
 
 def decoding_genes_for(
@@ -110,7 +141,8 @@ def decoding_genes_for(
 ) -> tuple[DecodingGene, ...]:
     """``genes`` re-centred on a run's default decoding, plus a token-budget gene.
 
-    Each gene's default becomes the matching field of ``defaults``; bounds widen to include it. With
+    Each gene's default becomes the matching field of ``defaults``; bounds widen to include it (a reading gene
+    stays as it is). With
     ``max_new_tokens``, a ``max_new_tokens`` gene is added (or replaces one in ``genes``) with range
     [60 %, 100 %] of the run default and step 10 % of it (at least 1): never above the default, so no
     policy costs more generated tokens than the default run.
@@ -126,6 +158,9 @@ def decoding_genes_for(
     out: list[DecodingGene] = []
     for gene in genes:
         if gene.name == "max_new_tokens":
+            continue
+        if gene.name in READING_GENES:  # no SamplingParams field to centre on
+            out.append(gene)
             continue
         value = float(getattr(defaults, gene.name))
         value = int(round(value)) if gene.integer else value

@@ -309,7 +309,7 @@ def _sample(llm: LLM, family: TaskFamily, policy: Policy, tasks: Sequence[Task],
     sections = tuple(policy.sections)
     requests = [
         RolloutRequest(tuple(family.build_messages(sections, task)), replace(base, seed=int(seeds[j // n, i])),
-                       policy.adapter, sections, task, policy.id)
+                       policy.adapter, sections, task, policy.id, policy.decoding)
         for j, (task, i) in enumerate(keys)
     ]
     generations = family.roll_out(llm, requests)  # single turn: one batched generate; else whole episodes

@@ -115,6 +115,9 @@ class RolloutRequest:
         sections: the policy's genome sections (a multi-step family renders later turns from them).
         task: the task.
         policy_id: the policy's id (recorded in trajectories).
+        decoding: the policy's decoding genes, ``(name, value)`` pairs (``Policy.decoding``); a family reads its
+            reading genes here (:data:`~evotrainer.genome.READING_GENES`: ``window_tokens``, which the
+            meeting-minutes family uses for a long transcript's windows); empty: none, the family's settings.
     """
 
     messages: tuple[Message, ...]
@@ -123,6 +126,7 @@ class RolloutRequest:
     sections: tuple[tuple[str, str], ...]
     task: Any
     policy_id: str = ""
+    decoding: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -91,6 +91,26 @@ def test_decoding_gene_bounds_are_checked_and_recentred() -> None:
         assert dict(child.decoding).get("max_new_tokens", 128) <= 128
 
 
+def test_the_window_reading_gene_is_checked_and_mutated_within_its_bounds() -> None:
+    window = DecodingGene("window_tokens", 512, 3072, 1536, 256, integer=True)
+    check_decoding_genes((*DEFAULT_DECODING_GENES, window))  # a reading gene is a known name
+    for bad in (DecodingGene("window_tokens", 512, 3072, 1536, 256),  # not integer
+                DecodingGene("window_tokens", 0, 3072, 1536, 256, integer=True)):  # low < 1
+        with pytest.raises(ConfigError, match=r"inner.decoding_genes\['window_tokens'\]: a reading gene"):
+            check_decoding_genes((bad,))
+    with pytest.raises(ConfigError, match="expected one of"):  # an unknown name still fails, naming the choices
+        check_decoding_genes((DecodingGene("window_words", 1, 9, 1, 1, True),))
+    assert window in decoding_genes_for(SamplingParams(), (window,))  # nothing to re-centre on: kept as is
+    current, seen = seed_population()[0], set()
+    for seed in range(40):
+        current = mut_decoding(current, random.Random(seed), 1, genes=(window,))
+        value = dict(current.decoding)["window_tokens"]
+        assert isinstance(value, int) and 512 <= value <= 3072 and (value - 1536) % 256 == 0
+        assert current.operator == "mut_decoding/window_tokens"
+        seen.add(value)
+    assert len(seen) >= 4  # it explores, one step at a time
+
+
 def test_crossover_inherits_decoding_genes_over_the_union() -> None:
     a, b = seed_population()[:2]
     a = mut_decoding(a, random.Random(0), 1)

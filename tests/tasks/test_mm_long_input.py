@@ -14,7 +14,13 @@ from evotrainer.genome import MERGE_SECTION, render_system_prompt
 from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.tasks.base import RolloutRequest
 from evotrainer.tasks.meeting_minutes import MeetingMinutes
-from evotrainer.tasks.meeting_minutes.long_input import DEFAULT_MERGE_INSTRUCTION, LongInput, merge_messages
+from evotrainer.tasks.meeting_minutes.long_input import (
+    DEFAULT_MERGE_INSTRUCTION,
+    MIN_WINDOW_TOKENS,
+    LongInput,
+    merge_messages,
+    window_tokens,
+)
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.windows import plan_windows, split_long_turns, transcript_windows
 
@@ -65,9 +71,10 @@ POLICY = (("role", "You write minutes."), ("format", "## Topics"), ("rules", "On
 
 
 def requests_for(family: MeetingMinutes, tasks: Sequence[MeetingTask], sections=POLICY,
-                 max_new: int = 20) -> list[RolloutRequest]:
+                 max_new: int = 20, decoding: tuple[tuple[str, float], ...] = ()) -> list[RolloutRequest]:
     params = SamplingParams(max_new_tokens=max_new)
-    return [RolloutRequest(family.build_messages(sections, t), params, None, tuple(sections), t, "p") for t in tasks]
+    return [RolloutRequest(family.build_messages(sections, t), params, None, tuple(sections), t, "p", decoding)
+            for t in tasks]
 
 
 def test_windows_cut_at_speaker_turns_with_overlap() -> None:
@@ -194,3 +201,31 @@ def test_windowed_reading_reports_its_windows_and_merges_as_a_nested_progress_li
     text = log.getvalue()
     assert f"long inputs: {n_first} windows and whole prompts, then {n_merges} merges: started" in text
     assert phase.done == 2
+
+
+def test_a_policys_window_gene_sets_its_window_size_within_the_context_budget() -> None:
+    """``window_tokens`` among a policy's decoding genes replaces the option's window size for that policy; the
+    context budget caps it as it caps the option; a policy without it reads the option's windows."""
+    settings = LongInput(window_tokens=120, overlap_tokens=20, reserve_tokens=40)
+    family = MeetingMinutes(long=settings)
+    task = meeting(120, 10)  # 1,200 words: windowed in a 600-token context
+
+    def windows(*genes: tuple[str, float]) -> int:
+        llm = FakeLLM(context=600)
+        gens = family.roll_out(llm, requests_for(family, [task], decoding=genes))
+        how = InputHandling.parse(gens[0].handling)
+        assert how.how == "windowed" and not how.lost_words and len(llm.calls[0]) == how.windows
+        assert all(words(r.messages[-1]["content"]) <= 600 - 20 for r in llm.calls[0])  # every window fits
+        return how.windows
+
+    default = windows()
+    assert default == len(transcript_windows(task.transcript, words, 120, 20))  # the option's windows
+    assert windows(("window_tokens", 60)) == len(transcript_windows(task.transcript, words, 60, 20)) > default
+    assert windows(("max_new_tokens", 20), ("window_tokens", 240.0)) == len(
+        transcript_windows(task.transcript, words, 240, 20)) < default
+    capped = windows(("window_tokens", 5000))  # above the budget: windows of the budget, ~520 words
+    assert capped == windows(("window_tokens", 9000)) < len(transcript_windows(task.transcript, words, 240, 20))
+    assert capped >= 1200 // 520
+    request = requests_for(family, [task], decoding=(("window_tokens", 3),))[0]
+    assert window_tokens(request, settings) == MIN_WINDOW_TOKENS  # under the floor: the floor, never a cut
+    assert window_tokens(requests_for(family, [task])[0], settings) == 120

@@ -5,10 +5,12 @@ always said (issue 29; docs/long_meetings.md).
 
 - **whole**: the prompt fits the context minus ``max_new_tokens``: sent as it is;
 - **windowed into N**: it does not fit and ``mode == "window"``: the transcript is cut into N windows at
-  speaker turns (:mod:`~evotrainer.tasks.meeting_minutes.windows`), the policy writes partial minutes of each
-  window (its own prompt, the transcript replaced by the window), then one more call, the *merge*, writes
-  one set of minutes from the partial ones under the policy's :data:`~evotrainer.genome.MERGE_SECTION`
-  instruction (default :data:`DEFAULT_MERGE_INSTRUCTION`);
+  speaker turns (:mod:`~evotrainer.tasks.meeting_minutes.windows`) of the policy's window size (its
+  ``window_tokens`` reading gene, else ``task.options.long.window_tokens``: :func:`window_tokens`; capped by
+  the context budget), the policy writes partial minutes of each window (its own prompt, the transcript
+  replaced by the window), then one more call, the *merge*, writes one set of minutes from the partial ones
+  under the policy's :data:`~evotrainer.genome.MERGE_SECTION` instruction (default
+  :data:`DEFAULT_MERGE_INSTRUCTION`);
 - **cut**: it does not fit and ``mode == "cut"`` (or windowing is impossible: a backend without a tokenizer
   or context length, a window budget under :data:`MIN_WINDOW_TOKENS`): the backend cuts the middle of the
   prompt; the share of transcript words the model saw is recorded.
@@ -30,13 +32,13 @@ from typing import Any
 from evotrainer import progress
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message
 from evotrainer.errors import ConfigError
-from evotrainer.genome import MERGE_SECTION, PREFILL_SECTION, render_system_prompt
+from evotrainer.genome import MERGE_SECTION, PREFILL_SECTION, WINDOW_GENE, render_system_prompt
 from evotrainer.input_handling import InputHandling
 from evotrainer.tasks.base import RolloutRequest
 from evotrainer.tasks.meeting_minutes.windows import Window, transcript_windows
 
 __all__ = ["DEFAULT_MERGE_INSTRUCTION", "LONG_MODES", "MIN_WINDOW_TOKENS", "LongInput", "WindowCache", "long_roll_out",
-           "merge_messages"]
+           "merge_messages", "window_tokens"]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +64,8 @@ class LongInput:
 
     Attributes:
         mode: ``"window"`` or ``"cut"`` (module docstring).
-        window_tokens: transcript tokens per window, >= :data:`MIN_WINDOW_TOKENS`.
+        window_tokens: transcript tokens per window (model tokenizer), >= :data:`MIN_WINDOW_TOKENS`; a policy's
+            ``window_tokens`` reading gene replaces it for that policy (:func:`window_tokens`).
         overlap_tokens: tokens a window repeats from the one before, in ``[0, window_tokens)``.
         reserve_tokens: prompt tokens kept free for the policy's instructions beside a window, >= 0.
         merge_max_new_tokens: new tokens of the merge call, >= 1; None: the policy's ``max_new_tokens``.
@@ -187,6 +190,17 @@ class WindowCache:
         return self._store[key]
 
 
+def window_tokens(r: RolloutRequest, settings: LongInput) -> int:
+    """Transcript tokens per window the policy of ``r`` asks for: its :data:`~evotrainer.genome.WINDOW_GENE`
+    reading gene (rounded; a value under :data:`MIN_WINDOW_TOKENS` reads as that), else ``settings.window_tokens``.
+
+    The rollout caps it by the context budget (``context - max_new_tokens - max(reserve, instructions)``) as it
+    caps the option, so a gene above the budget reads windows of the budget: the same windows as any larger value.
+    """
+    gene = dict(r.decoding).get(WINDOW_GENE)
+    return settings.window_tokens if gene is None else max(MIN_WINDOW_TOKENS, int(round(gene)))
+
+
 def _plan(r: RolloutRequest, settings: LongInput, counters: _Counters | None, cache: WindowCache) -> _Plan:
     words = len(r.task.transcript.split())
     if counters is None:
@@ -199,10 +213,11 @@ def _plan(r: RolloutRequest, settings: LongInput, counters: _Counters | None, ca
     overhead = max(need - transcript_tokens, 0)
     predicted = max(0.0, min(1.0, (budget - overhead) / transcript_tokens)) if transcript_tokens else None
     # room for the policy's own text: the reserve, or more when its instructions need more (+ the part header)
-    size = min(settings.window_tokens, budget - max(settings.reserve_tokens, overhead + _HEADER_TOKENS))
+    size = min(window_tokens(r, settings), budget - max(settings.reserve_tokens, overhead + _HEADER_TOKENS))
     if settings.mode != "window" or size < MIN_WINDOW_TOKENS:
         return _Plan([], words, predicted)
-    windows = cache.get(r.task, counters, size, min(settings.overlap_tokens, size - 1))
+    # at most half a window repeats: a short window (a small gene, a tight budget) still moves on
+    windows = cache.get(r.task, counters, size, min(settings.overlap_tokens, size // 2))
     return _Plan(windows if len(windows) >= 2 else [], words, predicted)
 
 
