@@ -16,6 +16,7 @@ Knobs that never varied (a frozen harness) are listed with ``rho = None``.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -91,7 +92,9 @@ def _centred(points: Sequence[CandidatePoint]) -> np.ndarray:
 
 
 def _rho(x: np.ndarray, y: np.ndarray) -> float:
-    r = stats.spearmanr(x, y).statistic
+    with warnings.catch_warnings():  # a resample with one distinct value has no correlation: it counts as 0
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        r = stats.spearmanr(x, y).statistic
     return float(r) if math.isfinite(r) else 0.0
 
 
