@@ -3,10 +3,10 @@
 A policy's ``decoding`` pairs override the run's default :class:`~evotrainer.backends.base.SamplingParams`
 field of the same name at rollout time (:func:`sampling_for`); a gene a policy does not carry means "the run
 default". A *reading gene* (:data:`~evotrainer.genome.READING_GENES`) is carried the same way but read by the
-task family, not the backend: ``window_tokens``, the transcript tokens per window of a long meeting read in
-windows (it replaces ``task.options.long.window_tokens`` for that policy; docs/long_meetings.md). No default
-gene is a reading gene: an experiment lists it in ``inner.decoding_genes``
-(``conf/experiment/meeting_minutes_long.yaml``: 512..3072 tokens, step 256). Why genes: on the real items of the default validation set with SmolLM2-135M, a mild repetition penalty
+task family, not the backend: ``window_tokens``, the input tokens per window of a long input read in windows (it
+replaces the family's own window option for that policy; the family's docs say more). No default gene is a reading
+gene: an experiment lists it in ``inner.decoding_genes`` (the long-input experiment: 512..3072 tokens, step 256).
+Why genes: on the real items of the default validation set with SmolLM2-135M, a mild repetition penalty
 doubled ROUGE-L by ending loops while a strong one garbled names (DESIGN.md, measured facts), so decoding
 moves fitness as much as prompt wording does.
 

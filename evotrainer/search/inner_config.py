@@ -133,8 +133,8 @@ class InnerConfig:
             :mod:`evotrainer.search.decoding` re-centred on the run's ``decoding`` with a ``max_new_tokens``
             gene capped at the run default (``decoding_genes_for``, applied by the objective), or the plain
             defaults when the loop runs without a run config. A list replaces the defaults; it may add the
-            reading gene ``window_tokens`` (transcript tokens per window of a long input, integer;
-            docs/long_meetings.md).
+            reading gene ``window_tokens`` (input tokens per window of a long input, integer; read by the
+            task family).
 
     Embedder (phrase substitution, near-duplicates, diversity, section matching):
         use_embedder: load the sentence embedder (MiniLM); off disables the four features below.

@@ -116,8 +116,8 @@ class RolloutRequest:
         task: the task.
         policy_id: the policy's id (recorded in trajectories).
         decoding: the policy's decoding genes, ``(name, value)`` pairs (``Policy.decoding``); a family reads its
-            reading genes here (:data:`~evotrainer.genome.READING_GENES`: ``window_tokens``, which the
-            meeting-minutes family uses for a long transcript's windows); empty: none, the family's settings.
+            reading genes here (:data:`~evotrainer.genome.READING_GENES`: ``window_tokens``, which a family that
+            reads long inputs in windows uses as its window size); empty: none, the family's settings.
     """
 
     messages: tuple[Message, ...]
