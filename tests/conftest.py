@@ -1,12 +1,14 @@
-"""Shared fixtures: a tiny random Llama model folder with the embedded SmolLM2 tokenizer, and the config of a
-short co-evolution run on it."""
+"""Shared fixtures: a tiny random Llama model folder with the embedded SmolLM2 tokenizer, the config of a
+short co-evolution run on it, and a smoke ablation study sweep run on it."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -78,3 +80,20 @@ def tiny_run_config(tiny_model_dir: Path) -> Callable[[], Config]:
         return cfg
 
     return make
+
+
+@pytest.fixture(scope="session")
+def smoke_study(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Any]:
+    """``+study=ablation_smoke`` on :func:`tiny_model_dir` (3 arms x 2 seeds, about a minute): (sweep folder, the
+    finished ``subprocess.CompletedProcess``). Tests only read the folder (copy it to change it)."""
+    from evotrainer.config import PROJECT_ROOT
+
+    sweep = tmp_path_factory.mktemp("study") / "s"
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(
+        ["timeout", "900", sys.executable, "-m", "evotrainer", "-m", "+study=ablation_smoke",
+         f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
+         "task.difficulty.length=100", "inner.llm_mutation_share=0", f"hydra.sweep.dir={sweep}"],
+        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=960)
+    return sweep, proc

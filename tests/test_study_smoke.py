@@ -1,38 +1,22 @@
 """The ablation study in the product (issue 25): ``python -m evotrainer -m +study=ablation_smoke`` runs 3 arms x 2
 seeds on the tiny random model, each stopped by the same rollout budget, and ends with the study table;
-``archive sweep`` prints the same table from the folder and ``--html`` writes its report."""
+``archive sweep`` prints the same table from the folder and ``--html`` writes its report. The sweep is the
+``smoke_study`` fixture (conftest.py), shared with tests/test_unpromoted_racers.py."""
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from evotrainer.archive.cli import main as archive_main
 from evotrainer.archive.study_view import STUDY_REPORT_NAME
-from evotrainer.config import PROJECT_ROOT
 from evotrainer.sweep_index import read_index
 
 pytestmark = pytest.mark.slow
 
 ARMS = ["coevolve", "frozen_harness", "random_harness"]
-
-
-@pytest.fixture(scope="module")
-def smoke_study(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    sweep = tmp_path_factory.mktemp("study") / "s"
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    env.pop("HYDRA_FULL_ERROR", None)
-    proc = subprocess.run(
-        ["timeout", "900", sys.executable, "-m", "evotrainer", "-m", "+study=ablation_smoke",
-         f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
-         "task.difficulty.length=100", "inner.llm_mutation_share=0", f"hydra.sweep.dir={sweep}"],
-        cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=960)
-    return sweep, proc
 
 
 def test_the_smoke_study_runs_every_arm_and_seed_to_the_same_budget(smoke_study) -> None:
