@@ -190,6 +190,8 @@ def test_the_study_configs_compose_with_one_budget_and_a_sweep_over_arms_and_see
     assert cfg.outer.budget.rollouts and cfg.outer.budget.seconds is None and cfg.mode == "evolve"
     assert cfg.outer.patience >= 100 and cfg.outer.generations >= 100  # the rollout budget alone stops an arm
     assert cfg.task.transfer_path and cfg.task.transfer_limit
+    if name == "ablation":  # 12 selection items: the race promotes at 0.6, not the main job's 0.95 (docs/outer_loop_budget.md)
+        assert cfg.outer.race.level == 0.6 and cfg.outer.race.sizes == []
 
 
 def test_the_study_callback_prints_the_table_after_the_last_job_of_a_failed_sweep(tmp_path: Path, monkeypatch) -> None:
