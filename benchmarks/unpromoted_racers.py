@@ -27,8 +27,8 @@ whether the racers that lost the race were better anyway, on items no selection 
     python -m benchmarks.unpromoted_racers archive/multirun/<sweep>/ --json     # the JSON document on stdout
 
 The sweep folder is only read. ``--out`` (default ``/tmp/evotrainer-unpromoted-racers``) receives
-``unpromoted_racers.json`` and ``unpromoted_racers_items.csv`` (every per-item score). Measured by hand on the
-first study (9 runs, 4 with a racer; 12 held-out items, 8 transfer windows): about 7 minutes on 2 CPU cores.
+``unpromoted_racers.json`` and ``unpromoted_racers_items.csv`` (every per-item score); its cost is in
+benchmarks/README.md.
 """
 
 from __future__ import annotations
