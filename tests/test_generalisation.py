@@ -170,6 +170,17 @@ def test_pool_items_by_id_union_position_fallback_and_empty() -> None:
         pool([a], seed=0, split="train")
 
 
+def test_pool_keep_restricts_to_matching_items_and_drops_unnamed_runs() -> None:
+    a = _run(0, [0.1, -0.2, 0.3], ["elitr-a", "mm-1", "elitr-b"])
+    b = _run(1, [0.5, 0.0, 0.1], ["elitr-a", "mm-1", "elitr-b"])
+    unnamed = _run(2, [0.9, 0.9, 0.9])  # items keyed by position cannot match a pattern
+    p = pool([a, b, unnamed], seed=0, keep=lambda i: i.startswith("elitr-"))
+    assert (p.runs, p.n, p.pairs, p.by_item) == (2, 2, 4, True)
+    assert p.mean == pytest.approx(((0.1 + 0.5) / 2 + (0.3 + 0.1) / 2) / 2)
+    assert pool([a, b], seed=0) != p  # without keep every item counts
+    assert pool([a, b], seed=0, keep=lambda i: i.startswith("qmsum-")) is None
+
+
 def test_pool_says_no_gain_when_the_pooled_selection_gain_is_not_positive() -> None:
     g = compare("s", "b", (SEL_GAIN, SEL_BASE), (HELD_BASE, _shift(HELD_BASE, [0.05] * 8)), seed=0)
     p = pool([g], seed=0)

@@ -57,6 +57,22 @@ def test_archive_sweep_prints_the_same_table_and_its_json_shows_equal_budgets(sm
     assert 'id="study-plot"' in html.read_text()
 
 
+def test_archive_sweep_items_pools_the_matching_items_alone(smoke_study, capsys) -> None:
+    sweep, proc = smoke_study
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    capsys.readouterr()
+    assert archive_main(["sweep", str(sweep), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pooled_items"] is None
+    held = doc["pooled"]["heldout"]
+    assert archive_main(["sweep", str(sweep), "--json", "--items", "*"]) == 0
+    every = json.loads(capsys.readouterr().out)["pooled_items"]
+    assert every["pattern"] == "*" and every["heldout"]["mean"] == pytest.approx(held["mean"])
+    assert every["heldout"]["n"] == held["n"]
+    assert archive_main(["sweep", str(sweep), "--items", "no-such-item-*"]) == 0
+    assert "no run recorded items matching 'no-such-item-*'" in capsys.readouterr().out
+
+
 def test_archive_sensitivity_pools_the_study_candidates_per_knob(smoke_study, capsys) -> None:
     sweep, proc = smoke_study
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -37,6 +37,10 @@ def sweep(
     level: Annotated[float, typer.Option(min=0.5, max=0.999, help="coverage of the pooled interval")] = 0.95,
     html: Annotated[Path | None, typer.Option(
         "--html", help="also write the ablation study's table and figure to this HTML file")] = None,
+    items: Annotated[str | None, typer.Option(
+        "--items", help="also pool the held-out and selection differences on the items whose task id matches this "
+                        "shell pattern alone, e.g. 'elitr-*' for the long real meetings of +experiment="
+                        "meeting_minutes_long")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Several seeds or settings: each job side by side, each run's final best vs best seed, and the
@@ -69,7 +73,7 @@ def sweep(
         except ArchiveError:
             if not in_a_sweep(path) and not any(r.source.startswith(str(path)) for r in study_runs):
                 raise  # (a sweep whose jobs all failed or still run has no archive, but its index lists them)
-    summary = views.sweep_summary(locations, seed=seed, level=level)
+    summary = views.sweep_summary(locations, seed=seed, level=level, items=items)
     summary["jobs"] = jobs
     summary["study"] = None if study is None else {**ablation.to_payload(study), "skipped": study_skipped}
     if as_json:
@@ -118,6 +122,16 @@ def sweep(
     p = summary["pooled"]["heldout"]
     if p is not None:
         console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
+    if (sub := summary["pooled_items"]) is not None:
+        where = f"items matching {sub['pattern']!r}"
+        if sub["heldout"] is None and sub["selection"] is None:
+            console.print(Text(terminal_safe(f"no run recorded {where}"), style="yellow"))
+        for split, label in (("selection", "selection"), ("heldout", "held-out")):
+            if (p := sub[split]) is not None:
+                console.print(Text(terminal_safe(f"pooled {label} difference on {where}, over {p['runs']} run(s), "
+                                                 f"{p['n']} items ({pct}): ")) + _diff_cell(p))
+        if (p := sub["heldout"]) is not None:
+            console.print(Text(terminal_safe(f"{where}: {p['verdict']}"), style=_HELD[p["held"]][1]))
     transfer_view.print_pooled(console, summary)
     if study is not None:
         study_view.print_study(console, study, study_skipped)

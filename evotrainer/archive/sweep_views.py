@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import asdict
+from fnmatch import fnmatchcase
 from typing import Any
 
 from evotrainer.archive.locate import ArchiveLocation
@@ -54,13 +55,16 @@ def _split_row(c: Any) -> dict[str, Any] | None:
             "low": c.diff.low, "high": c.diff.high, "wins": c.wins, "losses": c.losses, "ties": c.ties}
 
 
-def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level: float = 0.95,
+                  items: str | None = None) -> dict[str, Any]:
     """``sweep``: each run's final best vs best seed, and the held-out difference pooled over runs.
 
     Args:
         locations: archives found by :func:`~evotrainer.archive.locate.find_archives` (opened read-only).
         seed: seed of the pooled bootstrap.
         level: coverage of the pooled intervals, in (0, 1).
+        items: a shell-style pattern of task ids (:func:`fnmatch.fnmatchcase`, e.g. ``"elitr-*"``): the pooled
+            differences are also computed on the matching items alone, under ``pooled_items``. None: not computed.
 
     Returns:
         dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and heldout: n,
@@ -68,7 +72,9 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
         :func:`~evotrainer.stats.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
         generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
         each a :class:`~evotrainer.stats.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
-        runs' transfer reports, :func:`~evotrainer.stats.transfer_pool.pool_transfer` as a dict, or None) and level.
+        runs' transfer reports, :func:`~evotrainer.stats.transfer_pool.pool_transfer` as a dict, or None), level,
+        and pooled_items ({"pattern", "heldout", "selection"} as ``pooled`` on the matching items; None without
+        ``items``).
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -111,6 +117,13 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
             skipped.append({**base, "run_id": None, "reason": str(exc)})
     pooled = {split: (None if (p := pool(gens, seed=seed, split=split, level=level)) is None else asdict(p))
               for split in ("heldout", "selection")}
+    pooled_items = None
+    if items is not None:
+        def keep(item_id: str) -> bool:
+            return fnmatchcase(item_id, items)
+        pooled_items = {"pattern": items, **{
+            split: (None if (p := pool(gens, seed=seed, split=split, level=level, keep=keep)) is None else asdict(p))
+            for split in ("heldout", "selection")}}
     pt = pool_transfer(reports, seed=seed, level=level)
     return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
-            "pooled_transfer": None if pt is None else asdict(pt)}
+            "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items}

@@ -17,7 +17,7 @@ Pure: no model, no archive. The run stores :func:`to_payload` as its ``"generali
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -309,6 +309,7 @@ def pool(
     split: str = "heldout",
     level: float = 0.95,
     n_resamples: int = 2000,
+    keep: Callable[[str], bool] | None = None,
 ) -> PooledDifference | None:
     """The final-best-minus-best-seed difference pooled over runs (a sweep over seeds), with its interval.
 
@@ -334,9 +335,12 @@ def pool(
         split: "heldout" (default) or "selection".
         level: interval coverage in (0, 1).
         n_resamples: bootstrap resamples, >= 1.
+        keep: pool only the items whose task id it accepts (e.g. the long meetings of a mixed set); items a run
+            recorded without ids are then left out. The selection pool behind a held-out verdict uses it too.
+            None (default): every item.
 
     Returns:
-        The pooled difference, or None when no run holds items of ``split``.
+        The pooled difference, or None when no run holds items of ``split`` (that ``keep`` accepts).
 
     Raises:
         ValueError: ``split`` is not "heldout" or "selection".
@@ -349,18 +353,22 @@ def pool(
         c = getattr(g, split)
         if c is None or not c.baseline:
             continue
+        named = len(c.item_ids) == len(c.baseline)
+        if keep is not None and not (named and any(keep(i) for i in c.item_ids)):
+            continue
         used += 1
-        keys = c.item_ids if len(c.item_ids) == len(c.baseline) else tuple(f"#{i}" for i in range(len(c.baseline)))
+        keys = c.item_ids if named else tuple(f"#{i}" for i in range(len(c.baseline)))
         by_item &= bool(c.item_ids)
         for key, a, b in zip(keys, c.baseline, c.best, strict=True):
-            by_key.setdefault(key, []).append(b - a)
-            pairs += 1
+            if keep is None or keep(key):
+                by_key.setdefault(key, []).append(b - a)
+                pairs += 1
     if not used:
         return None
     item_means = [float(np.mean(v)) for v in by_key.values()]  # (n_items,)
     d = paired_difference([0.0] * len(item_means), item_means, rng=rng_for(seed, "pool", split),
                           n_resamples=n_resamples, level=level)
-    sel = pool(runs, seed=seed, split="selection", level=level, n_resamples=n_resamples) \
+    sel = pool(runs, seed=seed, split="selection", level=level, n_resamples=n_resamples, keep=keep) \
         if split == "heldout" else None
     if split == "heldout":
         held, verdict = _verdict(sel, d, where=f"held-out items over {used} run(s)")
