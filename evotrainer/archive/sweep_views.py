@@ -6,7 +6,7 @@ archives and returns plain dicts, so tables, ``--json`` and the study page read 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from fnmatch import fnmatchcase
 from typing import Any
@@ -115,15 +115,13 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                                  "transfer": cell})
         except EvoTrainerError as exc:
             skipped.append({**base, "run_id": None, "reason": str(exc)})
-    pooled = {split: (None if (p := pool(gens, seed=seed, split=split, level=level)) is None else asdict(p))
-              for split in ("heldout", "selection")}
-    pooled_items = None
-    if items is not None:
-        def keep(item_id: str) -> bool:
-            return fnmatchcase(item_id, items)
-        pooled_items = {"pattern": items, **{
-            split: (None if (p := pool(gens, seed=seed, split=split, level=level, keep=keep)) is None else asdict(p))
-            for split in ("heldout", "selection")}}
+    def pooled_splits(keep: Callable[[str], bool] | None = None) -> dict[str, Any]:
+        return {split: (None if (p := pool(gens, seed=seed, split=split, level=level, keep=keep)) is None
+                        else asdict(p)) for split in ("heldout", "selection")}
+
+    pooled = pooled_splits()
+    pooled_items = None if items is None else {
+        "pattern": items, **pooled_splits(lambda item_id: fnmatchcase(item_id, items))}
     pt = pool_transfer(reports, seed=seed, level=level)
     return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
             "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items}

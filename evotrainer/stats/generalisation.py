@@ -354,15 +354,16 @@ def pool(
         if c is None or not c.baseline:
             continue
         named = len(c.item_ids) == len(c.baseline)
-        if keep is not None and not (named and any(keep(i) for i in c.item_ids)):
+        keys = c.item_ids if named else tuple(f"#{i}" for i in range(len(c.baseline)))
+        kept = [(key, b - a) for key, a, b in zip(keys, c.baseline, c.best, strict=True)
+                if keep is None or (named and keep(key))]
+        if not kept:
             continue
         used += 1
-        keys = c.item_ids if named else tuple(f"#{i}" for i in range(len(c.baseline)))
-        by_item &= bool(c.item_ids)
-        for key, a, b in zip(keys, c.baseline, c.best, strict=True):
-            if keep is None or keep(key):
-                by_key.setdefault(key, []).append(b - a)
-                pairs += 1
+        by_item &= named
+        for key, diff in kept:
+            by_key.setdefault(key, []).append(diff)
+        pairs += len(kept)
     if not used:
         return None
     item_means = [float(np.mean(v)) for v in by_key.values()]  # (n_items,)
