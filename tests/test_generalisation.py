@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from evotrainer.archive.transfer_view import diff_cell
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy
 from evotrainer.stats.bootstrap import paired_difference, rng_for
@@ -94,6 +95,18 @@ def test_verdict_no_gain_on_selection() -> None:
 def test_format_diff() -> None:
     d = SimpleNamespace(mean=-0.0135, low=-0.0377, high=0.0119)
     assert format_diff(d) == "-0.0135 [-0.038, +0.012]"
+
+
+def test_one_item_gives_no_interval_and_no_verdict() -> None:
+    g = compare("s", "b", (SEL_BASE, SEL_GAIN), ([0.2], [0.25]), seed=0)
+    assert g.heldout is not None and g.heldout.diff.low == g.heldout.diff.high  # the bootstrap of one item
+    assert g.held is None and g.verdict == "undecided: one held-out item, held-out difference +0.0500 (one item: no interval)"
+    a = _run(0, [0.1, -0.2], ["elitr-a", "mm-1"])
+    p = pool([a], seed=0, keep=lambda i: i.startswith("elitr-"))
+    assert p.n == 1 and p.held is None and "(one item: no interval)" in p.verdict
+    assert format_diff(SimpleNamespace(mean=0.048, low=0.048, high=0.048, n=1)) == "+0.0480 (one item: no interval)"
+    assert diff_cell({"mean": 0.048, "low": 0.048, "high": 0.048, "n": 1}).plain == "+0.0480 (one item: no interval)"
+    assert diff_cell({"mean": 0.048, "low": 0.01, "high": 0.09, "n": 2}).plain == "+0.0480 [+0.010, +0.090]"
 
 
 def test_payload_round_trip_is_json_safe_and_keeps_item_values() -> None:

@@ -54,9 +54,12 @@ def render_table(r: TransferReport, caption: str | None = None) -> Table:
 
 
 def diff_cell(d: Mapping[str, Any] | None) -> Text:
-    """``+0.0136 [-0.001, +0.028]`` from a dict with mean/low/high (green above 0, red below), "–" for None."""
+    """``+0.0136 [-0.001, +0.028]`` from a dict with mean/low/high (green above 0, red below), "–" for None;
+    a dict with ``n == 1`` shows its mean and "(one item: no interval)", unstyled."""
     if d is None:
         return Text("–")
+    if d.get("n") == 1:  # one item: its bootstrap bounds equal its mean, which is no interval
+        return Text(f"{d['mean']:+.4f} (one item: no interval)")
     text = f"{d['mean']:+.4f} [{d['low']:+.3f}, {d['high']:+.3f}]"
     return Text(text, style="green" if d["low"] > 0 else "red" if d["high"] < 0 else "")
 

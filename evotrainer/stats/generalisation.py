@@ -160,7 +160,13 @@ def _split(name: str, pair: Pair, ids: Sequence[str] | None, *, seed: int, label
 
 
 def format_diff(d: Any, digits: int = 4) -> str:
-    """``"+0.0136 [-0.001, +0.028]"``: a difference's mean and interval (anything with mean/low/high)."""
+    """``"+0.0136 [-0.001, +0.028]"``: a difference's mean and interval (anything with mean/low/high).
+
+    A difference over one item (``d.n == 1``, where ``d`` has ``n``) has no interval, whatever its bootstrap bounds
+    say: ``"+0.0480 (one item: no interval)"``.
+    """
+    if getattr(d, "n", 2) == 1:
+        return f"{d.mean:+.{digits}f} (one item: no interval)"
     return f"{d.mean:+.{digits}f} [{d.low:+.{digits - 1}f}, {d.high:+.{digits - 1}f}]"
 
 
@@ -173,6 +179,8 @@ def _verdict(selection: Any | None, heldout: Any | None, *, same: bool = False,
         return False, f"no gain on selection ({format_diff(selection)}): there was no gain to hold"
     if heldout is None or heldout.n == 0:
         return None, "not measured: no held-out items"
+    if heldout.n == 1:  # the bootstrap of one item has low == high == mean: not evidence of anything
+        return None, f"undecided: one held-out item, held-out difference {format_diff(heldout)}"
     if heldout.low > 0:
         return True, f"the gain held on {where}: held-out difference {format_diff(heldout)}"
     if heldout.mean <= 0:
@@ -198,7 +206,7 @@ def compare(
     seed) -> ``held=False`` "no gain on selection ...: there was no gain to hold"; held-out interval
     low end > 0 -> ``held=True`` "the gain held on held-out items: ..."; held-out mean <= 0 ->
     ``held=False`` "the gain did not hold: ..."; otherwise ``held=None`` "undecided: ... positive but
-    its interval touches 0". No held-out items -> ``held=None``. The selection difference is biased
+    its interval touches 0". No held-out items, or only one (no interval) -> ``held=None``. The selection difference is biased
     upward (the final best was chosen on those items); only the held-out one is honest.
 
     Args:
