@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from evotrainer.archive.sweep_views import pooled_by_source, source_of
 from evotrainer.archive.transfer_view import diff_cell
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy
@@ -192,6 +193,18 @@ def test_pool_keep_restricts_to_matching_items_and_drops_unnamed_runs() -> None:
     assert p.mean == pytest.approx(((0.1 + 0.5) / 2 + (0.3 + 0.1) / 2) / 2)
     assert pool([a, b], seed=0) != p  # without keep every item counts
     assert pool([a, b], seed=0, keep=lambda i: i.startswith("qmsum-")) is None
+
+
+def test_pooled_by_source_splits_a_mixed_set_by_id_prefix() -> None:
+    ids = ["elitr-a", "mv-1", "elitr-b", "mv-2"]
+    runs = [_run(0, [-0.02, 0.05, -0.01, 0.04], ids), _run(1, [-0.04, 0.03, 0.01, 0.06], ids)]
+    by = pooled_by_source(runs, seed=0)
+    assert list(by) == ["elitr", "mv"]
+    assert by["elitr"]["heldout"]["n"] == 2 and by["elitr"]["heldout"]["mean"] == pytest.approx(-0.015)
+    assert by["mv"]["heldout"]["mean"] == pytest.approx(0.045) and by["mv"]["selection"] is None  # no selection ids
+    assert pooled_by_source([_run(0, [0.1, 0.2], ["mv-1", "mv-2"])], seed=0) == {}  # one source: nothing to split
+    assert pooled_by_source([_run(0, [0.1, 0.2])], seed=0) == {}  # no ids
+    assert (source_of("elitr-meeting_en_test_004"), source_of("plain")) == ("elitr", "plain")
 
 
 def test_pool_says_no_gain_when_the_pooled_selection_gain_is_not_positive() -> None:

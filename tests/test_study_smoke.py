@@ -64,6 +64,7 @@ def test_archive_sweep_items_pools_the_matching_items_alone(smoke_study, capsys)
     assert archive_main(["sweep", str(sweep), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["pooled_items"] is None
+    assert all(set(v) == {"heldout", "selection"} for v in doc["pooled_by_source"].values())
     held = doc["pooled"]["heldout"]
     assert archive_main(["sweep", str(sweep), "--json", "--items", "*"]) == 0
     every = json.loads(capsys.readouterr().out)["pooled_items"]

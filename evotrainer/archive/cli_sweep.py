@@ -49,7 +49,8 @@ def sweep(
     A sweep folder with a ``sweep_index.json`` first gets one row per job (overrides that differ, status
     or error, final and best-seed S_val, held-out difference). The pooled intervals are cluster bootstraps
     over items (runs of one sweep share the held-out and the transfer items); runs without a generalisation
-    event are listed as skipped, runs without a transfer event as transfer n/a.
+    event are listed as skipped, runs without a transfer event as transfer n/a. When the runs' items come from
+    more than one source (task-id prefix: ``mv-``, ``elitr-``, ...), a table pools the differences per source.
 
     An ablation study (runs of more than one ``outer.candidate_source`` arm, or peer arms' ``arm_result.json``
     files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.stats.ablation`): per arm,
@@ -132,6 +133,16 @@ def sweep(
                                                  f"{p['n']} items ({pct}): ")) + _diff_cell(p))
         if (p := sub["heldout"]) is not None:
             console.print(Text(terminal_safe(f"{where}: {p['verdict']}"), style=_HELD[p["held"]][1]))
+    if by_source := summary["pooled_by_source"]:
+        t = Table(title=f"pooled differences by item source (task id up to its first '-'; {pct} intervals): "
+                        "a gain pooled over a mixed set can hide a loss on one source", title_justify="left")
+        for col in ("source", "selection items", "selection diff", "held-out items", "held-out diff"):
+            t.add_column(col)
+        for src, splits in by_source.items():
+            sel, held = splits["selection"], splits["heldout"]
+            t.add_row(Text(terminal_safe(src)), "0" if sel is None else str(sel["n"]), _diff_cell(sel),
+                      "0" if held is None else str(held["n"]), _diff_cell(held))
+        console.print(t)
     transfer_view.print_pooled(console, summary)
     if study is not None:
         study_view.print_study(console, study, study_skipped)

@@ -19,7 +19,7 @@ from evotrainer.stats.generalisation import Generalisation, from_payload, pool, 
 from evotrainer.stats.transfer import TransferReport
 from evotrainer.stats.transfer_pool import pool_transfer, read_run
 
-__all__ = ["run_generalisation", "sweep_summary"]
+__all__ = ["pooled_by_source", "run_generalisation", "source_of", "sweep_summary"]
 
 
 def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
@@ -73,8 +73,10 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
         generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
         each a :class:`~evotrainer.stats.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
         runs' transfer reports, :func:`~evotrainer.stats.transfer_pool.pool_transfer` as a dict, or None), level,
-        and pooled_items ({"pattern", "heldout", "selection"} as ``pooled`` on the matching items; None without
-        ``items``).
+        pooled_items ({"pattern", "heldout", "selection"} as ``pooled`` on the matching items; None without
+        ``items``), and pooled_by_source ({source: {"heldout", "selection"}} as ``pooled`` on each source's items,
+        sources by :func:`source_of`; empty unless the runs' items come from two sources or more: a gain pooled
+        over a mixed set can hide a loss on one source).
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
@@ -115,13 +117,45 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                                  "transfer": cell})
         except EvoTrainerError as exc:
             skipped.append({**base, "run_id": None, "reason": str(exc)})
-    def pooled_splits(keep: Callable[[str], bool] | None = None) -> dict[str, Any]:
-        return {split: (None if (p := pool(gens, seed=seed, split=split, level=level, keep=keep)) is None
-                        else asdict(p)) for split in ("heldout", "selection")}
-
-    pooled = pooled_splits()
+    pooled = _pooled_splits(gens, seed=seed, level=level)
     pooled_items = None if items is None else {
-        "pattern": items, **pooled_splits(lambda item_id: fnmatchcase(item_id, items))}
+        "pattern": items, **_pooled_splits(gens, seed=seed, level=level,
+                                           keep=lambda item_id: fnmatchcase(item_id, items))}
     pt = pool_transfer(reports, seed=seed, level=level)
     return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
-            "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items}
+            "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items,
+            "pooled_by_source": pooled_by_source(gens, seed=seed, level=level)}
+
+
+def _pooled_splits(gens: list[Generalisation], *, seed: int, level: float,
+                   keep: Callable[[str], bool] | None = None) -> dict[str, Any]:
+    return {split: (None if (p := pool(gens, seed=seed, split=split, level=level, keep=keep)) is None
+                    else asdict(p)) for split in ("heldout", "selection")}
+
+
+def pooled_by_source(gens: list[Generalisation], *, seed: int = 0, level: float = 0.95) -> dict[str, Any]:
+    """The held-out and selection differences pooled over ``gens`` on each item source's items alone.
+
+    Args:
+        gens: the runs' comparisons (item ids recorded; items without ids are left out).
+        seed: seed of the pooled bootstraps.
+        level: coverage of the intervals, in (0, 1).
+
+    Returns:
+        {source: {"heldout": ..., "selection": ...}} (each a :class:`~evotrainer.stats.generalisation.PooledDifference`
+        as a dict, or None), sources by :func:`source_of` in sorted order; empty when the items come from fewer
+        than two sources (the plain pool says it all).
+    """
+    sources = sorted({source_of(i) for g in gens for c in (g.selection, g.heldout) if c is not None
+                      for i in c.item_ids})
+    if len(sources) < 2:
+        return {}
+    return {src: _pooled_splits(gens, seed=seed, level=level, keep=lambda item_id, src=src: source_of(item_id) == src)
+            for src in sources}
+
+
+def source_of(item_id: str) -> str:
+    """An item's source: its task id up to the first ``-`` (``"elitr-meeting_en_test_004"`` -> ``"elitr"``), or
+    the whole id when it has none. Validation files give their items a common id prefix, so a mixed
+    meta-validation set splits by file."""
+    return item_id.split("-", 1)[0]
