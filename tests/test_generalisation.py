@@ -10,17 +10,20 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.archive.sweep_views import pooled_by_source, source_of
+from evotrainer.archive.sweep_views import pooled_by_source
 from evotrainer.archive.transfer_view import diff_cell
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy
 from evotrainer.stats.bootstrap import paired_difference, rng_for
 from evotrainer.stats.generalisation import (
     Generalisation,
+    by_source,
     compare,
     format_diff,
     from_payload,
     pool,
+    render_table,
+    source_of,
     to_payload,
     with_item_ids,
 )
@@ -205,6 +208,19 @@ def test_pooled_by_source_splits_a_mixed_set_by_id_prefix() -> None:
     assert pooled_by_source([_run(0, [0.1, 0.2], ["mv-1", "mv-2"])], seed=0) == {}  # one source: nothing to split
     assert pooled_by_source([_run(0, [0.1, 0.2])], seed=0) == {}  # no ids
     assert (source_of("elitr-meeting_en_test_004"), source_of("plain")) == ("elitr", "plain")
+
+
+def test_by_source_splits_one_run_and_the_table_shows_each_source() -> None:
+    ids = ["elitr-a", "mv-1", "elitr-b", "mv-2", "mv-3"]
+    g = _run(0, [-0.02, 0.05, -0.01, 0.04, 0.06], ids)
+    parts = by_source(g.heldout)
+    assert [p.item_ids for p in parts] == [("elitr-a", "elitr-b"), ("mv-1", "mv-2", "mv-3")]
+    assert parts[0].diff.mean == pytest.approx(-0.015) and parts[0].losses == 2 and parts[1].wins == 3
+    assert by_source(_run(0, [0.1, 0.2], ["mv-1", "mv-2"]).heldout) == () and by_source(_run(0, [0.1]).heldout) == ()
+    console = Console(record=True, width=200)
+    console.print(render_table(g))
+    text = console.export_text()
+    assert "  held-out, elitr items" in text and "  held-out, mv items" in text and "-0.0150" in text
 
 
 def test_pool_says_no_gain_when_the_pooled_selection_gain_is_not_positive() -> None:

@@ -39,7 +39,7 @@ from evotrainer.archive.tree import graph_layout
 from evotrainer.archive.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import ArchiveError, EvoTrainerError
-from evotrainer.stats.generalisation import Generalisation, columns, split_cells
+from evotrainer.stats.generalisation import Generalisation, columns, table_rows
 from evotrainer.stats.transfer import TransferReport, read_report
 
 __all__ = ["PLOT_IDS", "build_report", "write_report"]
@@ -292,12 +292,11 @@ def _generalisation_html(g: Generalisation | None, problem: str | None = None) -
         note = problem or "No generalisation event: the run is still going, crashed, or was archived by older code."
         return f"<p class='note'>{_e(note)}</p>"
     rows = []
-    for c in (g.selection, g.heldout):
-        if c is not None:
-            cells = [_e(x) for x in split_cells(c)]
-            cls = "ok" if c.diff.low > 0 else "bad" if c.diff.high < 0 else ""
-            cells[4] = f"<span class='{cls}'>{cells[4]}</span>" if cls else cells[4]
-            rows.append(cells)
+    for plain, tone in table_rows(g):
+        cells = [_e(x) for x in plain]
+        cls = {"up": "ok", "down": "bad"}.get(tone, "")
+        cells[4] = f"<span class='{cls}'>{cells[4]}</span>" if cls else cells[4]
+        rows.append(cells)
     verdict_class = {True: "ok", False: "bad", None: "warn"}[g.held]
     return (f"<p class='note'>Final best {_e(g.best_id)} vs best seed {_e(g.baseline_id)} (the generation-0 "
             "best), item by item; difference = final best − best seed, paired bootstrap interval over items. "

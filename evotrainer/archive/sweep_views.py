@@ -15,11 +15,11 @@ from evotrainer.archive.locate import ArchiveLocation
 from evotrainer.archive.store import ArchiveStore, open_archive
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.events.kinds import SetupEvent
-from evotrainer.stats.generalisation import Generalisation, from_payload, pool, with_item_ids
+from evotrainer.stats.generalisation import Generalisation, from_payload, pool, source_of, with_item_ids
 from evotrainer.stats.transfer import TransferReport
 from evotrainer.stats.transfer_pool import pool_transfer, read_run
 
-__all__ = ["pooled_by_source", "run_generalisation", "source_of", "sweep_summary"]
+__all__ = ["pooled_by_source", "run_generalisation", "sweep_summary"]
 
 
 def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
@@ -153,9 +153,3 @@ def pooled_by_source(gens: list[Generalisation], *, seed: int = 0, level: float 
     return {src: _pooled_splits(gens, seed=seed, level=level, keep=lambda item_id, src=src: source_of(item_id) == src)
             for src in sources}
 
-
-def source_of(item_id: str) -> str:
-    """An item's source: its task id up to the first ``-`` (``"elitr-meeting_en_test_004"`` -> ``"elitr"``), or
-    the whole id when it has none. Validation files give their items a common id prefix, so a mixed
-    meta-validation set splits by file."""
-    return item_id.split("-", 1)[0]

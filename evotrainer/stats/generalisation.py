@@ -33,13 +33,16 @@ __all__ = [
     "SPLIT_LABELS",
     "PooledDifference",
     "SplitComparison",
+    "by_source",
     "columns",
     "compare",
     "format_diff",
     "from_payload",
     "pool",
     "render_table",
+    "source_of",
     "split_cells",
+    "table_rows",
     "to_payload",
     "with_item_ids",
 ]
@@ -157,6 +160,36 @@ def _split(name: str, pair: Pair, ids: Sequence[str] | None, *, seed: int, label
     wins, losses = int((d > _TIE).sum()), int((d < -_TIE).sum())
     return SplitComparison(name, len(a), float(np.mean(a)) if a else 0.0, float(np.mean(b)) if b else 0.0, diff,
                            wins, losses, len(a) - wins - losses, a, b, ids_t)
+
+
+def source_of(item_id: str) -> str:
+    """An item's source: its task id up to the first ``-`` (``"elitr-meeting_en_test_004"`` -> ``"elitr"``), or
+    the whole id when it has none. Validation files give their items a common id prefix, so a mixed
+    meta-validation set splits by file."""
+    return item_id.split("-", 1)[0]
+
+
+def by_source(c: SplitComparison, *, level: float = 0.95, n_resamples: int = 2000) -> tuple[SplitComparison, ...]:
+    """``c`` restricted to each item source's items (:func:`source_of`), sources in sorted order.
+
+    A gain on a mixed set can hide a loss on one of its sources (issue 29: the long real meetings of a mix that is
+    mostly short ones). Each part is a paired bootstrap of its own items with the generator
+    ``rng_for(0, "generalisation", "source", source, split)``.
+
+    Returns:
+        One :class:`SplitComparison` per source (same ``split`` name, its items in ``c``'s order); empty when ``c``
+        has no item ids or its items come from one source.
+    """
+    if not c.item_ids:
+        return ()
+    groups: dict[str, list[int]] = {}
+    for i, item_id in enumerate(c.item_ids):
+        groups.setdefault(source_of(item_id), []).append(i)
+    if len(groups) < 2:
+        return ()
+    return tuple(_split(c.split, ([c.baseline[i] for i in idx], [c.best[i] for i in idx]),
+                        [c.item_ids[i] for i in idx], seed=0, labels=("source", src), level=level,
+                        n_resamples=n_resamples) for src, idx in sorted(groups.items()))
 
 
 def format_diff(d: Any, digits: int = 4) -> str:
@@ -405,18 +438,34 @@ def columns(level: float = 0.95) -> tuple[str, ...]:
 
 
 def render_table(g: Generalisation) -> Table:
-    """A rich table of ``g``: one row per split measured; ids markup-escaped; the held-out
-    difference green when its interval is above 0, red when below."""
+    """A rich table of ``g``: one row per split measured, then, for a split whose items come from several
+    sources, one row per source (:func:`by_source`); ids markup-escaped; a difference green when its
+    interval is above 0, red when below."""
     table = Table(title=f"generalisation: final best {escape(g.best_id)} vs best seed {escape(g.baseline_id)} "
                         "(paired bootstrap over items; higher is better)", title_justify="left")
     for col in columns(g.level):
         table.add_column(escape(col), justify="left" if col == "split" else "right")
+    for cells, tone in table_rows(g):
+        cells = [escape(x) for x in cells]
+        if tone:
+            cells[4] = f"[{'green' if tone == 'up' else 'red'}]{cells[4]}[/]"
+        table.add_row(*cells)
+    return table
+
+
+def table_rows(g: Generalisation) -> list[tuple[list[str], str]]:
+    """The rows of :func:`render_table` and the HTML report, as plain text: (cells as :func:`split_cells`,
+    tone), one per split measured, each followed by its :func:`by_source` rows (labelled e.g. "  held-out,
+    elitr items"); tone is "up" when the difference's interval is above 0, "down" when below, "" otherwise
+    (always "" for one item)."""
+    out: list[tuple[list[str], str]] = []
     for c in (g.selection, g.heldout):
         if c is None:
             continue
-        cells = list(split_cells(c))
-        style = "green" if c.diff.low > 0 else "red" if c.diff.high < 0 else ""
-        if style:
-            cells[4] = f"[{style}]{cells[4]}[/]"
-        table.add_row(*cells)
-    return table
+        for part in (c, *by_source(c, level=g.level)):
+            cells = list(split_cells(part))
+            if part is not c:
+                cells[0] = f"  {cells[0]}, {source_of(part.item_ids[0])} items"
+            d = part.diff
+            out.append((cells, "" if d.n < 2 else "up" if d.low > 0 else "down" if d.high < 0 else ""))
+    return out
