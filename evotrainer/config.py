@@ -9,6 +9,7 @@ DictConfig. :func:`validate` fails early with a :class:`ConfigError` naming the 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from evotrainer.config_schema import (
     TaskConfig,
     TrackingConfig,
 )
+from evotrainer.backends.numerics import DTYPES, resolve_dtype
 from evotrainer.errors import ConfigError
 from evotrainer.model_schema import LoraSettings
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
@@ -115,7 +117,18 @@ def to_config(cfg: DictConfig | Config) -> Config:
             obj = OmegaConf.to_object(merged)
         out = obj  # type: ignore[assignment]
     validate(out)
-    return out
+    return resolve_roles(out)
+
+
+def resolve_roles(cfg: Config) -> Config:
+    """The model roles as they will run, set on ``cfg`` in place and returned: ``dtype=auto`` replaced by the
+    dtype the hardware computes natively (:func:`~evotrainer.backends.numerics.resolve_dtype`), and the
+    mutator following the policy model where the user left its keys at their defaults
+    (:meth:`~evotrainer.model_schema.ModelConfig.following`). Idempotent."""
+    cfg.model = replace(cfg.model, dtype=resolve_dtype(cfg.model.dtype, cfg.model.device))
+    mutator = cfg.mutator.following(cfg.model)
+    cfg.mutator = replace(mutator, dtype=resolve_dtype(mutator.dtype, mutator.device))
+    return cfg
 
 
 def _check(cond: bool, key: str, expected: str, got: Any) -> None:
@@ -134,8 +147,7 @@ def validate(cfg: Config) -> None:
         _check(m.batch_size >= 1, f"{role}.batch_size", ">= 1", m.batch_size)
         _check(m.max_context is None or m.max_context >= 256, f"{role}.max_context", ">= 256 or null",
                m.max_context)
-        _check(m.dtype in ("float32", "bfloat16", "float16"), f"{role}.dtype",
-               "float32, bfloat16 or float16", m.dtype)
+        _check(m.dtype in DTYPES, f"{role}.dtype", "auto, float32, bfloat16 or float16", m.dtype)
         _validate_openai(role, m)
     d = cfg.decoding
     _check(d.max_new_tokens >= 1, "decoding.max_new_tokens", ">= 1", d.max_new_tokens)

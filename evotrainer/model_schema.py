@@ -11,7 +11,7 @@ and the trainers read it without importing the rest of the config.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from evotrainer.errors import ConfigError
@@ -50,11 +50,15 @@ class OpenAIConfig:
 class ModelConfig:
     """Which model plays a role (policy or mutator) and how it runs."""
 
-    path: str | None = None  # HF folder or hub id; None = the embedded SmolLM2-135M-Instruct GGUF
+    # an embedded model's name (qwen2.5-coder-1.5b, the default; smollm2-135m, the tiny model), a GGUF file, an HF
+    # folder or a cached hub id; None = the default (for the mutator: the policy model, see `following`)
+    path: str | None = None
     gguf_file: str | None = None  # GGUF file name inside `path`, when `path` holds GGUFs
     # "hf" (transformers, CPU or GPU), "vllm" (GPU extra) or "openai" (a server: the `openai` keys below)
     backend: str = "hf"
-    dtype: str = "float32"  # fp32 on the CPU path
+    # auto = bfloat16 where the hardware computes it natively (a CPU with AMX or AVX512-BF16; most GPUs), else
+    # float32 on a CPU and float16 on a GPU (evotrainer/backends/numerics.py); or float32 | bfloat16 | float16
+    dtype: str = "auto"
     batch_size: int = 32  # requests per forward batch (8 policies x 3 meetings fit one batch)
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
     # torch CPU threads (an override); None = auto: the cores other processes leave free (1-minute load
@@ -70,6 +74,24 @@ class ModelConfig:
     # cap on rows x (prompt + new tokens) per forward batch, bounds the KV cache's memory; null = rows only
     max_batch_tokens: int | None = 32768
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)  # backend=openai only
+
+    def following(self, policy: ModelConfig) -> ModelConfig:
+        """This role's settings (the mutator's) with every key left at its schema default taken from ``policy``.
+
+        A role follows the policy model unless the user sets it: with ``path`` and ``backend`` at their defaults
+        the role runs the policy model itself (same file, server, dtype, threads: one load serves both); a role
+        given its own ``path`` or ``backend`` keeps its model (``path``, ``gguf_file``, ``backend``, ``openai``)
+        and takes only the run settings it leaves at their defaults. Idempotent.
+        """
+        default = ModelConfig()
+        own_model = any(getattr(self, k) != getattr(default, k) for k in ("path", "backend"))
+        taken = {}
+        for f in fields(self):
+            if own_model and f.name in ("path", "gguf_file", "backend", "openai"):
+                continue
+            if getattr(self, f.name) == getattr(default, f.name):
+                taken[f.name] = getattr(policy, f.name)
+        return replace(self, **taken)
 
 
 @dataclass

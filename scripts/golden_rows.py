@@ -62,7 +62,7 @@ RUN_OVERRIDES: tuple[str, ...] = (
     "+experiment=smoke", "seed=0", "decoding.max_new_tokens=12", "task.validation_limit=4",
     "archive.live_report=false",
 )
-"""Hydra overrides of the golden run. :func:`run_smoke` adds ``path``, ``max_context=1024`` and ``threads=1`` for
+"""Hydra overrides of the golden run. :func:`run_smoke` adds ``path``, ``max_context=1024``, ``threads=1`` and ``dtype=float32`` for
 both ``model`` and ``mutator`` (equal configs: the mutator reuses the tiny policy model)."""
 
 COLUMN_RENAMES: Mapping[str, Mapping[str, str]] = {
@@ -138,7 +138,7 @@ def run_smoke(tree: Path, model_dir: Path, run_dir: Path, *, mode: str = "evolve
     """
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(tree), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     models = [f"{role}.{key}" for role in ("model", "mutator")
-              for key in (f"path={model_dir}", "max_context=1024", "threads=1")]
+              for key in (f"path={model_dir}", "max_context=1024", "threads=1", "dtype=float32")]
     cmd = [sys.executable, "-c", _BOOT, *RUN_OVERRIDES, f"mode={mode}", *models, f"hydra.run.dir={run_dir}"]
     proc = subprocess.run(cmd, cwd=tree, env=env, capture_output=True, text=True, timeout=timeout)
     archive = run_dir / "archive.db"

@@ -29,7 +29,7 @@ def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     from evotrainer.backends.embedded import embedded_gguf
 
-    gguf = embedded_gguf()
+    gguf = embedded_gguf("smollm2-135m")
     folder = tmp_path_factory.mktemp("tiny_llama")
     tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     tokenizer.save_pretrained(folder)

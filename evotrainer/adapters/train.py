@@ -186,7 +186,7 @@ def train_lora(
     adapters are unloaded first; the model is wrapped by PEFT, trained in ``train()`` mode, saved with
     ``save_pretrained``, unwrapped (``unload()``) and put back in ``eval()`` mode, so the base weights, their
     ``requires_grad`` flags and the backend's outputs are exactly as before. Training runs in the model's
-    dtype, which must be float32 on the CPU; the adapter weights are float32.
+    dtype (float32 or bfloat16 on the CPU; PEFT keeps the adapter weights in float32 either way).
 
     Args:
         backend: the policy model's backend; its model is trained through a wrapper, never changed.
@@ -205,7 +205,7 @@ def train_lora(
 
     Raises:
         DataError: no encodable pool example. ConfigError: a setting out of range (``lora.<field>``), a
-        non-float32 model on the CPU, or target modules that match nothing. ModelError: an unloadable parent, no trainable parameters, or a
+        float16 model on the CPU, or target modules that match nothing. ModelError: an unloadable parent, no trainable parameters, or a
         non-finite loss.
     """
     cfg.check("lora")
@@ -224,8 +224,8 @@ def train_lora(
     backend.unload_adapters()
     model = backend.model
     dtype = next(model.parameters()).dtype
-    if model.device.type == "cpu" and dtype != torch.float32:
-        raise ConfigError(f"model.dtype must be float32 for LoRA training on the CPU, got {dtype}")
+    if model.device.type == "cpu" and dtype == torch.float16:
+        raise ConfigError("model.dtype=float16 cannot train LoRA on the CPU; use float32 or bfloat16 (auto)")
     grad_flags = {name: p.requires_grad for name, p in model.named_parameters()}
     devices = [model.device.index or 0] if model.device.type == "cuda" else []
     with torch.random.fork_rng(devices=devices):

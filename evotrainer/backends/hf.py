@@ -1,4 +1,4 @@
-"""The transformers backend: batched chat completion on CPU or GPU, embedded SmolLM2 GGUF by default.
+"""The transformers backend: batched chat completion on CPU or GPU, the embedded Qwen2.5-Coder-1.5B GGUF by default.
 
 Design choices (each one a correctness requirement, not a speed-up only):
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -45,6 +45,7 @@ from evotrainer.backends.hf_loading import (  # noqa: F401  (_resolve_source: re
     load_model,
 )
 from evotrainer.backends.logits import build_processors
+from evotrainer.backends.numerics import resolve_dtype
 from evotrainer.backends.prefix import PrefixStore, plan_prefixes
 from evotrainer.backends.prompt_fit import ensure_system_turn, fit_messages
 from evotrainer.errors import ConfigError, ModelError
@@ -82,12 +83,13 @@ class HFBackend(AdapterSlots):
 
     Args:
         cfg: the model role's settings, the ``model.*`` keys as they are (:class:`~evotrainer.model_schema.ModelConfig`;
-            ``backend`` and ``openai`` are not read; ``threads`` None leaves torch's thread count as it is). None =
-            the schema's defaults (the embedded SmolLM2-135M-Instruct GGUF). The model loads once, here.
+            ``backend`` and ``openai`` are not read; ``threads`` None leaves torch's thread count as it is;
+            ``dtype=auto`` is resolved here). None = the schema's defaults (the embedded Qwen2.5-Coder-1.5B-Instruct
+            GGUF). The model loads once, here.
         progress: show a progress bar over batches.
 
     Attributes:
-        name: "hf:<model file or path>".
+        name: "hf:<model file or path> (<dtype>)", e.g. ``hf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (bfloat16)``.
         model: the ``PreTrainedModel`` in eval mode (shared with trainers that need it).
         tokenizer: its tokenizer, with a pad token distinct from end-of-turn.
         context_length: context window in tokens (prompt + generated).
@@ -101,6 +103,7 @@ class HFBackend(AdapterSlots):
 
     def __init__(self, cfg: ModelConfig | None = None, *, progress: bool = False) -> None:
         cfg = cfg or ModelConfig()
+        cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, cfg.device))  # auto: bf16 where the hardware has it
         if cfg.dtype not in _DTYPES:
             raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
         if cfg.batch_size < 1:
@@ -121,7 +124,7 @@ class HFBackend(AdapterSlots):
             torch.set_num_threads(cfg.threads)
         self.cfg, self.progress = cfg, progress
         source, gguf_file = _resolve_source(cfg)
-        self.name = f"hf:{gguf_file or source}"
+        self.name = f"hf:{gguf_file or source} ({cfg.dtype})"
         start = time.perf_counter()
         self.tokenizer, self.model = load_model(source, gguf_file, _DTYPES[cfg.dtype])
         try:

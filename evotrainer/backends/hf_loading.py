@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from evotrainer.backends.converted import converted_dir, load_converted, save_converted
-from evotrainer.backends.embedded import embedded_gguf
+from evotrainer.backends.embedded import DEFAULT_MODEL, EMBEDDED_MODELS, embedded_gguf
 from evotrainer.errors import ModelError
 from evotrainer.model_schema import ModelConfig
 
@@ -68,9 +68,9 @@ def _quiet_loading() -> Iterator[None]:
 
 def _resolve_source(cfg: ModelConfig) -> tuple[str, str | None]:
     """``(folder or hub id, gguf file name or None)`` for ``from_pretrained``; ModelError if absent."""
-    if cfg.path is None:
-        gguf = embedded_gguf()
-        return str(gguf.parent), cfg.gguf_file or gguf.name
+    if cfg.path is None or cfg.path in EMBEDDED_MODELS:
+        gguf = embedded_gguf(cfg.path or DEFAULT_MODEL)
+        return str(gguf.parent), gguf.name
     local = Path(cfg.path).expanduser()
     if local.is_file() and local.suffix == ".gguf":
         return str(local.parent), local.name

@@ -256,7 +256,7 @@ def run_evaluate(
     n_gen = len(refs) * len(items)
     tokens = sum(r.generated_tokens for r in evaluations)
     console.print(
-        f"model load {load_s:.1f} s; generation+scoring {wall:.1f} s for {n_gen} outputs: "
+        f"model {getattr(llm, 'name', cfg.model.path)}: load {load_s:.1f} s; generation+scoring {wall:.1f} s for {n_gen} outputs: "
         f"{wall / max(n_gen, 1):.2f} s per output, {tokens / max(wall, 1e-9):.1f} generated tokens/s"
     )
     best = max(results, key=lambda r: r.mean)
@@ -268,7 +268,7 @@ def run_evaluate(
     folder = _run_dir(run_dir)
     if folder is not None:
         header = {"dataset": str(path), "format": shape, "seed": cfg.seed, "bootstrap": e.bootstrap,
-                  "level": e.level, "model": cfg.model.path or "embedded SmolLM2-135M-Instruct",
+                  "level": e.level, "model": getattr(llm, "name", cfg.model.path),
                   "max_new_tokens": cfg.decoding.max_new_tokens,
                   "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
                   # task.options.long: how inputs longer than the context were read (families that have it)

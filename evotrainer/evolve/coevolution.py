@@ -70,7 +70,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +82,7 @@ from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.threads import COMPUTE_PHASE, threads_in_use
 from evotrainer.backends.usage import RunUsage, describe_backend
-from evotrainer.config import Config, OuterConfig
+from evotrainer.config import Config, OuterConfig, resolve_roles
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events.kinds import (
     GeneralisationEvent,
@@ -381,6 +381,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     t_run = time.perf_counter()
     console = stdout_console()
     timings: dict[str, float] = {}
+    cfg = resolve_roles(replace(cfg))  # a Config built in code gets the roles to_config gives the command line
     config_dict = run_config(config_dict if config_dict is not None else asdict(cfg))
     files = RunFiles.open(cfg, run_dir, resume)
     stack.callback(files.close)

@@ -132,7 +132,7 @@ def lora_workshop(
 
     Raises:
         ConfigError: ``backend`` is not a transformers backend (vLLM serves adapters but cannot train
-            them), its model is not float32 on the CPU, or ``inner.adapter_lora`` is out of range.
+            them), its model is float16 on the CPU, or ``inner.adapter_lora`` is out of range.
     """
     from evotrainer.adapters import cx_adapters, mut_adapter_noise, train_lora
     from evotrainer.backends.hf import HFBackend
@@ -142,9 +142,9 @@ def lora_workshop(
                           f"(model.backend=hf), got {type(backend).__name__}")
     model = backend.model
     dtype = next(model.parameters()).dtype
-    if model.device.type == "cpu" and str(dtype) != "torch.float32":
-        raise ConfigError(f"inner.adapter_mutation_share > 0 trains LoRA adapters, which needs model.dtype=float32 "
-                          f"on the CPU, got {dtype}")
+    if model.device.type == "cpu" and str(dtype) == "torch.float16":
+        raise ConfigError("inner.adapter_mutation_share > 0 trains LoRA adapters, which model.dtype=float16 cannot "
+                          "do on the CPU; use float32 or bfloat16 (auto)")
     train_cfg = cfg.inner.adapter_lora.check("inner.adapter_lora")
     folder = Path(root).expanduser().resolve()
     folder.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,7 @@ QUESTION = {"role": "user", "content": "What is the capital of France?"}
 
 @pytest.fixture(scope="module")
 def real() -> HFBackend:
-    return HFBackend(ModelConfig(batch_size=8))
+    return HFBackend(ModelConfig(path="smollm2-135m", dtype="float32", batch_size=8))
 
 
 def test_two_step_training_changes_outputs_and_never_the_base(real: HFBackend, tmp_path: Path) -> None:

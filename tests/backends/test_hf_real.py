@@ -1,4 +1,4 @@
-"""HFBackend on the embedded SmolLM2-135M-Instruct GGUF (one model load for the module)."""
+"""HFBackend on the tiny embedded model, SmolLM2-135M-Instruct GGUF, in float32 (one model load for the module)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.real_model
 
 @pytest.fixture(scope="module")
 def real() -> HFBackend:
-    return HFBackend(ModelConfig(batch_size=8, max_context=None))  # the model's own window
+    return HFBackend(ModelConfig(path="smollm2-135m", dtype="float32", batch_size=8, max_context=None))  # the model's own window
 
 
 def _req(text: str, system: str = "", **params: float) -> GenerationRequest:
@@ -24,7 +24,7 @@ def _req(text: str, system: str = "", **params: float) -> GenerationRequest:
 
 def test_embedded_model_setup(real: HFBackend) -> None:
     tok = real.tokenizer
-    assert real.name == "hf:SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert real.name == "hf:SmolLM2-135M-Instruct.Q4_1.gguf (float32)"
     assert tok.convert_ids_to_tokens(real.pad_token_id) == "<|endoftext|>"  # not <|im_end|>
     assert tok.convert_ids_to_tokens(list(real.stop_token_ids)) == ["<|im_end|>"]
     assert real.context_length == 8192  # max_position_embeddings, not the tokenizer's 1e30

@@ -221,8 +221,10 @@ def test_source_resolution_for_gguf_files_and_folders(tmp_path: Path) -> None:
     from evotrainer.backends.embedded import embedded_gguf
     from evotrainer.backends.hf import _resolve_source
 
-    gguf = embedded_gguf()
-    assert _resolve_source(ModelConfig()) == (str(gguf.parent), gguf.name)
+    gguf = embedded_gguf("smollm2-135m")
+    assert _resolve_source(ModelConfig(path="smollm2-135m")) == (str(gguf.parent), gguf.name)
+    default = embedded_gguf()
+    assert _resolve_source(ModelConfig()) == (str(default.parent), default.name)
     assert _resolve_source(ModelConfig(path=str(gguf))) == (str(gguf.parent), gguf.name)
     assert _resolve_source(ModelConfig(path=str(gguf.parent))) == (str(gguf.parent), gguf.name)
     assert _resolve_source(ModelConfig(path="HuggingFaceTB/SmolLM2-135M-Instruct")) == (

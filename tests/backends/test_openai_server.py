@@ -38,7 +38,7 @@ STARTUP_S = 300  # a loaded 2-core machine takes a minute or more to import and 
 
 @pytest.fixture(scope="module")
 def in_process() -> HFBackend:
-    return HFBackend(ModelConfig(batch_size=8))
+    return HFBackend(ModelConfig(path="smollm2-135m", dtype="float32", batch_size=8))
 
 
 @pytest.fixture(scope="module")

@@ -113,7 +113,7 @@ def test_backend_continues_the_prefill(tiny: HFBackend) -> None:
 
 @pytest.mark.real_model
 def test_real_model_writes_minutes_after_a_prefill() -> None:
-    real = HFBackend(ModelConfig(batch_size=2))
+    real = HFBackend(ModelConfig(path="smollm2-135m", dtype="float32", batch_size=2))
     task = _task()
     child = _seed("secretary_markdown").child([*_seed("secretary_markdown").sections,
                                                 (PREFILL_SECTION, "## Action items\n-")], operator="t", generation=1)

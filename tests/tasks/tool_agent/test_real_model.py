@@ -25,7 +25,7 @@ pytestmark = pytest.mark.real_model
 
 
 def test_two_seed_policies_on_three_validation_tasks(tmp_path: Path) -> None:
-    llm = build_llm(ModelConfig())
+    llm = build_llm(ModelConfig(path="smollm2-135m", dtype="float32"))
     seeds = load_population(PACKAGE_DATA / "populations" / "tool_agent.yaml")[:2]
     tasks = [t for t in load_tasks(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl") if len(t.plan) <= 2][::7][:3]
     episodes = [Episode(p.id, render_system_prompt(p.sections), t) for p in seeds for t in tasks]

@@ -1,0 +1,50 @@
+"""Which model each role runs: the default, a role following the policy model, ``model.dtype=auto``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from evotrainer.backends import numerics
+from evotrainer.config import Config, resolve_roles, to_config
+from evotrainer.errors import ConfigError
+from evotrainer.model_schema import ModelConfig
+
+
+def test_mutator_follows_the_policy_model_unless_set() -> None:
+    cfg = Config()
+    cfg.model = ModelConfig(path="/models/x.gguf", dtype="float32", threads=1)
+    out = to_config(cfg)
+    assert out.mutator == out.model  # one load serves both roles
+    cfg = Config()
+    cfg.model = ModelConfig(path="/models/x.gguf", gguf_file="a.gguf", dtype="float32")
+    cfg.mutator = ModelConfig(path="smollm2-135m", batch_size=4)
+    out = to_config(cfg)
+    assert (out.mutator.path, out.mutator.gguf_file, out.mutator.batch_size) == ("smollm2-135m", None, 4)
+    assert out.mutator.dtype == "float32"  # a run setting left at its default follows
+    assert resolve_roles(out) == out  # idempotent
+
+
+def test_dtype_auto_follows_the_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    amx = tmp_path / "amx"
+    amx.write_text("processor\t: 0\nflags\t\t: fpu sse avx512f amx_bf16 amx_tile\n")
+    plain = tmp_path / "plain"
+    plain.write_text("processor\t: 0\nflags\t\t: fpu sse avx2\n")
+    assert numerics.cpu_bf16_flags(str(amx)) == ("amx_bf16",)
+    assert numerics.cpu_bf16_flags(str(plain)) == ()
+    assert numerics.cpu_bf16_flags(str(tmp_path / "none")) == ()
+    monkeypatch.setattr(numerics, "cpu_bf16_flags", lambda: ("amx_bf16",))
+    assert numerics.resolve_dtype("auto") == "bfloat16"
+    monkeypatch.setattr(numerics, "cpu_bf16_flags", lambda: ())
+    assert numerics.resolve_dtype("auto") == "float32"
+    assert numerics.resolve_dtype("float16") == "float16"
+
+
+def test_auto_is_resolved_before_the_run_records_its_config() -> None:
+    out = to_config(Config())
+    assert out.model.dtype in ("float32", "bfloat16") and out.mutator.dtype == out.model.dtype
+    bad = Config()
+    bad.model.dtype = "int3"
+    with pytest.raises(ConfigError, match="'model.dtype': expected auto, float32, bfloat16 or float16"):
+        to_config(bad)
