@@ -1,11 +1,17 @@
 """Figure 3: prefill and decode rates on the model, against this machine's limits measured in the same run.
 
-Limits: the fp32 GEMM rate of the model's own linear shapes (``torch.nn.functional.linear`` with the
-threads torch uses) for prefill, which is compute-bound; the copy bandwidth of a large tensor for decode,
-which reads every weight once per step. Counts (:func:`prefill_flops`, :func:`decode_bytes`) are the usual
-first-order ones (Kaplan et al. 2020, "Scaling Laws for Neural Language Models", table 1: 2 FLOPs per
-parameter per token plus attention); norms, activations, RoPE and softmax are left out, so the fractions
-are slightly optimistic about the work done and approximate.
+Limits (issue 39, item 3 "Speed against this machine's limits"), measured with the threads torch uses:
+
+- the GEMM peak: ``torch.mm`` of large square matrices (4096 x 4096 x 4096) in bfloat16 and in float32;
+  prefill, which is compute-bound, is compared with the peak of the model's own dtype;
+- the read bandwidth: ``sum`` over a large fp32 tensor (each byte read once, nothing written); a decode step
+  reads every weight once, so its limit is ``read bandwidth / weight bytes`` steps per second, whatever the
+  batch (the KV cache at these contexts is well under 1 % of the weights, and is left out of the limit).
+
+Counts (:func:`prefill_flops`, :func:`decode_bytes`) are the usual first-order ones (Kaplan et al. 2020,
+"Scaling Laws for Neural Language Models", table 1: 2 FLOPs per parameter per token plus attention); norms,
+activations, RoPE and softmax are left out, so the fractions are slightly optimistic about the work done and
+approximate. Every figure names its model, dtype and engine (``backend.name``, transformers' version).
 """
 
 from __future__ import annotations
@@ -18,7 +24,8 @@ from typing import Any
 from benchmarks.report import Figure, median
 from benchmarks.workloads import Bench
 
-__all__ = ["ModelFacts", "decode_bytes", "model_facts", "prefill_flops", "roofline_figure"]
+__all__ = ["ModelFacts", "decode_bytes", "gemm_peak", "model_facts", "prefill_flops", "read_bandwidth",
+           "roofline_figure"]
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,7 @@ class ModelFacts:
         embedding_params: parameters of the input embedding (a lookup, no FLOPs; it is also the LM head
             when ``tied``).
         layers, hidden, heads, kv_heads, head_dim, intermediate, vocab: the architecture.
-        dtype_bytes: bytes per element of the weights (4 for fp32).
+        dtype_bytes: bytes per element of the weights (4 for fp32, 2 for bf16).
         tied: the LM head shares the embedding matrix.
     """
 
@@ -94,20 +101,22 @@ def decode_bytes(f: ModelFacts, batch: int, context: float) -> float:
 
 @dataclass(frozen=True)
 class RooflineSizes:
-    """Prefill: ``prefill_rows`` x ``prefill_tokens``; decode: ``decode_rows`` rows of ``decode_prompt``
-    tokens, ``decode_steps`` steps; ``min_seconds`` per limit measurement."""
+    """Prefill: ``prefill_rows`` x ``prefill_tokens``; decode: each of ``decode_batches`` rows of
+    ``decode_prompt`` tokens, ``decode_steps`` steps; limits: ``gemm_n``-cubed matmuls, a ``read_mib`` MiB sum,
+    each timed for at least ``min_seconds``."""
 
     prefill_rows: int = 4
     prefill_tokens: int = 512
-    decode_rows: int = 8
+    decode_batches: tuple[int, ...] = (1, 8)
     decode_prompt: int = 32
     decode_steps: int = 32
     min_seconds: float = 0.3
-    copy_mib: int = 256
+    gemm_n: int = 4096
+    read_mib: int = 512
 
     @classmethod
     def for_bench(cls, bench: Bench) -> RooflineSizes:
-        return cls(2, 256, 4, 16, 8, 0.1, 64) if bench.quick else cls()
+        return cls(2, 256, (1, 8), 16, 8, 0.1, 2048, 128) if bench.quick else cls()
 
 
 def _rate(fn: Any, work: float, min_seconds: float) -> float:
@@ -122,34 +131,26 @@ def _rate(fn: Any, work: float, min_seconds: float) -> float:
             return work * n / elapsed
 
 
-def gemm_rate(f: ModelFacts, tokens: int, min_seconds: float) -> float:
-    """FLOP/s of one block's linear layers (q, k, v, o, gate, up, down) on ``tokens`` rows, fp32."""
+def gemm_peak(dtype: Any, n: int, min_seconds: float) -> float:
+    """FLOP/s of ``torch.mm`` on two ``(n, n)`` matrices of ``dtype`` (``2 n^3`` FLOPs a product), with the
+    threads torch uses: the machine's practical GEMM peak in that dtype."""
     import torch
-    import torch.nn.functional as F  # noqa: N812
 
-    kv = f.kv_heads * f.head_dim
-    shapes = [(f.hidden, f.heads * f.head_dim), (f.hidden, kv), (f.hidden, kv), (f.heads * f.head_dim, f.hidden),
-              (f.hidden, f.intermediate), (f.hidden, f.intermediate), (f.intermediate, f.hidden)]
     gen = torch.Generator().manual_seed(0)
-    total_flops, total_seconds = 0.0, 0.0
+    a = torch.randn(n, n, generator=gen).to(dtype)  # (n, n)
+    b = torch.randn(n, n, generator=gen).to(dtype)  # (n, n)
+    c = torch.empty(n, n, dtype=dtype)  # (n, n)
     with torch.inference_mode():
-        for d_in, d_out in shapes:
-            x = torch.randn(tokens, d_in, generator=gen)  # (T, in)
-            w = torch.randn(d_out, d_in, generator=gen)  # (out, in), as nn.Linear stores it
-            flops = 2.0 * tokens * d_in * d_out
-            rate = _rate(lambda x=x, w=w: F.linear(x, w), flops, min_seconds / len(shapes))
-            total_flops += flops
-            total_seconds += flops / rate
-    return total_flops / total_seconds
+        return _rate(lambda: torch.mm(a, b, out=c), 2.0 * n**3, min_seconds)
 
 
-def copy_bandwidth(mib: int, min_seconds: float) -> float:
-    """Bytes/s of ``dst.copy_(src)`` on ``mib`` MiB fp32 tensors, counting read + write (STREAM "copy")."""
+def read_bandwidth(mib: int, min_seconds: float) -> float:
+    """Bytes/s read by ``x.sum()`` over a ``mib`` MiB fp32 tensor (every byte read once, one scalar written)."""
     import torch
 
-    src = torch.ones(mib * 2**20 // 4)
-    dst = torch.empty_like(src)
-    return _rate(lambda: dst.copy_(src), 2.0 * src.numel() * 4, min_seconds)
+    x = torch.ones(mib * 2**20 // 4)
+    with torch.inference_mode():
+        return _rate(lambda: x.sum(), float(x.numel() * 4), min_seconds)
 
 
 def _prompt_ids(bench: Bench, rows: int, tokens: int) -> Any:
@@ -195,48 +196,82 @@ def _generate_seconds(bench: Bench, ids: Any, steps: int) -> float:
         return time.perf_counter() - t0
 
 
+def _step_seconds(bench: Bench, ids: Any, steps: int) -> list[float]:
+    """Per-step decode seconds of ``ids`` (``(B, T)``), one per repeat: ``(time of steps + 1 new tokens -
+    time of 1) / steps``, so the prefill and the first step cancel out."""
+    _generate_seconds(bench, ids, 2)  # warm-up at this batch size
+    return [(_generate_seconds(bench, ids, steps + 1) - _generate_seconds(bench, ids, 1)) / steps
+            for _ in range(bench.repeats)]
+
+
 def roofline_figure(bench: Bench) -> Figure:
-    """Prefill tokens/s vs the GEMM limit, decode tokens/s vs the copy-bandwidth limit."""
+    """Prefill FLOP/s vs the GEMM peak of the model's dtype; decode steps/s vs read bandwidth / weight bytes."""
+    import torch
+    import transformers
+
     z = RooflineSizes.for_bench(bench)
-    model = bench.backend.model
+    backend = bench.backend
+    model = backend.model
     f = model_facts(model)
-    fig = Figure("roofline", "prefill and decode rates vs this machine's measured GEMM and bandwidth limits")
-    fig.workload = (f"prefill: one forward over {z.prefill_rows} x {z.prefill_tokens} transcript tokens; decode: "
-                    f"greedy generate, {z.decode_rows} rows of {z.decode_prompt}-token prompts, per-step time = "
-                    f"(time of {z.decode_steps + 1} steps - time of 1) / {z.decode_steps}; limits: fp32 linear "
-                    f"layers of one block on {z.prefill_rows * z.prefill_tokens} rows, copy of {z.copy_mib} MiB; "
-                    f"{bench.threads} threads; median of {bench.repeats}")
-    tokens = z.prefill_rows * z.prefill_tokens
-    gemm = [gemm_rate(f, tokens, z.min_seconds) for _ in range(bench.repeats)]
-    bw = [copy_bandwidth(z.copy_mib, z.min_seconds) for _ in range(bench.repeats)]
+    dtype = model.get_input_embeddings().weight.dtype
+    dtype_name = str(dtype).removeprefix("torch.")
+    engine = f"transformers {transformers.__version__}"
+    threads = torch.get_num_threads()
+    fig = Figure("roofline", f"prefill and decode rates of {backend.name} on {engine} vs this machine's measured "
+                             "GEMM peak and read bandwidth")
+    fig.workload = (f"model {backend.name}, weights {dtype_name}, engine {engine}, {threads} threads; prefill: "
+                    f"one forward over {z.prefill_rows} x {z.prefill_tokens} transcript tokens; decode: greedy "
+                    f"generate of {z.decode_prompt}-token prompts at batch "
+                    f"{' and '.join(str(b) for b in z.decode_batches)}, per-step time = (time of "
+                    f"{z.decode_steps + 1} steps - time of 1) / {z.decode_steps}; limits: torch.mm {z.gemm_n}^3 "
+                    f"in bf16 and fp32, sum over {z.read_mib} MiB fp32; median of {bench.repeats}")
+
+    peak_dtypes = list(dict.fromkeys([torch.bfloat16, torch.float32, dtype]))  # the model's dtype included
+    peaks = {str(d).removeprefix("torch."): [gemm_peak(d, z.gemm_n, z.min_seconds) for _ in range(bench.repeats)]
+             for d in peak_dtypes}
+    bw = [read_bandwidth(z.read_mib, z.min_seconds) for _ in range(bench.repeats)]
     ids = _prompt_ids(bench, z.prefill_rows, z.prefill_tokens)
     _prefill_seconds(model, ids[:1, :64])  # warm-up
     prefill = [_prefill_seconds(model, ids) for _ in range(bench.repeats)]
     last_only = prefill[0][1]
+    tokens = z.prefill_rows * z.prefill_tokens
     flops = prefill_flops(f, [z.prefill_tokens] * z.prefill_rows, None if last_only else tokens)
-    short = _prompt_ids(bench, z.decode_rows, z.decode_prompt)
-    _generate_seconds(bench, short, 2)  # warm-up
-    steps = [(_generate_seconds(bench, short, z.decode_steps + 1) - _generate_seconds(bench, short, 1))
-             / z.decode_steps for _ in range(bench.repeats)]
-    step_bytes = decode_bytes(f, z.decode_rows, z.decode_prompt + z.decode_steps / 2)
+    short = _prompt_ids(bench, max(z.decode_batches), z.decode_prompt)
+    steps = {b: _step_seconds(bench, short[:b], z.decode_steps) for b in z.decode_batches}
 
-    gemm_m, bw_m = median(gemm), median(bw)
+    peak_m = {k: median(v) for k, v in peaks.items()}
+    bw_m = median(bw)
     prefill_s = median(s for s, _ in prefill)
-    step_s = median(steps)
+    achieved = flops / prefill_s
+    limit_step_s = f.weight_bytes / bw_m  # the fastest a step can be: read every weight once
     fig.add("model parameters", f.params / 1e6, "M", note=f"{f.linear_params / 1e6:.1f} M in the blocks' matrices")
-    fig.add("model weight bytes (read per decode step)", f.weight_bytes / 1e6, "MB")
-    fig.add("limit: fp32 GEMM (model's linear shapes)", gemm_m / 1e9, "GFLOP/s", [g / 1e9 for g in gemm])
-    fig.add("limit: copy bandwidth (read + write)", bw_m / 1e9, "GB/s", [b / 1e9 for b in bw])
+    fig.add(f"model weight bytes ({dtype_name})", f.weight_bytes / 1e6, "MB", note="read once per decode step")
+    for name, runs in peaks.items():
+        fig.add(f"limit: GEMM peak {name} ({z.gemm_n}^3)", peak_m[name] / 1e12, "TFLOP/s",
+                [r / 1e12 for r in runs])
+    fig.add("limit: read bandwidth", bw_m / 1e9, "GB/s", [b / 1e9 for b in bw])
+    fig.add("limit: decode steps/s (bandwidth / weight bytes)", 1.0 / limit_step_s, "steps/s",
+            note=f"{1e3 * limit_step_s:.0f} ms per step")
     fig.add("prefill: tokens/s", tokens / prefill_s, "tok/s", [tokens / s for s, _ in prefill])
-    fig.add("prefill: achieved", flops / prefill_s / 1e9, "GFLOP/s", note=f"{flops / 1e12:.2f} TFLOP per forward")
-    fig.add("prefill / GEMM limit", flops / prefill_s / gemm_m, "%")
-    fig.add(f"decode: time per step (batch {z.decode_rows})", 1e3 * step_s, "ms", [1e3 * s for s in steps])
-    fig.add("decode: tokens/s", z.decode_rows / step_s, "tok/s")
-    fig.add("decode: achieved", step_bytes / step_s / 1e9, "GB/s", note=f"{step_bytes / 1e6:.0f} MB per step")
-    fig.add("decode / bandwidth limit", step_bytes / step_s / bw_m, "%")
-    fig.metrics["roofline.prefill_fraction"] = flops / prefill_s / gemm_m
-    fig.metrics["roofline.decode_fraction"] = step_bytes / step_s / bw_m
-    fig.data.update(model=asdict(f), gemm_flops_per_s=gemm, copy_bytes_per_s=bw,
+    fig.add("prefill: achieved", achieved / 1e12, "TFLOP/s", note=f"{flops / 1e12:.2f} TFLOP per forward")
+    fig.add(f"prefill / GEMM peak {dtype_name}", achieved / peak_m[dtype_name], "%",
+            note=f"{100 * achieved / peak_m['float32']:.0f} % of the fp32 peak")
+    fractions: dict[int, float] = {}
+    for b, runs in steps.items():
+        step_s = median(runs)
+        fractions[b] = limit_step_s / step_s
+        kv_mb = (decode_bytes(f, b, z.decode_prompt + z.decode_steps / 2) - f.weight_bytes) / 1e6
+        fig.add(f"decode batch {b}: time per step", 1e3 * step_s, "ms", [1e3 * s for s in runs])
+        fig.add(f"decode batch {b}: tokens/s", b / step_s, "tok/s")
+        fig.add(f"decode batch {b} / bandwidth limit", fractions[b], "%",
+                note=f"KV cache {kv_mb:.1f} MB per step, not in the limit")
+    fig.metrics["roofline.prefill_fraction"] = achieved / peak_m[dtype_name]
+    fig.metrics["roofline.decode_fraction"] = fractions.get(1)
+    fig.metrics["roofline.decode_fraction_batch8"] = fractions.get(8)
+    fig.data.update(model_name=backend.name, dtype=dtype_name, engine=engine, threads=threads, model=asdict(f),
+                    gemm_n=z.gemm_n, gemm_flops_per_s=peaks, read_mib=z.read_mib, read_bytes_per_s=bw,
                     prefill_seconds=[s for s, _ in prefill], prefill_flops=flops,
-                    prefill_last_logits_only=last_only, decode_step_seconds=steps, decode_step_bytes=step_bytes)
+                    prefill_last_logits_only=last_only,
+                    decode_step_seconds={str(b): runs for b, runs in steps.items()},
+                    decode_limit_step_seconds=limit_step_s)
     return fig

@@ -51,9 +51,10 @@ FIGURES: dict[str, tuple[Callable[[Bench], Figure], str]] = {
                "call): today's per-pair prefill with the policy as system prompt, vs shared-prefix reuse with the "
                "policy first (system_first) and with the transcript first (transcript_first); wall time, ratio to "
                "today, prompt tokens, prefix tokens reused (backend.stats)"),
-    "roofline": (roofline_figure, "prefill tokens/s (one forward over 4 x 512 tokens) as a share of the fp32 GEMM "
-                 "rate measured on the model's linear shapes, and decode per-step time (batch 8, KV cache) as a "
-                 "share of the measured copy bandwidth; params and weight bytes read off the model"),
+    "roofline": (roofline_figure, "the machine's GEMM peak (torch.mm 4096^3, bf16 and fp32) and read bandwidth "
+                 "(sum over 512 MiB), then the model's prefill (one forward over 4 x 512 tokens: tokens/s, FLOP/s "
+                 "as a share of the peak of its dtype) and decode time per step at batch 1 and 8 as a share of "
+                 "read bandwidth / weight bytes; names the model, dtype and engine"),
     "adapters": (adapters_figure, "12 requests (4 generated meetings x 3 random LoRA adapters): one mixed generate "
                  "call (per-row adapters) vs one call per adapter, with the base model as reference"),
     "cache": (cache_figure, "(policy, task) pairs one harness candidate of the default experiment asked for vs "
@@ -150,6 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "threads": bench.threads, "load_average_at_start": load0, "model_load_seconds": bench.load_seconds,
         "python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "suite_seconds": time.perf_counter() - t_start,
+        "model": getattr(bench._backend, "name", None),  # e.g. "hf:<file> (bfloat16)"; None when not loaded
     }
     header = [
         f"EvoTrainer benchmarks: commit {sha}{' (uncommitted changes)' if dirty else ''}, {meta['started']}, "
@@ -157,7 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"machine: {cores} cores ({meta['cpu'] or 'unknown CPU'}), load average {load0:.2f} at start; torch "
         f"{torch.__version__}, transformers {transformers.__version__}, {bench.threads} threads, "
         f"OMP_WAIT_POLICY={meta['omp_wait_policy'] or 'unset'}",
-        f"model load: {'not loaded' if bench.load_seconds is None else f'{bench.load_seconds:.1f} s'}; suite: "
+        f"model {meta['model'] or '-'}, load: "
+        f"{'not loaded' if bench.load_seconds is None else f'{bench.load_seconds:.1f} s'}; suite: "
         f"{meta['suite_seconds']:.0f} s; timings are medians of {args.repeats} run(s)"
         f"{'; QUICK workloads (not comparable)' if args.quick else ''}",
     ]

@@ -299,7 +299,9 @@ class Config:
     resume: str | None = None  # mode=evolve: a run folder to continue, or true = the newest of this config
     resume_force: bool = False  # resume even when the config differs from the run's (keys are listed)
     model: ModelConfig = field(default_factory=ModelConfig)
-    mutator: ModelConfig = field(default_factory=ModelConfig)  # equal to `model` = reuse the policy model
+    # the mutator's model; every key left at its default follows `model` (ModelConfig.following), so
+    # `model.path=X` alone moves both roles and one load serves them
+    mutator: ModelConfig = field(default_factory=ModelConfig)
     decoding: DecodingConfig = field(default_factory=DecodingConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     evaluation: EvaluationConfig = field(default_factory=EvaluationConfig)

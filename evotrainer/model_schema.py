@@ -109,8 +109,9 @@ class LoraSettings:
     alpha: int = 32  # LoRA scaling numerator (scale = alpha / rank), > 0
     dropout: float = 0.0  # LoRA dropout probability on the adapter input while training, in [0, 1)
     lr: float = 2e-4  # AdamW learning rate, absolute (not log10), > 0; constant schedule
-    # module names the adapter attaches to (the attention projections of Llama-style models)
-    target_modules: list[str] = field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    # module names the adapter attaches to; empty = the attention projections read off the model's architecture
+    # (q/k/v/o_proj on Llama and Qwen2: evotrainer/adapters/targets.py)
+    target_modules: list[str] = field(default_factory=list)
     steps: int = 16  # optimiser steps (one batch each), >= 1
     batch_size: int = 4  # examples per step, >= 1
     replay_ratio: float = 0.3  # share of each batch drawn from the replay buffer, in [0, 1)
@@ -135,8 +136,8 @@ class LoraSettings:
             ("alpha", self.alpha > 0, "> 0"),
             ("dropout", 0 <= self.dropout < 1, "in [0, 1)"),
             ("lr", self.lr > 0 and math.isfinite(self.lr), "> 0 and finite (absolute, not log10)"),
-            ("target_modules", bool(modules) and all(isinstance(m, str) and m for m in modules),
-             "a non-empty list of module names"),
+            ("target_modules", all(isinstance(m, str) and m for m in modules),
+             "a list of module names (empty = the model's attention projections)"),
             ("steps", self.steps >= 1, ">= 1"),
             ("batch_size", self.batch_size >= 1, ">= 1"),
             ("replay_ratio", 0 <= self.replay_ratio < 1, "in [0, 1)"),

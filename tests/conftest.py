@@ -66,6 +66,7 @@ def tiny_run_config(tiny_model_dir: Path) -> Callable[[], Config]:
 
         cfg = Config()
         cfg.model.path = str(tiny_model_dir)
+        cfg.model.dtype = "float32"  # the equalities the tests check were measured in float32
         cfg.model.max_context = 1024
         cfg.decoding.max_new_tokens = 8
         cfg.task.validation_limit = 6
@@ -93,7 +94,7 @@ def smoke_study(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(
         ["timeout", "900", sys.executable, "-m", "evotrainer", "-m", "+study=ablation_smoke",
-         f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
+         f"model.path={tiny_model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=12",
          "task.difficulty.length=100", "inner.llm_mutation_share=0", f"hydra.sweep.dir={sweep}"],
         cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=960)
     return sweep, proc

@@ -170,7 +170,7 @@ def test_a_local_ray_instance_opens_and_closes_twice_in_one_process(tiny_model_d
 
     from evotrainer.backends.executor import RayExecutor
 
-    model = ModelConfig(path=str(tiny_model_dir), max_context=1024)
+    model = ModelConfig(path=str(tiny_model_dir), dtype="float32", max_context=1024)
     request = GenerationRequest(({"role": "user", "content": "Say OK."},), SamplingParams(max_new_tokens=4))
     texts = []
     try:

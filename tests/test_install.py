@@ -88,7 +88,8 @@ def test_console_entry_finds_the_packaged_config(installed: Path, tmp_path: Path
 
 
 def test_installed_smoke_run_outside_the_checkout(installed: Path, tiny_model_dir: Path, tmp_path: Path) -> None:
-    proc = _check([str(installed), "-m", "evotrainer", "+experiment=smoke", f"model.path={tiny_model_dir}"],
+    proc = _check([str(installed), "-m", "evotrainer", "+experiment=smoke", f"model.path={tiny_model_dir}",
+                   "model.dtype=float32"],
                   cwd=tmp_path, timeout=1800)
     runs = list((tmp_path / "archive" / "runs").glob("*/archive.db"))
     assert len(runs) == 1, proc.stdout[-2000:]

@@ -35,6 +35,7 @@ def _dataset(tmp_path: Path) -> Path:
 def _cfg(tiny_model_dir: Path, dataset: Path, mode: str) -> Config:
     cfg = Config(mode="evaluate")
     cfg.model.path = str(tiny_model_dir)
+    cfg.model.dtype = "float32"
     cfg.model.max_context = 768
     cfg.decoding.max_new_tokens = 8
     cfg.task.options = {"long": {"mode": mode, "window_tokens": 256, "reserve_tokens": 160}}
@@ -135,6 +136,7 @@ def test_long_smoke_experiment_end_to_end(tiny_run_config: Callable[[], Config],
 
     cfg = _compose("meeting_minutes_long_smoke")
     cfg.model.path = str(tiny_model_dir)
+    cfg.model.dtype = "float32"
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     validate(cfg)
     summary = run_evolve(cfg, run_dir=tmp_path)
@@ -173,7 +175,7 @@ def test_policies_reading_one_window_share_its_prefix(tiny_model_dir: Path) -> N
     from evotrainer.tasks.meeting_minutes import MeetingMinutes
     from evotrainer.tasks.meeting_minutes.long_input import LongInput
 
-    llm = HFBackend(ModelConfig(path=str(tiny_model_dir), max_context=768, prefix_cache_mb=0))
+    llm = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", max_context=768, prefix_cache_mb=0))
     family = MeetingMinutes(long=LongInput(window_tokens=256, overlap_tokens=32, reserve_tokens=160))
     (task,), _ = family.load_dataset(LONG, limit=1)
     params = SamplingParams(max_new_tokens=4)

@@ -34,7 +34,7 @@ def _calls(backend: HFBackend, cfg: Config) -> list[list[tuple]]:
 def test_scores_are_identical_with_a_run_long_prefix_store(tiny_model_dir: Path) -> None:
     cfg = Config()
     cfg.evaluation.policies = ["terse", "secretary_markdown", "inline_example", "plain_summary", "decisions_focus"]
-    base = {"path": str(tiny_model_dir), "max_context": 1024, "prefix_min_tokens": 16}
+    base = {"path": str(tiny_model_dir), "dtype": "float32", "max_context": 1024, "prefix_min_tokens": 16}
     stored = HFBackend(ModelConfig(**base, prefix_cache_mb=64))
     whole = HFBackend(ModelConfig(**base, prefix_sharing=False, prefix_cache_mb=0))
 

@@ -32,7 +32,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 def _overrides(model_dir: Path) -> list[str]:
     """The tiny co-evolution of tests/test_coevolution.py (one outer generation of 2 candidates)."""
     return [
-        "seed=7", f"model.path={model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
+        "seed=7", f"model.path={model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=12",
         "task.validation_limit=6", "task.tasks_per_generation=2", "task.difficulty.length=100",
         "evaluation.policies=[terse,secretary_markdown,inline_example,no_role]", "inner.population_size=4",
         "inner.generations=1", "inner.elites=1", "inner.tournament_size=2", "outer.generations=1",

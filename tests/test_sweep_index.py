@@ -40,7 +40,7 @@ _FAST_FAIL = ("+experiment=meeting_minutes", "mode=evaluate", "outer.race.level=
 
 
 def _tiny(model_dir: Path) -> list[str]:
-    return ["+experiment=smoke", f"model.path={model_dir}", "model.max_context=1024", "decoding.max_new_tokens=12",
+    return ["+experiment=smoke", f"model.path={model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=12",
             "task.validation_limit=6", "task.difficulty.length=100", "inner.llm_mutation_share=0",
             "outer.popsize=2", "outer.generations=1", "evaluation.policies=[terse,no_role]"]
 

@@ -10,7 +10,7 @@ __all__ = ["random_adapter"]
 
 
 def random_adapter(backend: Any, folder: Path, *, seed: int, rank: int = 8, scale: float = 0.02,
-                   targets: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj")) -> Path:
+                   targets: tuple[str, ...] = ()) -> Path:
     """Save a PEFT LoRA adapter with random ``lora_A`` and ``lora_B`` (``scale`` * N(0, 1), seeded by
     ``seed``) of rank ``rank`` on ``targets`` for ``backend.model`` in ``folder`` and return ``folder``.
 
@@ -22,7 +22,10 @@ def random_adapter(backend: Any, folder: Path, *, seed: int, rank: int = 8, scal
 
     backend.unload_adapters()
     flags = [p.requires_grad for p in backend.model.parameters()]
-    peft_model = get_peft_model(backend.model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=list(targets)))
+    from evotrainer.adapters.targets import attention_projections
+
+    modules = list(targets) or attention_projections(backend.model)
+    peft_model = get_peft_model(backend.model, LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=modules))
     try:
         gen = torch.Generator().manual_seed(seed)
         with torch.no_grad():

@@ -6,7 +6,7 @@ The base weights never change; afterwards ``GenerationRequest(adapter=out_dir)``
 
 Method: LoRA (Hu et al. 2021, https://arxiv.org/abs/2106.09685) through PEFT
 (https://huggingface.co/docs/peft/package_reference/lora). Defaults (rank 16, alpha 32, lr 2e-4, the
-attention projections q/k/v/o) are the common PEFT/QLoRA SFT settings the issue names.
+attention projections, read off the architecture) are the common PEFT/QLoRA SFT settings the issue names.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 
 from evotrainer.adapters.batches import BatchRow, plan_batches, replay_share
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
+from evotrainer.adapters.targets import attention_projections
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, check_fits, read_adapter
 from evotrainer.backends.base import Message
 from evotrainer.errors import ConfigError, DataError, ModelError
@@ -114,12 +115,13 @@ def _wrap(model: torch.nn.Module, cfg: LoraSettings, parent: Path | None) -> Any
                 return PeftModel.from_pretrained(model, str(parent), is_trainable=True)
             except (OSError, ValueError, KeyError, RuntimeError) as exc:
                 raise ModelError(f"parent adapter {parent}: cannot be loaded: {exc}") from exc
+        targets = list(cfg.target_modules) or attention_projections(model)
         config = LoraConfig(r=cfg.rank, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                            target_modules=list(cfg.target_modules), bias="none", task_type="CAUSAL_LM")
+                            target_modules=targets, bias="none", task_type="CAUSAL_LM")
         try:
             return get_peft_model(model, config)
         except ValueError as exc:  # e.g. no module matches target_modules
-            raise ConfigError(f"lora.target_modules {list(cfg.target_modules)}: {exc}") from exc
+            raise ConfigError(f"lora.target_modules {targets}: {exc}") from exc
 
 
 def _answer_loss(peft_model: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from evotrainer.backends.model_store import QWEN_CODER_1_5B, stored_gguf
 from evotrainer.errors import ModelError
 
 __all__ = [
@@ -75,6 +74,8 @@ def embedded_gguf(name: str = DEFAULT_MODEL) -> Path:
             package holds no or several ``.gguf`` files.
     """
     if name == DEFAULT_MODEL:
+        from evotrainer.backends.model_store import QWEN_CODER_1_5B, stored_gguf  # lazily: it is also a script
+
         return stored_gguf(QWEN_CODER_1_5B)
     if name != TINY_MODEL:
         raise ModelError(f"unknown embedded model {name!r}; expected one of {', '.join(EMBEDDED_MODELS)}")

@@ -14,7 +14,7 @@ from evotrainer.model_schema import ModelConfig
 
 @pytest.fixture(scope="module")
 def tiny_backend(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4))
 
 
 def chat_example(user: str, answer: str, system: str = "Summarise the meeting.", source: str = "pool") -> SFTExample:

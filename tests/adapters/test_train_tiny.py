@@ -117,3 +117,27 @@ def test_bad_inputs_raise(tiny_backend: HFBackend, tmp_path: Path) -> None:
         train_lora(tiny_backend, POOL, [], replace(CFG, target_modules=("no_such_proj",)), tmp_path / "y",
                    rng=np.random.default_rng(0))
     assert not hasattr(tiny_backend.model, "peft_config") or not tiny_backend.model.peft_config
+
+
+def test_bfloat16_base_trains_a_float32_adapter(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``model.dtype=auto`` picks bfloat16 on a CPU with AMX: LoRA trains on it, the adapter stays float32."""
+    from evotrainer.model_schema import ModelConfig
+
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="bfloat16", batch_size=4))
+    before = _base_state(backend)
+    result = train_lora(backend, POOL, REPLAY, CFG, tmp_path / "bf16", rng=np.random.default_rng(0))
+    assert all(np.isfinite(result.losses)) and result.steps == 3
+    lora_b = _lora(tmp_path / "bf16", "lora_B")
+    assert len(lora_b) == 2 * 4 and all(torch.any(b != 0) for b in lora_b.values())  # q/k/v/o, read off the model
+    assert all(b.dtype == torch.float32 for b in lora_b.values())
+    after = _base_state(backend)
+    assert all(torch.equal(after[k], before[k]) for k in after) and backend.model.dtype == torch.bfloat16
+
+
+def test_lora_targets_are_read_off_the_architecture(tiny_backend: HFBackend) -> None:
+    from evotrainer.adapters.targets import attention_projections
+    from evotrainer.errors import ModelError
+
+    assert attention_projections(tiny_backend.model) == ["k_proj", "o_proj", "q_proj", "v_proj"]
+    with pytest.raises(ModelError, match="no attention block"):
+        attention_projections(torch.nn.Sequential(torch.nn.Linear(2, 2)))

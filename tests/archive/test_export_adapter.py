@@ -33,7 +33,7 @@ def _chat(policy: Policy) -> tuple:
 @pytest.fixture(scope="module")
 def archived(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory):
     """A tiny backend, and an archive holding a seed and its Lamarckian fine-tuned child (real adapter)."""
-    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4))
     root = tmp_path_factory.mktemp("export-run")
     cfg = Config()
     cfg.inner.adapter_lora = LoraSettings(rank=4, alpha=8, lr=5e-2, steps=3, batch_size=2, max_length=128)

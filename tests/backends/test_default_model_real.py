@@ -27,6 +27,9 @@ def test_default_is_the_1_5b_in_the_native_dtype(default: HFBackend) -> None:
     assert default.name == f"hf:qwen2.5-coder-1.5b-instruct-q4_k_m.gguf ({dtype})"
     assert str(default.model.dtype) == f"torch.{dtype}"
     assert default.model.config.model_type == "qwen2" and default.model.config.num_hidden_layers == 28
+    from evotrainer.adapters.targets import attention_projections
+
+    assert attention_projections(default.model) == ["k_proj", "o_proj", "q_proj", "v_proj"]  # LoRA's default targets
     assert default.tokenizer.convert_ids_to_tokens(list(default.stop_token_ids))[0] in ("<|im_end|>", "<|endoftext|>")
 
 

@@ -18,7 +18,7 @@ from evotrainer.model_schema import ModelConfig
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4))
 
 
 def _req(text: str, system: str | None = None, **params: float) -> GenerationRequest:
@@ -161,7 +161,7 @@ def test_ngram_blocking_on_generated_ids(tiny: HFBackend) -> None:
 
 
 def test_prompt_is_cut_to_fit_a_small_context(tiny_model_dir: Path, caplog: pytest.LogCaptureFixture) -> None:
-    small = HFBackend(ModelConfig(path=str(tiny_model_dir), max_context=96))
+    small = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", max_context=96))
     assert small.context_length == 96
     long_text = "alpha " * 20 + "middle " * 300 + "omega " * 20
     with caplog.at_level(logging.WARNING, logger="evotrainer.backends.hf"):
@@ -207,13 +207,13 @@ def test_missing_path_raises_model_error(tmp_path: Path) -> None:
 
 def test_bad_config_values_raise_config_error(tiny_model_dir: Path) -> None:
     with pytest.raises(ConfigError, match="dtype"):
-        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float8"))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", dtype="float8"))
     with pytest.raises(ConfigError, match="batch_size"):
-        HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=0))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=0))
 
 
 def test_progress_bar_runs(tiny_model_dir: Path) -> None:
-    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=1), progress=True)
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=1), progress=True)
     assert len(backend.generate([_req("a", max_new_tokens=2), _req("b", max_new_tokens=2)])) == 2
 
 

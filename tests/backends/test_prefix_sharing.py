@@ -32,7 +32,7 @@ def _population(params: SamplingParams, prefill: str = "") -> list[GenerationReq
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4))
 
 
 # ---------------------------------------------------------------- the plan
@@ -174,18 +174,18 @@ def test_a_meeting_read_before_serves_later_policies_alone(tiny: HFBackend) -> N
 
 def test_prefix_settings_are_validated(tiny_model_dir: Path) -> None:
     with pytest.raises(ConfigError, match="prefix_min_tokens"):
-        HFBackend(ModelConfig(path=str(tiny_model_dir), prefix_min_tokens=0))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", prefix_min_tokens=0))
     with pytest.raises(ConfigError, match="prefix_cache_mb"):
-        HFBackend(ModelConfig(path=str(tiny_model_dir), prefix_cache_mb=-1))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", prefix_cache_mb=-1))
 
 
 def test_token_budget_closes_chunks(tiny_model_dir: Path) -> None:
-    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=8, max_batch_tokens=1))
+    backend = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=8, max_batch_tokens=1))
     requests = _population(SamplingParams(max_new_tokens=4))
     prepared = [backend._prepare(i, r) for i, r in enumerate(requests)]
     order, prefix_len, _ = backend._schedule(prepared, requests)
     assert [len(c) for c in backend._chunks(order, prepared, requests, prefix_len)] == [1] * len(requests)
-    roomy = HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4, max_batch_tokens=10**6))
+    roomy = HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4, max_batch_tokens=10**6))
     assert [len(c) for c in roomy._chunks(order, prepared, requests, prefix_len)] == [4, 2]
     assert roomy.generate(requests) == backend.generate(requests)  # chunking never changes the text
 

@@ -38,7 +38,7 @@ def _requests() -> list[GenerationRequest]:
 def backends(tiny_model_dir: Path) -> dict[str, HFBackend]:
     """Chunks of 2 with a static and with a dynamic cache, and one request at a time (static)."""
     def load(kv_cache: str, batch_size: int) -> HFBackend:
-        return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=batch_size, kv_cache=kv_cache,
+        return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=batch_size, kv_cache=kv_cache,
                                          prefix_min_tokens=8, prefix_cache_mb=0))
 
     return {"static": load("static", 2), "dynamic": load("dynamic", 2), "single": load("static", 1)}

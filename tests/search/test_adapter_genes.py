@@ -89,7 +89,7 @@ def _random_adapter(backend: HFBackend, folder: Path, seed: int, rank: int = 4) 
 
 @pytest.fixture(scope="module")
 def backend(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=8))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=8))
 
 
 @pytest.fixture(scope="module")

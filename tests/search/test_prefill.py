@@ -96,7 +96,7 @@ def test_a_long_prefill_is_not_a_valid_genome() -> None:
 
 @pytest.fixture(scope="module")
 def tiny(tiny_model_dir: Path) -> HFBackend:
-    return HFBackend(ModelConfig(path=str(tiny_model_dir), batch_size=4))
+    return HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=4))
 
 
 def test_backend_continues_the_prefill(tiny: HFBackend) -> None:

@@ -14,7 +14,7 @@ from evotrainer.selfevolve.run import run_selfevolve
 
 def test_selfevolve_run_on_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> None:
     overrides = [
-        "mode=selfevolve", f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=8",
+        "mode=selfevolve", f"model.path={tiny_model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=8",
         "task.validation_limit=2", "selfevolve.rounds=2", "selfevolve.seed_tasks=2",
         "selfevolve.new_tasks_per_round=1", "selfevolve.pool_cap=3", "selfevolve.samples_per_task=1",
         "selfevolve.judge_repeats=2", "selfevolve.dev_size=1", "selfevolve.val_limit=1",
@@ -43,7 +43,7 @@ def test_selfevolve_trains_on_tool_agent_trajectories(tiny_model_dir: Path, tmp_
     """The same core on multi-step episodes: rollouts are episodes, the rule reward judges them, and the LoRA
     step learns each model reply of a passing episode (observations and prompts masked)."""
     overrides = [
-        "mode=selfevolve", f"model.path={tiny_model_dir}", "model.max_context=1024", "decoding.max_new_tokens=8",
+        "mode=selfevolve", f"model.path={tiny_model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=8",
         "task.name=tool_agent", "task.validation_path=validation_set/tool_agent.jsonl", "task.validation_limit=2",
         "task.options.max_steps=2", "task.options.max_new_tokens=8",
         "evaluation.population_path=populations/tool_agent.yaml", "selfevolve.policy=terse",
