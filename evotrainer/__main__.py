@@ -164,7 +164,7 @@ def _find_resumable_for(argv: list[str]) -> Path | None:
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         dcfg = compose(config_name="config", overrides=overrides)
     archive = str(dcfg.get("archive", {}).get("path", "archive.db"))
-    return find_resumable(run_config(_plain(dcfg, cfg)), archive_name=archive)
+    return find_resumable(run_config(_plain(dcfg, to_config(dcfg))), archive_name=archive)
 
 
 def _warn(line: str) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from evotrainer.backends.numerics import DTYPES, resolve_dtype
 from evotrainer.config_schema import (
     ArchiveConfig,
     BudgetConfig,
@@ -37,7 +38,6 @@ from evotrainer.config_schema import (
     TaskConfig,
     TrackingConfig,
 )
-from evotrainer.backends.numerics import DTYPES, resolve_dtype
 from evotrainer.errors import ConfigError
 from evotrainer.model_schema import LoraSettings
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema

@@ -48,3 +48,21 @@ def test_auto_is_resolved_before_the_run_records_its_config() -> None:
     bad.model.dtype = "int3"
     with pytest.raises(ConfigError, match="'model.dtype': expected auto, float32, bfloat16 or float16"):
         to_config(bad)
+
+
+def test_the_archived_config_holds_the_roles_as_they_ran() -> None:
+    """What a run stores (and a resume compares) is the resolved dtype and the followed mutator, not ``auto``:
+    a resume on hardware that resolves ``auto`` otherwise sees ``model.dtype`` change."""
+    from omegaconf import OmegaConf
+
+    from evotrainer.__main__ import _plain
+    from evotrainer.run.resume import config_diff
+
+    dcfg = OmegaConf.structured(Config)
+    dcfg.model.path = "smollm2-135m"
+    cfg = to_config(dcfg)
+    plain = _plain(dcfg, cfg)
+    assert plain["model"]["dtype"] == cfg.model.dtype != "auto"
+    assert plain["mutator"]["path"] == "smollm2-135m"
+    other = {**plain, "model": {**plain["model"], "dtype": "float32" if cfg.model.dtype != "float32" else "bfloat16"}}
+    assert config_diff(plain, other) == ["model.dtype"]

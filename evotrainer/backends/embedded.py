@@ -74,7 +74,10 @@ def embedded_gguf(name: str = DEFAULT_MODEL) -> Path:
             package holds no or several ``.gguf`` files.
     """
     if name == DEFAULT_MODEL:
-        from evotrainer.backends.model_store import QWEN_CODER_1_5B, stored_gguf  # lazily: it is also a script
+        from evotrainer.backends.model_store import (  # lazily: it is also a script
+            QWEN_CODER_1_5B,
+            stored_gguf,
+        )
 
         return stored_gguf(QWEN_CODER_1_5B)
     if name != TINY_MODEL:

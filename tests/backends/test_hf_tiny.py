@@ -207,7 +207,7 @@ def test_missing_path_raises_model_error(tmp_path: Path) -> None:
 
 def test_bad_config_values_raise_config_error(tiny_model_dir: Path) -> None:
     with pytest.raises(ConfigError, match="dtype"):
-        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", dtype="float8"))
+        HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float8"))
     with pytest.raises(ConfigError, match="batch_size"):
         HFBackend(ModelConfig(path=str(tiny_model_dir), dtype="float32", batch_size=0))
 
