@@ -226,16 +226,19 @@ def roofline_figure(bench: Bench) -> Figure:
                     f"{z.decode_steps + 1} steps - time of 1) / {z.decode_steps}; limits: torch.mm {z.gemm_n}^3 "
                     f"in bf16 and fp32, sum over {z.read_mib} MiB fp32; median of {bench.repeats}")
 
+    bench.log("  roofline: GEMM peaks and read bandwidth ...")
     peak_dtypes = list(dict.fromkeys([torch.bfloat16, torch.float32, dtype]))  # the model's dtype included
     peaks = {str(d).removeprefix("torch."): [gemm_peak(d, z.gemm_n, z.min_seconds) for _ in range(bench.repeats)]
              for d in peak_dtypes}
     bw = [read_bandwidth(z.read_mib, z.min_seconds) for _ in range(bench.repeats)]
+    bench.log("  roofline: prefill ...")
     ids = _prompt_ids(bench, z.prefill_rows, z.prefill_tokens)
     _prefill_seconds(model, ids[:1, :64])  # warm-up
     prefill = [_prefill_seconds(model, ids) for _ in range(bench.repeats)]
     last_only = prefill[0][1]
     tokens = z.prefill_rows * z.prefill_tokens
     flops = prefill_flops(f, [z.prefill_tokens] * z.prefill_rows, None if last_only else tokens)
+    bench.log("  roofline: decode ...")
     short = _prompt_ids(bench, max(z.decode_batches), z.decode_prompt)
     steps = {b: _step_seconds(bench, short[:b], z.decode_steps) for b in z.decode_batches}
 
