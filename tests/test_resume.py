@@ -127,7 +127,7 @@ def test_config_change_is_refused_unless_forced(full_run, tiny_model_dir: Path, 
     assert forced.returncode == 0, forced.stderr[-3000:]
     assert _dump(run_dir) == full
     (marker,) = [e for e in _events(run_dir, "phase") if e.payload.get("name") == "resume"]
-    assert marker.payload["forced_keys"] == ["model.batch_size"]
+    assert marker.payload["forced_keys"] == ["model.batch_size", "mutator.batch_size"]  # the mutator follows
 
 
 def test_resume_true_picks_the_newest_resumable_run_of_the_same_config(tiny_model_dir: Path,
