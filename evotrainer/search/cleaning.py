@@ -22,6 +22,9 @@ ECHO_MARKERS: tuple[str, ...] = (
     "combine a and b",
     "text a:",
     "text b:",
+    "version a:",
+    "version b:",
+    "current instruction",
     "mutation instruction",
 )
 """Phrases of the mutation requests themselves (see ``mutation_prompts``): output containing one of them
@@ -109,6 +112,17 @@ def on_topic_fraction(old: str, new: str, vocabulary: frozenset[str] | set[str] 
     return len(new_words & known) / len(new_words)
 
 
+_MARKER_BLOCK = re.compile(r"^\s*(<<<|---+)[ \t]*\n(.*?)(?:\n[ \t]*(?:>>>|---+)(?:\n.*)?)?$", re.DOTALL)
+
+
+def _strip_markers(text: str) -> str:
+    """The text inside a leading ``<<<`` ... ``>>>`` or ``---`` ... ``---`` block (the markers the chats put
+    around an instruction and a shown output), anything after the closing marker dropped; other text
+    unchanged."""
+    m = _MARKER_BLOCK.match(text)
+    return m.group(2).strip() if m else text
+
+
 def _strip_fences(text: str) -> str:
     """Content of the first non-empty fenced block when there is one; else the text without fences."""
     if "```" not in text:
@@ -183,7 +197,7 @@ def clean_mutator_text(
 
     Peels, in order: role markers and role lines, code fences (the first non-empty fenced block wins),
     "Sure! ..." preambles and labels such as "Rewrite:", "New prompt:", "Improved instruction:",
-    "Here is the rewritten section:", surrounding quotes, trailing chatter ("I hope this helps",
+    "Here is the rewritten section:", a ``<<<`` ... ``>>>`` or ``---`` ... ``---`` block (its inside kept), surrounding quotes, trailing chatter ("I hope this helps",
     "Let me know ...", "This version ...", "Note: ..."); then collapses whitespace (single line breaks
     are kept, since format specs are often lists).
 
@@ -204,6 +218,7 @@ def clean_mutator_text(
     out = "\n".join(line for line in out.splitlines() if not _ROLE_LINE.match(line))
     out = _strip_fences(out.strip())
     out = _strip_leading(out.strip())
+    out = _strip_markers(out)
     out = _strip_trailing(out)
     out = _strip_quotes(_collapse_whitespace(out))
     out = _strip_leading(out)

@@ -68,7 +68,7 @@ def validity_problem(
     policy: object,
     required_sections: Sequence[str] = REQUIRED_SECTIONS,
     max_words: int = 160,
-    may_be_empty: Sequence[str] = ("role",),
+    may_be_empty: Sequence[str] | None = None,
 ) -> str | None:
     """Why ``policy`` is not a valid genome, or None when it is.
 
@@ -76,7 +76,8 @@ def validity_problem(
         policy: the candidate (anything; non-policies are invalid).
         required_sections: section names that must be present.
         max_words: word budget of the whole prompt (all sections together), >= 1.
-        may_be_empty: required sections allowed to hold empty text (the role may be empty).
+        may_be_empty: required sections allowed to hold empty text; None: every one (a one-line prompt such
+            as the plain "Summarize the meeting." is a genome), as long as one required section holds text.
 
     Returns:
         A short reason ("missing section 'rules'", "142 words > 120", ...) or None.
@@ -94,8 +95,10 @@ def validity_problem(
     for name in required_sections:
         if name not in texts:
             return f"missing section {name!r}"
-        if not texts[name].strip() and name not in may_be_empty:
+        if not texts[name].strip() and may_be_empty is not None and name not in may_be_empty:
             return f"section {name!r} is empty"
+    if required_sections and not any(texts[name].strip() for name in required_sections):
+        return "every section is empty"
     total = sum(word_count(text) for text in texts.values())
     if total > max_words:
         return f"{total} words > {max_words}"
@@ -429,7 +432,8 @@ def mut_llm_rewrite_plan(
     candidates = [name for name, text in editable if text.strip()] or [n for n, _ in editable]
     section = rng.choice(candidates)
     style = rng.choice(styles_for(section, styles))
-    messages = build_rewrite_messages(parent.section(section), style.instruction, task_hint=task_hint)
+    messages = build_rewrite_messages(parent.section(section), style.instruction, task_hint=task_hint,
+                                      section=section)
     request = GenerationRequest(messages=messages, params=_seeded(params, rng))
     return MutationPlan(parent, section, f"mut_llm_rewrite/{style.name}", style.instruction, request, generation)
 
@@ -463,7 +467,7 @@ def cx_llm_merge_plan(
     if not candidates:
         return None
     section = rng.choice(candidates)
-    messages = build_merge_messages(p1.section(section), t2[section], task_hint=task_hint)
+    messages = build_merge_messages(p1.section(section), t2[section], task_hint=task_hint, section=section)
     request = GenerationRequest(messages=messages, params=_seeded(params, rng))
     return MutationPlan(p1, section, "cx_llm_merge", "Combine A and B", request, generation, co_parent=p2)
 

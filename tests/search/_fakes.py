@@ -39,13 +39,13 @@ class FakeMutator:
         user = request.messages[-1]["content"]
         pick = int(request_hash(request)[:8], 16)
         extra = KEYWORD_SENTENCES[pick % len(KEYWORD_SENTENCES)]
-        merge = re.search(r"Text A:\n(.*?)\n\nText B:\n(.*?)\n\n", user, re.DOTALL)
+        merge = re.search(r"Version A:\n<<<\n(.*?)\n>>>\n\nVersion B:\n<<<\n(.*?)\n>>>", user, re.DOTALL)
         if merge:
             first_a = merge.group(1).split(".")[0].strip()
             first_b = merge.group(2).split(".")[0].strip()
             body = f"{first_a}. {first_b}."
         else:
-            text = re.search(r"Text:\n(.*?)\n\nChange:", user, re.DOTALL).group(1)
+            text = re.search(r"Current instruction[^\n]*:\n<<<\n(.*?)\n>>>", user, re.DOTALL).group(1)
             body = f"{text.strip()} {extra}" if pick % 3 else extra
         wrappers = (
             'Sure! Here is the rewritten text:\n"{}"\nI hope this helps.',

@@ -12,7 +12,7 @@ from evotrainer.search.fitness_cache import FitnessCache, settings_key
 
 
 def _request(text: str, seed: int = 0) -> GenerationRequest:
-    return GenerationRequest(({"role": "user", "content": f"Text:\n{text}\n\nChange: x"},),
+    return GenerationRequest(({"role": "user", "content": f"Current instruction:\n<<<\n{text}\n>>>\n\nChange: x"},),
                              SamplingParams(temperature=0.7, seed=seed))
 
 

@@ -146,8 +146,18 @@ def test_merge_plan() -> None:
 def test_rewrite_request_is_short_and_explicit() -> None:
     messages = build_rewrite_messages("Be brief.", "Make it stricter.")
     assert messages[0]["role"] == "system" and messages[-1]["role"] == "user"
-    assert messages[-1]["content"].endswith("Output only the rewritten text, nothing else.")
-    assert len(" ".join(m["content"] for m in messages).split()) < 40
+    user = messages[-1]["content"]
+    assert user.endswith("Output only the rewritten instruction, nothing else.")
+    assert "<<<\nBe brief.\n>>>" in user and "at most 30 words" in user
+    assert "not an example of its work" in messages[0]["content"]  # an instruction, never the task's own output
+    assert len(" ".join(m["content"] for m in messages).split()) < 80
+
+
+def test_the_rewrite_request_says_which_part_of_the_prompt_it_is() -> None:
+    user = build_rewrite_messages("## Topics", "Be clearer.", section="format")[-1]["content"]
+    assert user.startswith("Current instruction (the layout of the AI's answer: its headings or parts, with no "
+                           "content filled in):\n<<<\n## Topics\n>>>")
+    assert "(the team rules part" in build_rewrite_messages("x y z", "Be clearer.", section="team_rules")[-1]["content"]
 
 
 def test_sel_tournament() -> None:

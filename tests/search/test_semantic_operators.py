@@ -274,8 +274,9 @@ def test_reflective_plan_shows_the_worst_task_and_is_pure() -> None:
     plan = mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info, **words)
     assert plan == mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info, **words)
     assert parent == before
-    assert plan.operator in ("mut_reflective/rules", "mut_reflective/format") and plan.parent is parent
+    assert plan.operator == "mut_reflective/rules" and plan.parent is parent
     user = plan.request.messages[-1]["content"]
-    assert user.startswith(f"Text:\n{parent.section(plan.section)}\n\nChange: Fix the weak points")
+    assert user.startswith(f"Current instruction (rules the AI must follow):\n<<<\n{parent.section('rules')}\n>>>")
+    assert "do not rewrite or continue it" in user and "\nChange: Fix the weak points" in user
     assert "with its owner (score 0.10)" in user and "layout" in user and "Minutes: blah" in user
-    assert len(user) < 1200  # the output is cut
+    assert len(user) < 1500  # the output is cut

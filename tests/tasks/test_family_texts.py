@@ -1,6 +1,11 @@
-"""The domain belongs to the family (issue 27, item 1): what the mutator and the judge read comes from
-``family.texts``; the meeting family's chats are byte-identical to those before the move, and the tool
-agent gets its own wording."""
+"""The domain belongs to the family: what the mutator and the judge read comes from ``family.texts``; the
+meeting family's chats are byte-identical to the recorded ones (``tests/data/meeting_texts.json``), and the
+tool agent gets its own wording.
+
+The recorded chats change only on purpose (the mutation prompts were last rewritten for a mutator that can
+follow them, measured by ``benchmarks/mutator_validity.py``); to re-record:
+``HF_HUB_OFFLINE=1 .venv/bin/python tests/tasks/test_family_texts.py``
+"""
 
 from __future__ import annotations
 
@@ -23,13 +28,12 @@ from evotrainer.tasks.base import NEUTRAL_TEXTS, family_texts
 from tests.tasks.mm_fixtures import TASK
 
 ROOT = Path(__file__).resolve().parents[2]
-BEFORE = ROOT / "tests" / "data" / "meeting_texts_f44bae6.json"
+BEFORE = ROOT / "tests" / "data" / "meeting_texts.json"
 POPULATION = ROOT / "populations" / "meeting_minutes.yaml"
 
 
 def _meeting_texts() -> dict:
-    """The texts the meeting family's mutator and judge chats are made of, as main at f44bae6 captured them
-    (``tests/data/meeting_texts_f44bae6.json``; the same code ran there with ``InnerConfig()``)."""
+    """The texts the meeting family's mutator and judge chats are made of, built with ``InnerConfig()``."""
     family = get_task_family("meeting_minutes")
     cfg = InnerConfig().with_texts(family_texts(family))
     pop = load_population(POPULATION)
@@ -76,7 +80,7 @@ def test_a_tool_agent_reflection_speaks_of_its_replies_and_rewards() -> None:
     tb = build_toolbox(cfg, feedback=lambda p: fb)
     chat = "\n".join(m["content"] for m in tb.plan_reflect(_tool_policy(), random.Random(0), 1).request.messages)
     assert "minutes" not in chat.lower() and "meeting" not in chat.lower()
-    assert "The AI wrote these replies" in chat and "calling tools" in chat
+    assert "the AI wrote these replies" in chat and "calling tools" in chat
     assert "one Action, or the Final Answer" in chat and "right number, with its unit" in chat
     rewrite = tb.plan_rewrite(_tool_policy(), random.Random(1), 1)
     assert rewrite.operator.split("/")[1] in {s.name for s in cfg.styles()}
@@ -117,3 +121,8 @@ def test_the_judge_asks_the_model_only_with_the_familys_prompt() -> None:
     settings = JudgeSettings(dict(tool.default_reward_weights), repeats=1, model_weight=0.5)
     (v,) = judge_samples(judge, tool, [(task, "not an episode")], settings, np.random.default_rng(0))
     assert judge.requests == [] and v.model is None  # rules only
+
+
+if __name__ == "__main__":  # re-record the meeting family's chats after a deliberate change
+    BEFORE.write_text(json.dumps(_meeting_texts(), indent=1, ensure_ascii=False) + "\n")
+    print(f"recorded {BEFORE}")
