@@ -51,10 +51,12 @@ def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> Non
     assert all("cake" not in c.section(p.section) for p, c in kept)
 
 
-if __name__ == "__main__":  # re-record with the real embedded model
+if __name__ == "__main__":  # re-record with the real tiny model
     from evotrainer.backends.hf import load_backend
     from evotrainer.backends.replay import RecordingLLM
+    from evotrainer.config import ModelConfig
 
     RECORDING.unlink(missing_ok=True)
-    RecordingLLM(load_backend(), RECORDING).generate([p.request for p in _plans()])
+    tiny = load_backend(ModelConfig(path="smollm2-135m", dtype="float32"))
+    RecordingLLM(tiny, RECORDING).generate([p.request for p in _plans()])
     print(f"recorded {len(_plans())} answers to {RECORDING}")
