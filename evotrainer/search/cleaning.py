@@ -120,7 +120,11 @@ def _strip_markers(text: str) -> str:
     around an instruction and a shown output), anything after the closing marker dropped; other text
     unchanged."""
     m = _MARKER_BLOCK.match(text)
-    return m.group(2).strip() if m else text
+    out = m.group(2).strip() if m else text
+    return _STRAY_MARKERS.sub("", out).strip()
+
+
+_STRAY_MARKERS = re.compile(r"^(?:\s*(?:<<<|>>>|---+)[ \t]*(?:\n|$))+|(?:(?:^|\n)[ \t]*(?:<<<|>>>|---+)\s*)+$|^\s*(?:<<<|>>>)[ \t]*")
 
 
 def _strip_fences(text: str) -> str:

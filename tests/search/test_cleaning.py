@@ -28,6 +28,11 @@ KEEP_CASES = [
     ("trailing this version", f"{RULE} This version is stricter than the original.", RULE),
     ("trailing note", f"{RULE}\nNote: I made it shorter.", RULE),
     ("role markers", f"<|im_start|>assistant\n{RULE}<|im_end|>", RULE),
+    # the markers the 1.5B copies from the chats around the instruction and the shown output
+    ("instruction markers", f"<<<\n{RULE}\n>>>\n\nThis adds owners.", RULE),
+    ("output markers", f"---\n{RULE}\n---\nThis instruction focuses on owners.", RULE),
+    ("stray closing marker", f">>> {RULE}", RULE),
+    ("trailing rule line", f"{RULE}\n---", RULE),
     ("assistant prefix", f"Assistant: {RULE}", RULE),
     ("whitespace", "  List   every action\titem with  its owner.  \n\n", RULE),
     ("fence + label + chatter", f"Sure!\n```\nRewrite: {RULE}\n```\nI hope this helps.", RULE),
