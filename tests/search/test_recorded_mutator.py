@@ -1,6 +1,6 @@
-"""LLM operators on recorded real calls of the embedded SmolLM2-135M mutator (replayed from a file).
+"""LLM operators on recorded real calls of the default mutator, Qwen2.5-Coder-1.5B-Instruct (replayed from a file).
 
-To re-record after changing the mutation prompts or mutator settings (loads the real model, ~1 min):
+To re-record after changing the mutation prompts or mutator settings (loads the real model, a few minutes):
 ``HF_HUB_OFFLINE=1 .venv/bin/python tests/search/test_recorded_mutator.py``
 """
 
@@ -21,7 +21,7 @@ from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 MEETING = InnerConfig().with_texts(MEETING_TEXTS)  # the recording was made with the meeting family's texts
 DOMAIN_VOCABULARY = MEETING.vocabulary()
-RECORDING = Path(__file__).parent / "data" / "smollm2_mutator.jsonl"
+RECORDING = Path(__file__).parent / "data" / "qwen15b_mutator.jsonl"
 
 
 def _plans() -> list[MutationPlan]:
@@ -34,7 +34,7 @@ def _plans() -> list[MutationPlan]:
 
 def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> None:
     plans = _plans()
-    answers = ReplayLLM(RECORDING, name="smollm2").generate([p.request for p in plans])
+    answers = ReplayLLM(RECORDING, name="qwen2.5-coder-1.5b").generate([p.request for p in plans])
     toolbox = build_toolbox(MEETING)
     children = [toolbox.apply_plan(p, a.text) for p, a in zip(plans, answers, strict=True)]
     kept = [(p, c) for p, c in zip(plans, children, strict=True) if isinstance(c, Policy)]
@@ -51,12 +51,10 @@ def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> Non
     assert all("cake" not in c.section(p.section) for p, c in kept)
 
 
-if __name__ == "__main__":  # re-record with the real tiny model
+if __name__ == "__main__":  # re-record with the real default model
     from evotrainer.backends.hf import load_backend
     from evotrainer.backends.replay import RecordingLLM
-    from evotrainer.config import ModelConfig
 
     RECORDING.unlink(missing_ok=True)
-    tiny = load_backend(ModelConfig(path="smollm2-135m", dtype="float32"))
-    RecordingLLM(tiny, RECORDING).generate([p.request for p in _plans()])
+    RecordingLLM(load_backend(), RECORDING).generate([p.request for p in _plans()])
     print(f"recorded {len(_plans())} answers to {RECORDING}")
