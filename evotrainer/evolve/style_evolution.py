@@ -67,14 +67,16 @@ class StyleLibrary:
         if plan is None:
             return
         try:
-            text = self.mutator.generate([plan.request])[0].text
+            answer = self.mutator.generate([plan.request])[0]
         except ServerError:  # the server is gone: the run stops with its line
             raise
         except Exception as exc:  # a failing mutator never stops the run: the library stays as it is
             self.rec.emit(StyleLibraryEvent(harness_id=hid, outer_generation=g, accepted=False, error=repr(exc)))
             return
-        new = apply_style_mutation(self.styles, plan, text, min_on_topic=self.inner.min_on_topic,
-                                   vocabulary=self.inner.vocabulary())
+        text = answer.text
+        cut = getattr(answer, "finish_reason", None) == "length"  # a style cut mid-sentence is no instruction
+        new = None if cut else apply_style_mutation(self.styles, plan, text, min_on_topic=self.inner.min_on_topic,
+                                                    vocabulary=self.inner.vocabulary())
         self.rec.emit(StyleLibraryEvent(
             harness_id=hid, outer_generation=g, accepted=new is not None, retired=plan.worst, rewritten=plan.best,
             new_name=plan.new_name, answer=text,

@@ -33,6 +33,9 @@ echoed the request instead of answering it. Lower case."""
 _ROLE_MARKER = re.compile(
     r"<\|(?:im_start|im_end|endoftext|eot_id|start_header_id|end_header_id)\|>|</?s>", re.IGNORECASE
 )
+_REASONING = re.compile(r"<(think|thinking|reasoning)>.*?</\1>", re.DOTALL | re.IGNORECASE)
+_OPEN_REASONING = re.compile(r"<(?:think|thinking|reasoning)>", re.IGNORECASE)
+_CLOSE_ONLY = re.compile(r"^.*?</(?:think|thinking|reasoning)>", re.DOTALL | re.IGNORECASE)  # opened by the template
 _ROLE_LINE = re.compile(r"^\s*(?:assistant|system|user)\s*:?\s*$", re.IGNORECASE)
 _ROLE_PREFIX = re.compile(r"^\s*(?:assistant|ai)\s*:\s*", re.IGNORECASE)
 _FENCE_BLOCK = re.compile(r"```[^\n`]*\n?(.*?)(?:```|$)", re.DOTALL)
@@ -199,7 +202,8 @@ def clean_mutator_text(
 ) -> str | None:
     """Extract the instruction a mutator model returned, or None when nothing valid remains.
 
-    Peels, in order: role markers and role lines, code fences (the first non-empty fenced block wins),
+    Peels, in order: reasoning blocks (``<think>`` ... ``</think>``; an unclosed one rejects the text), role
+    markers and role lines, code fences (the first non-empty fenced block wins),
     "Sure! ..." preambles and labels such as "Rewrite:", "New prompt:", "Improved instruction:",
     "Here is the rewritten section:", a ``<<<`` ... ``>>>`` or ``---`` ... ``---`` block (its inside kept), surrounding quotes, trailing chatter ("I hope this helps",
     "Let me know ...", "This version ...", "Note: ..."); then collapses whitespace (single line breaks
@@ -218,7 +222,10 @@ def clean_mutator_text(
     """
     if not isinstance(text, str):
         return None
-    out = _ROLE_MARKER.sub("\n", text)
+    out = _CLOSE_ONLY.sub("", _REASONING.sub("\n", text))  # a reasoning model's thoughts are not its answer
+    if _OPEN_REASONING.search(out):  # reasoning that never closed: the answer never came
+        return None
+    out = _ROLE_MARKER.sub("\n", out)
     out = "\n".join(line for line in out.splitlines() if not _ROLE_LINE.match(line))
     out = _strip_fences(out.strip())
     out = _strip_leading(out.strip())

@@ -328,8 +328,13 @@ def _vary(
     if plans:
         order = sorted(plans)
         texts, mutator_error = _generate(mutator, [plans[i].request for i in order])
-        for i, text in zip(order, texts, strict=True):
-            verdict = "no answer" if text is None else toolbox.apply_plan(plans[i], text)
+        for i, (text, finish) in zip(order, texts, strict=True):
+            if text is None:
+                verdict = "no answer"
+            elif finish == "length":  # a rewrite cut mid-sentence (or mid-reasoning) is no instruction
+                verdict = "cut at the token limit"
+            else:
+                verdict = toolbox.apply_plan(plans[i], text)
             if verdict is None or isinstance(verdict, str):  # the slot keeps its pre-plan content
                 rejections.append(f"{plans[i].operator}: {verdict or 'rejected'}")
                 if verdict and verdict.startswith("leak:"):
@@ -407,19 +412,21 @@ def _parent_best(
     return out
 
 
-def _generate(mutator: LLM | None, requests: list) -> tuple[list[str | None], str | None]:
-    """One batched mutator call; on an exception every answer is None and the error is returned."""
+def _generate(mutator: LLM | None, requests: list) -> tuple[list[tuple[str | None, str | None]], str | None]:
+    """One batched mutator call: ``(text, finish_reason)`` per request; on an exception every text is None and
+    the error is returned."""
     try:
         generations = mutator.generate(requests)  # type: ignore[union-attr]
     except ServerError:  # the mutator's server is gone: the run stops with its line
         raise
     except Exception as exc:  # a failing mutator batch never stops the loop: children fall back
         logger.warning("mutator call failed for %d requests: %r", len(requests), exc)
-        return [None] * len(requests), f"{type(exc).__name__}: {exc}"
+        return [(None, None)] * len(requests), f"{type(exc).__name__}: {exc}"
     if not isinstance(generations, Sequence) or len(generations) != len(requests):
         got = len(generations) if isinstance(generations, Sequence) else type(generations).__name__
         raise OperatorError(f"mutator.generate: expected {len(requests)} generations, got {got}")
-    return [g.text if isinstance(getattr(g, "text", None), str) else None for g in generations], None
+    return [(g.text if isinstance(getattr(g, "text", None), str) else None, getattr(g, "finish_reason", None))
+            for g in generations], None
 
 
 # -------------------------------------------------------------------------------------------------
