@@ -310,7 +310,7 @@ def test_reflective_mutation_sees_training_tasks_only() -> None:
         name = "echo-mutator"
 
         def generate(self, requests):
-            return [Generation(r.messages[-1]["content"].split("Text:\n")[1].split("\n\n")[0] + " Name the owner.",
+            return [Generation(r.messages[-1]["content"].split("<<<\n")[1].split("\n>>>")[0] + " Name the owner.",
                                5, 5, "stop") for r in requests]
 
     evaluator, _, _ = _evaluator()
