@@ -180,11 +180,11 @@ def test_a_server_that_cuts_long_prompts_silently_is_caught_and_recorded(tiny_mo
     # its window set by OLLAMA_CONTEXT_LENGTH (not reported), no tokenizer here: the usage it reports tells
     with FakeServer(owned_by="library", context=200, num_ctx_shown=False) as server:
         llm = _backend(server)
-        assert llm.profile.kind == "ollama" and llm.server_context is None
         with caplog.at_level(logging.WARNING, logger="evotrainer.backends.openai_compat"):
             (g,) = llm.generate([request])
         assert g.prompt_tokens == 200 and g.prompt_truncated and _handling_code(g) == "cut"  # a cut, share unknown
         assert llm.describe()["server_cut"] == 1 and "cut request 0's prompt without saying so" in caplog.text
+        assert llm.profile.kind == "ollama" and llm.server_context is None
     # num_ctx in the Modelfile (/api/show) and a tokenizer: the prompt is fitted here, the instructions kept
     with FakeServer(owned_by="library", context=200, tokenizer=_tokenizer(tiny_model_dir)) as server:
         llm = _backend(server, tokenizer=str(tiny_model_dir), max_context=4096)
@@ -317,9 +317,9 @@ def test_a_generation_that_timed_out_is_not_sent_again() -> None:
         llm = _backend(server, timeout_s=0.3, max_retries=3)
         with pytest.raises(ServerError) as err:
             llm.generate([_req("a")])
+        assert server.attempts == 1
         line = _one_line(err.value)
         assert "did not answer within model.openai.timeout_s=0.3 s" in line and "not sent again" in line
-        assert server.attempts == 1
 
 
 def test_a_429_storm_ends_in_one_line_after_the_retries() -> None:
