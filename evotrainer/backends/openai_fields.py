@@ -68,8 +68,8 @@ class ServerProfile:
         max_tokens_field: the request field of the token budget.
         notes: differences worth archiving (sampling, seeds).
         neutral: ``(field, value, where)`` sent with every request so no server-side default applies
-            (``where``: "body", a standard field; "extra", a server-specific one; "sampled", only when
-            sampling, as ``transformers serve``'s ``generation_config`` JSON).
+            (``where``: "body", a standard field; "extra", a server-specific one; "sampled", a server-specific
+            one sent only when sampling, as ``transformers serve``'s ``generation_config`` JSON).
         not_settable: sampling settings the server has but its endpoint does not take (its own values apply).
         batch_invariant: True when a request's text does not depend on the requests the server runs beside
             it (what resume and the fitness cache rely on); ``invariance`` says why or why not.
@@ -193,10 +193,8 @@ def request_fields(params: SamplingParams, profile: ServerProfile, approximate: 
     for name, value, where in profile.neutral:
         if where == "body":
             body[name] = value
-        elif where == "extra":
+        elif where == "extra" or params.temperature > 0:  # "sampled": a server field only sampling reads
             extra[name] = value
-        elif params.temperature > 0:  # "sampled": a setting only sampling reads
-            body[name] = value
     neutral = [*body, *extra]
     body.update({"temperature": float(params.temperature), profile.max_tokens_field: int(params.max_new_tokens),
                  "top_p": float(params.top_p), "seed": int(params.seed)})

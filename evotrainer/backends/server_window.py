@@ -49,7 +49,7 @@ def cut_by_server(reported: int, *, sent_tokens: int | None, words: int, context
     """Whether a server cut a prompt it answered, from the prompt tokens it reports.
 
     Args:
-        reported: the answer's ``usage.prompt_tokens``, >= 0.
+        reported: the answer's ``usage.prompt_tokens``; 0 or less says nothing (a server not counting), never a cut.
         sent_tokens: the prompt's tokens counted here with the served model's tokenizer (chat template
             included), or None without a tokenizer. A report lower by more than max(8, 2%) is a cut (the
             margin covers a server's template differing by a few tokens).
@@ -59,6 +59,8 @@ def cut_by_server(reported: int, *, sent_tokens: int | None, words: int, context
         context: the window the server states, or None; without a tokenizer a report that fills it is a cut
             (Ollama cuts to exactly ``num_ctx``).
     """
+    if reported <= 0:
+        return False
     if sent_tokens is not None:
         return reported < sent_tokens - max(8, sent_tokens // 50)
     return reported < words or (context is not None and reported >= context)

@@ -60,7 +60,7 @@ class FakeServer:
 
     Attributes:
         model: the one model it serves. owned_by: its ``/models`` entry's ``owned_by`` ("vllm", "llamacpp", ...).
-        key: the API key it wants (None: any). fail: "429", "500", "401" or None, from request ``fail_from`` on
+        key: the API key it wants (None: any). fail: "429", "500", "504", "401" or None, from request ``fail_from`` on
         (counted over generation requests, 0-based) until ``fail_until`` (exclusive; None: for good).
         delay_s: seconds each generation takes.
         bodies: every generation request body received (accepted or refused), in arrival order.
@@ -234,7 +234,7 @@ class FakeServer:
                     return
                 if not self._authorised():
                     return
-                if failing and fake.fail in ("429", "500"):
+                if failing and fake.fail in ("429", "500", "504"):
                     self._send(int(fake.fail), {"error": {"message": f"fake {fake.fail}", "type": "fake"}},
                                {"retry-after-ms": "5"} if fake.fail == "429" else None)
                     return

@@ -78,7 +78,7 @@ def test_request_fields_per_server_kind() -> None:
     assert tf.body["frequency_penalty"] == pytest.approx(0.2)  # transformers serve: 1 + f
     assert not tf.extra and "top_k" not in tf.body  # it refuses fields it does not know (HTTP 422)
     tf_sampled = request_fields(SamplingParams(temperature=0.5), PROFILES["transformers"], frozenset())
-    assert tf_sampled.body["generation_config"] == '{"top_k": 0}' and tf_sampled.body["frequency_penalty"] == 0.0
+    assert tf_sampled.extra == {"generation_config": '{"top_k": 0}'} and tf_sampled.body["frequency_penalty"] == 0.0
     no_consent = request_fields(SamplingParams(repetition_penalty=1.2), PROFILES["vllm"], frozenset())
     assert no_consent.dropped == ("repetition_penalty", "no_repeat_ngram_size")
     assert no_consent.extra["repetition_penalty"] == 1.0  # dropped: neutral, not the server's default
@@ -320,6 +320,10 @@ def test_a_generation_that_timed_out_is_not_sent_again() -> None:
         assert server.attempts == 1
         line = _one_line(err.value)
         assert "did not answer within model.openai.timeout_s=0.3 s" in line and "not sent again" in line
+    with FakeServer(fail="504") as server:  # a gateway that stopped waiting: the server may still be computing
+        with pytest.raises(ServerError, match="HTTP 504"):
+            _backend(server, max_retries=3).generate([_req("a")])
+        assert server.attempts == 1
 
 
 def test_a_429_storm_ends_in_one_line_after_the_retries() -> None:
