@@ -36,7 +36,14 @@ from evotrainer.app.cli_errors import hidden_job_banner, is_multirun, report, wa
 from evotrainer.config import CONF_DIR, Config, register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.flat_keys import migrate_overrides
-from evotrainer.run.resume import find_resumable, plan_resume, resume_threads, run_config, wants_resume
+from evotrainer.run.resume import (
+    find_resumable,
+    plan_resume,
+    resume_threads,
+    resume_warnings,
+    run_config,
+    wants_resume,
+)
 
 register_configs()
 log = logging.getLogger("evotrainer")
@@ -63,6 +70,8 @@ def _run(dcfg: DictConfig) -> None:
         if plan.changed:
             log.warning("resume_force: resuming despite config changes in %s", ", ".join(plan.changed))
         for line in resume_threads(cfg, plan):  # the recorded thread count where model.threads is null
+            log.warning("%s", line)
+        for line in resume_warnings(plan):  # backends whose text may change with what runs beside a request
             log.warning("%s", line)
         run_dir = str(plan.run_dir)
     if cfg.mode == "evaluate":

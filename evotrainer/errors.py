@@ -8,6 +8,7 @@ Systemic failures (bad config, malformed data file, missing model, broken archiv
 from __future__ import annotations
 
 __all__ = [
+    "AdapterLoadError",
     "ArchiveError",
     "ConfigError",
     "DataError",
@@ -38,6 +39,19 @@ class ServerError(ModelError):
     """A model server failed in a way no retry or other request mends (unreachable, a refused key, an unknown
     model, a rate limit that did not lift): systemic, so the code that gives a failing example a fallback score
     lets it through and the run stops with its one line (issue 28)."""
+
+
+class AdapterLoadError(ModelError):
+    """Adapters a backend could not load, raised before it sends anything: the requests carrying them fail, the
+    other requests of the call can run without them (the rollout fails those policies only).
+
+    Attributes:
+        adapters: the failed requests' ``adapter`` values, as the requests give them.
+    """
+
+    def __init__(self, message: str, adapters: frozenset[str] | set[str]) -> None:
+        super().__init__(message)
+        self.adapters = frozenset(adapters)
 
 
 class ArchiveError(EvoTrainerError, RuntimeError):

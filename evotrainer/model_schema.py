@@ -40,8 +40,10 @@ class OpenAIConfig:
     # server's penalty also counts prompt tokens); any other setting the server lacks is refused up front
     approximate: list[str] = field(default_factory=list)
     concurrency: int = 8  # requests in flight at once
-    timeout_s: float = 120.0  # seconds per request attempt
-    max_retries: int = 4  # retries of 429 / 5xx / connection failures, exponential backoff (the openai client's)
+    timeout_s: float = 120.0  # seconds per request attempt; a generation that timed out is not sent again
+    # retries of 429 / 5xx / connection failures, exponential backoff; never of a timeout (the server may still
+    # be computing the request)
+    max_retries: int = 4
     price_prompt: float | None = None  # USD per million prompt tokens (the cost line, outer.budget.usd); null = none
     price_completion: float | None = None  # USD per million completion tokens; null = none
 

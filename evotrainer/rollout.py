@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
-from evotrainer.errors import DataError, ServerError
+from evotrainer.errors import AdapterLoadError, DataError, ServerError
 from evotrainer.genome import Policy
 from evotrainer.input_handling import InputHandling
 from evotrainer.search.decoding import sampling_for
@@ -359,7 +359,9 @@ class RolloutEvaluator:
         t0 = time.perf_counter()
         self.rollouts += len(requests)
         try:
-            generations = self.family.roll_out(self.llm, requests)
+            requests, owners, generations = self._generate(requests, owners, jobs)
+            if not requests:
+                return jobs
             if len(generations) != len(requests):
                 raise RuntimeError(f"backend returned {len(generations)} generations for {len(requests)} requests")
         except ServerError:  # a server unusable for the run (errors.ServerError) stops it with its one line
@@ -384,6 +386,26 @@ class RolloutEvaluator:
             job.seconds = elapsed * share
             self.cache.put(self.cache.make_key("rollout", gh, batch_id, gkey), rollout)
         return jobs
+
+    def _generate(self, requests: list[RolloutRequest], owners: list[str], jobs: dict[str, _Job]
+                  ) -> tuple[list[RolloutRequest], list[str], list[Generation]]:
+        """The family's rollout of ``requests`` (``owners``: their genome hashes). A policy whose adapter the
+        backend could not load (:class:`~evotrainer.errors.AdapterLoadError`, raised before it sends anything)
+        fails alone: its job gets the error and the rest are rolled out without it. Returns the requests and
+        owners rolled out, and their generations."""
+        while True:
+            try:
+                return requests, owners, self.family.roll_out(self.llm, requests)
+            except AdapterLoadError as exc:
+                failed = {gh for gh, r in zip(owners, requests, strict=True) if r.adapter in exc.adapters}
+                if not failed:
+                    raise
+                for gh in failed:
+                    jobs[gh].error = f"generation failed: {type(exc).__name__}: {exc}"
+                keep = [k for k, gh in enumerate(owners) if gh not in failed]
+                requests, owners = [requests[k] for k in keep], [owners[k] for k in keep]
+                if not requests:
+                    return [], [], []
 
     def _scores(
         self,

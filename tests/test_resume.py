@@ -24,7 +24,14 @@ from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig
 from evotrainer.errors import ConfigError
 from evotrainer.harness.stopping import StopReason
 from evotrainer.run.control import RunControl, StopRequested
-from evotrainer.run.resume import ResumePlan, config_diff, find_resumable, plan_resume, resume_threads
+from evotrainer.run.resume import (
+    ResumePlan,
+    config_diff,
+    find_resumable,
+    plan_resume,
+    resume_threads,
+    resume_warnings,
+)
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -189,6 +196,34 @@ def test_a_resume_with_automatic_threads_reuses_the_recorded_count() -> None:
     older = Config()  # a run written before the count was recorded: nothing to reuse
     assert resume_threads(older, ResumePlan(Path("r"), Path("r/archive.db"), "run-x", 0.0)) == []
     assert older.model.threads is None
+
+
+def test_a_resume_warns_where_the_server_does_not_promise_the_same_text_beside_other_requests(tmp_path: Path) -> None:
+    """Continuous-batching servers are not batch-invariant (vllm#23138, llama.cpp#7052): past the replay, the
+    requests a killed run left unanswered go out again beside other requests."""
+    from evotrainer.backends.openai_compat import OpenAIBackend
+    from evotrainer.model_schema import OpenAIConfig
+    from tests.backends._fake_openai import FakeServer
+
+    def archived_run(name: str, owned_by: str, server: str = "auto") -> tuple[Path, dict]:
+        with FakeServer(owned_by=owned_by) as fake:  # what the run's `backend` phase event records
+            described = OpenAIBackend(OpenAIConfig(base_url=fake.url, model=fake.model, server=server)).describe()
+        config = {"mode": "evolve", "seed": 0, "model": {"backend": "openai"}, "mutator": {"backend": "hf"}}
+        with ArchiveStore(tmp_path / name / "archive.db") as store:
+            store.create_run("run-x", 0, config, "v")
+            store.add_event("run-x", "phase", {"name": "backend", "model": described,
+                                               "mutator": {"backend": "hf:smollm2 (float32)"}})
+        return tmp_path / name, config
+
+    run_dir, config = archived_run("vllm", "vllm")
+    (line,) = resume_warnings(plan_resume(run_dir, config))
+    assert line.startswith("resume: run run-x's model ran on a vllm server (http://127.0.0.1:")
+    assert "does not promise the same text whatever runs beside a request" in line and "vllm#23138" in line
+    run_dir, config = archived_run("tf", "local", server="transformers")  # one generate call per request
+    assert resume_warnings(plan_resume(run_dir, config)) == []
+    engine = ResumePlan(Path("r"), Path("r/archive.db"), "run-y", 0.0, backends={"model": {"backend": "vllm"}})
+    (line,) = resume_warnings(engine)  # the in-process vLLM engine batches continuously too
+    assert "model ran on the vLLM engine" in line and "VLLM_BATCH_INVARIANT=1" in line
 
 
 def test_config_diff_names_dotted_keys_and_ignores_threads_and_resume_keys() -> None:

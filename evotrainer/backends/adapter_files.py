@@ -8,6 +8,7 @@ rsLoRA). Source: https://huggingface.co/docs/peft/package_reference/lora and PEF
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ import torch
 
 from evotrainer.errors import ConfigError, ModelError
 
-__all__ = ["ADAPTER_META_FILE", "LoraFactors", "check_fits", "read_adapter", "write_adapter"]
+__all__ = ["ADAPTER_META_FILE", "LoraFactors", "adapter_digest", "check_fits", "read_adapter", "write_adapter"]
 
 ADAPTER_META_FILE = "evotrainer_adapter.json"
 """Provenance file written next to the PEFT files of every adapter EvoTrainer makes (PEFT ignores it)."""
@@ -90,6 +91,29 @@ def read_adapter(folder: str | Path) -> LoraFactors:
     if not modules:
         raise ModelError(f"adapter {path}: no LoRA weights")
     return LoraFactors(str(path), config, modules)
+
+
+def adapter_digest(folder: str | Path) -> str:
+    """sha256 (hex) of an adapter folder's contents: its files' names and bytes, in name order (subfolders
+    are not read). Two folders with the same files have the same digest; any changed byte changes it.
+
+    Raises:
+        ModelError: ``folder`` is not a folder holding files, or a file cannot be read.
+    """
+    path = Path(folder)
+    files = sorted(p for p in path.iterdir() if p.is_file()) if path.is_dir() else []
+    if not files:
+        raise ModelError(f"adapter {path}: expected a folder holding the adapter's files")
+    digest = hashlib.sha256()
+    try:
+        for f in files:
+            digest.update(f"{f.name}\0{f.stat().st_size}\0".encode())
+            with f.open("rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                    digest.update(chunk)
+    except OSError as exc:
+        raise ModelError(f"adapter {path}: unreadable ({exc})") from None
+    return digest.hexdigest()
 
 
 def check_fits(model: torch.nn.Module, adapter: LoraFactors) -> None:

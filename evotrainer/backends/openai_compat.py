@@ -8,33 +8,40 @@ Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`
   the requests it has no answer for (:class:`~evotrainer.backends.call_log.LoggedLLM`), and when a call fails
   the error carries the answers already received (``done``: request index -> answer) and the call log keeps
   them: nothing paid for is lost.
-- **Retries** of 408/409/429/5xx answers and dropped connections are the ``openai`` client's own (exponential
-  backoff from 0.5 s to 8 s with jitter, or the server's ``Retry-After``), ``max_retries`` times; then one line
-  says what failed (:func:`error_line`): an unreachable server, a refused key, an unknown model, a rate limit
-  that did not lift, server errors raise :class:`~evotrainer.errors.ServerError` (the run stops); a request the
-  server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain ``ModelError``, which
-  fails that evaluation only.
+- **Retries** of 408/409/429/5xx answers and dropped connections, ``max_retries`` times (exponential backoff
+  from 0.5 s to 8 s with jitter, or the server's ``Retry-After``): the ``openai`` client's own for the model
+  list and adapter loads, :func:`~evotrainer.backends.openai_retry.send` for generations, which never sends
+  again a request that timed out (or got a gateway's 504): the server may still be computing it. Then one line
+  says what failed (:func:`error_line`): an unreachable server, a timeout, a refused key, an unknown model, a
+  rate limit that did not lift, server errors raise :class:`~evotrainer.errors.ServerError` (the run stops); a
+  request the server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain
+  ``ModelError``, which fails that evaluation only.
 - **The key** is read from the environment variable named by ``api_key_env`` when the backend is built, and
   is never stored, logged or shown (error messages are scrubbed of it).
-- **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; what each field became
-  (sent, approximated, dropped) is counted and archived (:meth:`OpenAIBackend.describe`).
+- **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; every sampling field the server
+  takes is sent (neutral where the genome has no value), so no server-side default applies; what each field
+  became (sent, approximated, dropped, neutral, not settable) is counted and archived
+  (:meth:`OpenAIBackend.describe`).
 - **Chat turns** are sent as the in-process backend renders them: an explicit empty system turn when the chat
   has none (:func:`~evotrainer.backends.hf.ensure_system_turn`). With a tokenizer (``tokenizer``, or the served
-  model's name when that is a local folder) and ``max_context``, a prompt too long for the window has the
-  middle of its longest user message cut first (:func:`~evotrainer.backends.hf.fit_messages`), as in process.
+  model's name when that is a local folder) and ``max_context`` (capped by the window the server states), a
+  prompt too long for the window has the middle of its longest user message cut first
+  (:func:`~evotrainer.backends.hf.fit_messages`), as in process. A prompt the server cut itself, seen from the
+  prompt tokens it reports, is recorded as cut too (:mod:`evotrainer.backends.server_window`).
 - **Answer prefill** (a trailing assistant message): ``continue`` sends it as the last chat message for the
   server to continue (vLLM with ``continue_final_message``; llama.cpp natively); ``completions`` renders the
   chat template here and sends prompt + prefill to ``/completions``; otherwise the request is refused.
 - **Adapters** (``GenerationRequest.adapter``, a PEFT folder the server can read): loaded into a vLLM server
-  once each through ``/v1/load_lora_adapter`` (the server needs ``--enable-lora`` and
-  ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``) and requested by their name; refused on other servers.
+  through ``/v1/load_lora_adapter`` under a name made of their files' digest, before anything of the call is
+  sent (the server needs ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; a name the server
+  already holds is this adapter: :mod:`evotrainer.backends.openai_adapters`), and requested by that name; an
+  adapter that fails to load fails its own requests only; refused on other servers.
 - **Usage**: ``Generation.prompt_tokens`` / ``generated_tokens`` are the server's ``usage`` figures (a local
   count, or the answer's words without a tokenizer, when a server leaves ``usage`` out).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -46,7 +53,9 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer import progress
+from evotrainer.backends import openai_retry
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.openai_adapters import RuntimeAdapters
 from evotrainer.backends.openai_fields import (
     PROFILES,
     ServerProfile,
@@ -54,6 +63,7 @@ from evotrainer.backends.openai_fields import (
     request_fields,
     unsupported,
 )
+from evotrainer.backends.server_window import context_from_model_entry, cut_by_server, ollama_parameters
 from evotrainer.errors import ConfigError, ModelError, ServerError
 from evotrainer.model_schema import OpenAIConfig
 
@@ -101,8 +111,9 @@ def error_line(exc: BaseException, cfg: OpenAIConfig, secret: str | None = None,
     what = f" ({where})" if where else ""
     detail = _scrub(str(getattr(exc, "message", None) or exc), secret)
     if isinstance(exc, openai.APITimeoutError):
-        return (f"{at} did not answer within {role}.openai.timeout_s={cfg.timeout_s:g} s, "
-                f"{cfg.max_retries} retries{what}")
+        return (f"{at} did not answer within {role}.openai.timeout_s={cfg.timeout_s:g} s{what}; not sent again "
+                f"(the server may still be computing it): raise {role}.openai.timeout_s or lower "
+                f"{role}.openai.concurrency")
     if isinstance(exc, openai.APIConnectionError):
         return (f"{at} cannot be reached after {cfg.max_retries} retries{what}: {detail}; is it running? "
                 f"({role}.openai.base_url)")
@@ -128,21 +139,25 @@ def error_line(exc: BaseException, cfg: OpenAIConfig, secret: str | None = None,
 
 @dataclass
 class _Tally:
-    """What the backend did, for the archive: requests, per-field handling, prefill paths, missing usage."""
+    """What the backend did, for the archive: requests, per-field handling, prefill paths, prompts cut here and
+    by the server, missing usage."""
 
     lock: threading.Lock = field(default_factory=threading.Lock)
     requests: int = 0
     sent: Counter = field(default_factory=Counter)
     approximated: Counter = field(default_factory=Counter)
     dropped: Counter = field(default_factory=Counter)
+    neutral: Counter = field(default_factory=Counter)
     prefill: Counter = field(default_factory=Counter)
     truncated: int = 0
+    server_cut: int = 0
     usage_missing: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         with self.lock:
             return {"requests": self.requests, "sent": dict(self.sent), "approximated": dict(self.approximated),
-                    "dropped": dict(self.dropped), "prefilled": dict(self.prefill), "truncated": self.truncated,
+                    "dropped": dict(self.dropped), "neutral_sent": dict(self.neutral),
+                    "prefilled": dict(self.prefill), "truncated": self.truncated, "server_cut": self.server_cut,
                     "usage_missing": self.usage_missing}
 
 
@@ -163,7 +178,11 @@ class OpenAIBackend:
         name: ``openai:<server kind>:<model>``.
         profile: what the server kind offers (:class:`~evotrainer.backends.openai_fields.ServerProfile`).
         prefill_mode: "continue", "completions", or None (prefills refused: :attr:`prefill_refusal`).
-        independent_requests: True: a request's answer does not depend on the others of its call.
+        independent_requests: True: each request is sent on its own (the call log sends only missing ones).
+        batch_invariant: the server kind promises a request's text whatever runs beside it
+            (:attr:`ServerProfile.batch_invariant`); resume warns where it does not.
+        server_context: the context window the server states in tokens, or None (not stated).
+        server_parameters: an Ollama model's Modelfile parameters (its sampling defaults), else empty.
 
     Raises:
         ConfigError: the key variable is named but not set; ``prefill`` asks for a path the server or the
@@ -194,16 +213,25 @@ class OpenAIBackend:
             client = openai.OpenAI(base_url=cfg.base_url, api_key=self._secret or _NO_KEY, timeout=cfg.timeout_s,
                                    max_retries=cfg.max_retries)
         self.client = client
+        # generations: retried by openai_retry.send, never after a timeout (the client would resend those)
+        self._gen_client = client.with_options(max_retries=0) if hasattr(client, "with_options") else client
         self.tally = _Tally()
         self._lock = threading.Lock()
-        self._adapters: dict[str, str] = {}  # adapter folder -> name loaded on the server
+        self._adapters = RuntimeAdapters(
+            lambda path, body: self.client.post(path, cast_to=str, body=body),
+            lambda exc, what: error_line(exc, self.cfg, self._secret, what, self.role))
         self._tok: Any = None
+        self.server_context: int | None = None
+        self.server_parameters: dict[str, str] = {}
         if cfg.server != "auto" and cfg.server not in PROFILES:
             raise ConfigError(f"{role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
                               f"got {cfg.server!r}")
         detected = self._probe()  # a reachable server, the key accepted, the model served
         kind = detected if cfg.server == "auto" else cfg.server
         self.profile: ServerProfile = PROFILES[kind]
+        self.batch_invariant = self.profile.batch_invariant
+        if kind == "ollama":
+            self._ollama_show()
         self.name = f"openai:{kind}:{cfg.model}"
         self.prefill_mode, self.prefill_refusal = self._prefill_mode()
         self._pool = ThreadPoolExecutor(max_workers=cfg.concurrency, thread_name_prefix="openai")
@@ -231,7 +259,27 @@ class OpenAIBackend:
         for m in entries:
             dumped = m.model_dump() if hasattr(m, "model_dump") else dict(getattr(m, "__dict__", {}))
             extra |= set(dumped) - _STANDARD_KEYS
+            if dumped.get("id") == cfg.model:
+                self.server_context = context_from_model_entry(dumped)  # vLLM's max_model_len
         return detect_server(owned, extra, cfg.base_url)
+
+    def _ollama_show(self) -> None:
+        """Read the model's Modelfile parameters from Ollama's ``/api/show`` (beside ``/v1``): its sampling
+        defaults, archived, and ``num_ctx``, the window, when set there. An older or stricter server without it
+        leaves both unknown."""
+        import openai
+
+        root = self.cfg.base_url.rstrip("/").removesuffix("/v1")
+        try:
+            show = self.client.post(f"{root}/api/show", cast_to=object,
+                                    body={"model": self.cfg.model, "name": self.cfg.model})
+        except openai.APIError as exc:
+            log.warning("%s", error_line(exc, self.cfg, self._secret, "reading the model's parameters (/api/show): "
+                                         "its context window is unknown", self.role))
+            return
+        self.server_parameters = ollama_parameters(show if isinstance(show, dict) else {})
+        num_ctx = self.server_parameters.get("num_ctx", "")
+        self.server_context = int(num_ctx) if num_ctx.isdigit() and int(num_ctx) > 0 else None
 
     def _tokenizer_source(self) -> str | None:
         if self.cfg.tokenizer:
@@ -307,6 +355,10 @@ class OpenAIBackend:
             "prefill_refusal": self.prefill_refusal, "max_tokens_field": p.max_tokens_field,
             "approximate": {"repetition_penalty": p.repetition[1]} if p.repetition and self.approximate else {},
             "adapters": "runtime LoRA loading" if p.runtime_lora else None, "notes": list(p.notes),
+            "neutral": {name: value for name, value, _ in p.neutral}, "not_settable": list(p.not_settable),
+            "server_parameters": dict(self.server_parameters), "server_context": self.server_context,
+            "batch_invariant": p.batch_invariant, "invariance": p.invariance,
+            "adapters_already_held": self._adapters.already_held,
             "concurrency": self.cfg.concurrency, **self.tally.as_dict(),
         }
 
@@ -316,10 +368,16 @@ class OpenAIBackend:
 
         Raises:
             DataError: a malformed chat. ConfigError: ``max_new_tokens`` leaves no room in ``max_context``.
+            AdapterLoadError: adapters that could not be loaded (nothing was sent; names them).
             ServerError: the server is unusable (one line, :func:`error_line`). ModelError: it refused a request,
             or a prefill / adapter it cannot take. Either carries ``done``: the answers received before it.
         """
         requests = list(requests)
+        adapters = [r.adapter for r in requests if r.adapter is not None]
+        if adapters:  # all loaded before anything is sent: one that fails fails its own requests only
+            if self.adapter_refusal is not None:
+                raise ModelError(f"{self.role}: adapter {adapters[0]}: {self.adapter_refusal}")
+            self._adapters.load(adapters)
         futures: dict[Future, int] = {self._pool.submit(self._one, i, r): i for i, r in enumerate(requests)}
         results: dict[int, Generation] = {}
         pending = set(futures)
@@ -356,23 +414,24 @@ class OpenAIBackend:
         if prefill and self.prefill_mode is None:
             raise ModelError(f"{self.role}: request {i} starts its answer with a prefill: {self.prefill_refusal}")
         params = request.params
-        chat, cut = self._fit(chat, prefill, params.max_new_tokens, i)
+        chat, omitted = self._fit(chat, prefill, params.max_new_tokens, i)
         fields = request_fields(params, self.profile, self.approximate)
         model = self._adapter_model(request.adapter)
         extra = dict(fields.extra)
+        gen = self._gen_client
         try:
             if prefill and self.prefill_mode == "completions":
                 prompt = self._render(chat) + prefill
-                resp = self.client.completions.create(model=model, prompt=prompt, **fields.body,
-                                                      extra_body=extra or None)
+                resp = openai_retry.send(lambda: gen.completions.create(
+                    model=model, prompt=prompt, **fields.body, extra_body=extra or None), self.cfg.max_retries)
                 choice = resp.choices[0]
                 text = choice.text or ""
             else:
                 messages: list[Message] = [*chat, {"role": "assistant", "content": prefill}] if prefill else chat
                 if prefill:
                     extra.update(dict(self.profile.continue_fields))
-                resp = self.client.chat.completions.create(model=model, messages=messages, **fields.body,
-                                                           extra_body=extra or None)
+                resp = openai_retry.send(lambda: gen.chat.completions.create(
+                    model=model, messages=messages, **fields.body, extra_body=extra or None), self.cfg.max_retries)
                 choice = resp.choices[0]
                 text = choice.message.content or ""
         except openai.APIError as exc:
@@ -384,6 +443,7 @@ class OpenAIBackend:
         usage = getattr(resp, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
+        server_cut = prompt_tokens is not None and self._server_cut(int(prompt_tokens), chat, prefill, i)
         if prompt_tokens is None or completion_tokens is None:
             prompt_tokens, completion_tokens = self._count(chat, prefill, text)
         # with a prefill the continuation's leading space belongs to the answer; a prefill the model did not
@@ -394,13 +454,17 @@ class OpenAIBackend:
             self.tally.sent.update(fields.sent)
             self.tally.approximated.update(fields.approximated)
             self.tally.dropped.update(fields.dropped)
+            self.tally.neutral.update(fields.neutral)
             if prefill:
                 self.tally.prefill[self.prefill_mode or "none"] += 1
-            self.tally.truncated += cut
+            self.tally.truncated += omitted is not None
+            self.tally.server_cut += server_cut
             self.tally.usage_missing += usage is None or getattr(usage, "prompt_tokens", None) is None
+        # a cut by the server: words lost unknown (0), so the item reads as a cut of unknown share
         return Generation(text=text, prompt_tokens=int(prompt_tokens), generated_tokens=int(completion_tokens),
                           finish_reason="length" if choice.finish_reason == "length" else "stop",
-                          prompt_truncated=cut)
+                          prompt_truncated=omitted is not None or server_cut,
+                          omitted_words=0 if server_cut else (omitted or 0))
 
     def _render(self, chat: list[Message]) -> str:
         tok = self.tokenizer()
@@ -415,18 +479,22 @@ class OpenAIBackend:
         return (len(tok(prompt, add_special_tokens=False)["input_ids"]),
                 len(tok(text, add_special_tokens=False)["input_ids"]))
 
-    def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int) -> tuple[list[Message], bool]:
-        """``chat`` cut to leave ``max_new_tokens`` in ``max_context`` (as the in-process backends), when a
-        tokenizer is known; as is otherwise."""
-        window = self.max_context
-        if window is None:
-            return chat, False
+    def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int
+             ) -> tuple[list[Message], int | None]:
+        """``chat`` cut to leave ``max_new_tokens`` in ``max_context`` capped by the server's stated window (as the
+        in-process backends cut), when a tokenizer is known; as is otherwise. Also the words omitted (None: not
+        cut)."""
+        windows = [w for w in (self.max_context, self.server_context) if w is not None]
+        if not windows:
+            return chat, None
+        window = min(windows)
         if max_new_tokens < 1 or window - max_new_tokens < 1:
-            raise ConfigError(f"request {i}: max_new_tokens={max_new_tokens} must be in [1, {window - 1}] "
-                              f"({self.role}.max_context={window} tokens)")
+            where = (f"{self.role}.max_context={self.max_context} tokens" if window == self.max_context
+                     else f"the server's context window, {window} tokens")
+            raise ConfigError(f"request {i}: max_new_tokens={max_new_tokens} must be in [1, {window - 1}] ({where})")
         tok = self.tokenizer()
         if tok is None:
-            return chat, False
+            return chat, None
         from evotrainer.backends.hf import fit_messages
 
         def count(messages: list[Message]) -> int:
@@ -434,36 +502,29 @@ class OpenAIBackend:
 
         budget = window - max_new_tokens
         if count(chat) <= budget:
-            return chat, False
+            return chat, None
         fitted, omitted = fit_messages(chat, count, budget)
         log.warning("%s: request %d was cut to fit %d tokens (%d words omitted)", self.role, i, window, omitted)
-        return fitted, True
+        return fitted, omitted
+
+    def _server_cut(self, reported: int, chat: list[Message], prefill: str, i: int) -> bool:
+        """Whether the server cut the prompt it answered (:func:`~evotrainer.backends.server_window.cut_by_server`),
+        warned once per request."""
+        tok = self.tokenizer()
+        sent = None if tok is None else len(tok(self._render(chat) + prefill, add_special_tokens=False)["input_ids"])
+        words = sum(len(m["content"].split()) for m in chat) + len(prefill.split())
+        if not cut_by_server(reported, sent_tokens=sent, words=words, context=self.server_context):
+            return False
+        said = f"{sent} tokens" if sent is not None else f"{words} words"
+        log.warning("%s: the server at %s cut request %d's prompt without saying so: it read %d tokens of %s sent; "
+                    "recorded as cut (raise the server's context window, e.g. num_ctx on Ollama, or set "
+                    "%s.openai.tokenizer so prompts are fitted here)", self.role, self.cfg.base_url, i, reported,
+                    said, self.role)
+        return True
 
     def _adapter_model(self, adapter: str | None) -> str:
-        """The model name to request: the base model, or the adapter loaded into a vLLM server once."""
-        if adapter is None:
-            return self.cfg.model
-        if self.adapter_refusal is not None:
-            raise ModelError(f"{self.role}: adapter {adapter}: {self.adapter_refusal}")
-        import openai
-
-        folder = str(Path(adapter).expanduser().resolve())
-        with self._lock:
-            if folder not in self._adapters:
-                files = sorted(Path(folder).glob("*"))
-                signature = "|".join(f"{f.name}:{f.stat().st_size}:{f.stat().st_mtime_ns}" for f in files if f.is_file())
-                name = "evo-" + hashlib.sha256(f"{folder}\n{signature}".encode()).hexdigest()[:12]
-                try:
-                    self.client.post("/load_lora_adapter", cast_to=str,
-                                     body={"lora_name": name, "lora_path": folder})
-                except openai.APIError as exc:
-                    hint = ("; start vLLM with --enable-lora and VLLM_ALLOW_RUNTIME_LORA_UPDATING=True"
-                            if getattr(exc, "status_code", None) in (404, 405) else "")
-                    kind = ServerError if is_systemic(exc) else ModelError
-                    line = error_line(exc, self.cfg, self._secret, f"loading adapter {folder}", self.role)
-                    raise kind(line + hint) from None
-                self._adapters[folder] = name
-            return self._adapters[folder]
+        """The model name to request: the base model, or the name of the adapter loaded by :meth:`generate`."""
+        return self.cfg.model if adapter is None else self._adapters.name(adapter)
 
     def close(self) -> None:
         """Stop the request threads and close the HTTP client (idempotent)."""

@@ -4,9 +4,9 @@ Pure tables and functions (no network): :mod:`evotrainer.backends.openai_compat`
 :mod:`evotrainer.evolve.gene_support` refuses a run whose genes a server cannot honour. Each
 :class:`~evotrainer.backends.base.SamplingParams` field is handled one of three ways per server:
 
-- **sent** as the request field of the same meaning: ``temperature``; ``top_p`` and ``seed`` when sampling
-  (greedy ignores them, as the in-process backends do); ``max_new_tokens`` as ``max_tokens``
-  (``max_completion_tokens`` for the hosted OpenAI API, whose newer models refuse ``max_tokens``);
+- **sent** as the request field of the same meaning: ``temperature``, ``top_p`` and ``seed`` (greedy ignores
+  the last two, as the in-process backends do, but they are sent all the same); ``max_new_tokens`` as
+  ``max_tokens`` (``max_completion_tokens`` for the hosted OpenAI API, whose newer models refuse ``max_tokens``);
 - **approximated**: ``repetition_penalty`` only, and only when the role's ``openai.approximate`` lists it:
   ours counts generated tokens only (:mod:`evotrainer.backends.logits`); each server's own penalty also
   counts the prompt (vLLM's ``repetition_penalty``, llama.cpp's ``repeat_penalty`` over its last 64 tokens,
@@ -16,13 +16,27 @@ Pure tables and functions (no network): :mod:`evotrainer.backends.openai_compat`
   text only) and an unapproximated ``repetition_penalty``. The mutator and the judge send built-in values
   of these; a policy setting that would be dropped is refused before the run starts instead.
 
-Sources: vLLM's OpenAI-compatible server docs ("Extra Parameters": ``repetition_penalty``,
-``continue_final_message``, ``add_generation_prompt``; "Dynamically serving LoRA Adapters":
-``/v1/load_lora_adapter``), llama.cpp's ``tools/server/README.md`` (``repeat_penalty``, ``seed``, a final
-assistant message continued as a prefill), ``transformers serve`` (transformers 5.x
-``cli/serving/chat_completion.py``: ``frequency_penalty`` -> ``repetition_penalty``, the seed set process-wide),
-Ollama's OpenAI compatibility page, and the OpenAI API reference (``max_completion_tokens``, ``seed`` "best
-effort"). Only ``transformers serve`` is exercised by this repository's tests; the rest follow those docs.
+**Every other sampling field the server takes is sent at its neutral value** (:attr:`ServerProfile.neutral`:
+``top_k`` off, ``min_p`` 0, penalties off, ...): a server fills a field the request leaves out from its own
+defaults, and vLLM (``--generation-config auto``, its default) and ``transformers serve`` take those from the
+served model's ``generation_config.json`` (Qwen2.5's carries ``repetition_penalty`` 1.05, ``top_k`` 20,
+``top_p`` 0.8), llama.cpp from its command line (``top_k`` 40, ``min_p`` 0.05 unless told), Ollama from the
+model's Modelfile. Fields a server's endpoint does not take are named in :attr:`ServerProfile.not_settable`
+and archived: there the server's own value applies.
+
+Sources: vLLM's OpenAI-compatible server docs ("Extra Parameters": ``repetition_penalty``, ``top_k`` -1 =
+off, ``min_p``, ``continue_final_message``, ``add_generation_prompt``; "Dynamically serving LoRA Adapters":
+``/v1/load_lora_adapter``; ``--generation-config``), llama.cpp's ``tools/server/README.md`` (``top_k`` 0 = off,
+``min_p``, ``typical_p``, ``repeat_penalty``, ``dry_multiplier``, ``xtc_probability``, ``mirostat``, ``seed``, a
+final assistant message continued as a prefill), ``transformers serve`` (transformers 5.x
+``cli/serving/utils.py`` and ``chat_completion.py``: unknown request fields refused with HTTP 422,
+``frequency_penalty`` -> ``repetition_penalty``, a ``generation_config`` JSON field, the seed set
+process-wide), Ollama's OpenAI compatibility page (``temperature``, ``top_p``, ``seed``,
+``frequency_penalty``, ``presence_penalty`` only), and the OpenAI API reference (``max_completion_tokens``,
+``seed`` "best effort"). Batch invariance: vllm#23138 (greedy text changes with the batch; a
+batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``, exists in recent versions), llama.cpp#7052 (results change
+with the batch size and parallel slots). Only ``transformers serve`` is exercised by this repository's tests;
+the rest follow those sources.
 """
 
 from __future__ import annotations
@@ -41,9 +55,9 @@ class ServerProfile:
 
     Attributes:
         kind: "vllm", "llamacpp", "ollama", "transformers", "openai" or "generic".
-        seed: how the request's ``seed`` is honoured: "per_request" (same seed, same text whatever runs
-            beside it), "process" (a process-wide RNG reseeded per request: reproducible only one request at
-            a time), "best_effort" or "unknown".
+        seed: how the request's ``seed`` is honoured: "per_request" (each request draws from its own seeded
+            RNG), "process" (a process-wide RNG reseeded per request: reproducible only one request at a time),
+            "best_effort" or "unknown".
         continue_prefill: the chat endpoint continues a final assistant message (extra fields in
             ``continue_fields``), so an answer prefill needs no local chat template.
         continue_fields: extra request fields that switch continuation on (vLLM's), else empty.
@@ -53,6 +67,13 @@ class ServerProfile:
         runtime_lora: adapters can be loaded while the server runs (vLLM's ``/v1/load_lora_adapter``).
         max_tokens_field: the request field of the token budget.
         notes: differences worth archiving (sampling, seeds).
+        neutral: ``(field, value, where)`` sent with every request so no server-side default applies
+            (``where``: "body", a standard field; "extra", a server-specific one; "sampled", a server-specific
+            one sent only when sampling, as ``transformers serve``'s ``generation_config`` JSON).
+        not_settable: sampling settings the server has but its endpoint does not take (its own values apply).
+        batch_invariant: True when a request's text does not depend on the requests the server runs beside
+            it (what resume and the fitness cache rely on); ``invariance`` says why or why not.
+        invariance: one line on what holds for this kind of server.
     """
 
     kind: str
@@ -64,26 +85,53 @@ class ServerProfile:
     runtime_lora: bool
     max_tokens_field: str = "max_tokens"
     notes: tuple[str, ...] = ()
+    neutral: tuple[tuple[str, Any, str], ...] = ()
+    not_settable: tuple[str, ...] = ()
+    batch_invariant: bool = False
+    invariance: str = "unknown server: the same text whatever runs beside a request is not promised"
 
+
+_PENALTIES_OFF = (("frequency_penalty", 0.0, "body"), ("presence_penalty", 0.0, "body"))
 
 PROFILES: dict[str, ServerProfile] = {
     "vllm": ServerProfile(
         "vllm", "per_request", True, (("continue_final_message", True), ("add_generation_prompt", False)), True,
-        ("repetition_penalty", "vLLM's repetition_penalty also counts prompt tokens"), True),
+        ("repetition_penalty", "vLLM's repetition_penalty also counts prompt tokens"), True,
+        neutral=(*_PENALTIES_OFF, ("top_k", -1, "extra"), ("min_p", 0.0, "extra"),
+                 ("repetition_penalty", 1.0, "extra")),
+        invariance="continuous batching: a request's text, greedy included, can change with the requests running "
+                   "beside it (vllm#23138) unless the server runs with VLLM_BATCH_INVARIANT=1"),
     "llamacpp": ServerProfile(
         "llamacpp", "per_request", True, (), True,
-        ("repeat_penalty", "llama.cpp's repeat_penalty covers its last 64 tokens, prompt tokens included"), False),
-    "ollama": ServerProfile("ollama", "per_request", False, (), False, None, False),
+        ("repeat_penalty", "llama.cpp's repeat_penalty covers its last 64 tokens, prompt tokens included"), False,
+        neutral=(*_PENALTIES_OFF, ("top_k", 0, "extra"), ("min_p", 0.0, "extra"), ("typical_p", 1.0, "extra"),
+                 ("repeat_penalty", 1.0, "extra"), ("dry_multiplier", 0.0, "extra"),
+                 ("xtc_probability", 0.0, "extra"), ("mirostat", 0, "extra")),
+        invariance="parallel slots share one batch: a request's text can change with the batch (llama.cpp#7052) "
+                   "unless the server runs one slot (--parallel 1)"),
+    "ollama": ServerProfile(
+        "ollama", "per_request", False, (), False, None, False, neutral=_PENALTIES_OFF,
+        not_settable=("top_k", "min_p", "repeat_penalty"),
+        notes=("the OpenAI endpoint takes no top_k, min_p or repeat_penalty: the model's Modelfile values apply "
+               "(archived as server_parameters)",),
+        invariance="llama.cpp underneath: with OLLAMA_NUM_PARALLEL > 1 a request's text can change with the "
+                   "requests beside it (llama.cpp#7052)"),
     "transformers": ServerProfile(
         "transformers", "process", False, (), True,
         ("frequency_penalty", "transformers serve turns frequency_penalty f into repetition_penalty 1+f over "
                               "prompt and generated tokens"), False,
         notes=("temperature > 0 samples only when the served model's generation_config.json sets do_sample: "
                "true (transformers serve applies the temperature without switching sampling on)",
-               "the seed reseeds one process-wide torch RNG per request: reproducible at concurrency 1 only")),
+               "the seed reseeds one process-wide torch RNG per request: reproducible at concurrency 1 only"),
+        neutral=(("frequency_penalty", 0.0, "body"), ("generation_config", '{"top_k": 0}', "sampled")),
+        not_settable=("min_p",), batch_invariant=True,
+        invariance="one generate call per request (without --continuous-batching): the text does not depend on "
+                   "other requests (tested against the in-process backend)"),
     "openai": ServerProfile("openai", "best_effort", False, (), False, None, False,
-                            max_tokens_field="max_completion_tokens"),
-    "generic": ServerProfile("generic", "unknown", False, (), False, None, False),
+                            max_tokens_field="max_completion_tokens", neutral=_PENALTIES_OFF,
+                            invariance="a hosted API: the same text for the same request is not promised"),
+    "generic": ServerProfile("generic", "unknown", False, (), False, None, False, neutral=_PENALTIES_OFF,
+                             not_settable=("top_k", "min_p", "repetition_penalty")),
 }
 """The profile of each server kind (``<role>.openai.server``)."""
 
@@ -115,11 +163,12 @@ class RequestFields:
     """One request's decoding fields.
 
     Attributes:
-        body: standard request fields (``temperature``, ``top_p``, ``seed``, the token budget).
+        body: standard request fields (``temperature``, ``top_p``, ``seed``, the token budget, penalties off).
         extra: server-specific fields (sent through the client's ``extra_body``).
         sent: names of the :class:`SamplingParams` fields sent as they are.
         approximated: names sent as the server's own variant.
         dropped: names whose non-default value was not sent.
+        neutral: names of the server's fields sent at their neutral value (:attr:`ServerProfile.neutral`).
     """
 
     body: dict[str, Any]
@@ -127,36 +176,44 @@ class RequestFields:
     sent: tuple[str, ...]
     approximated: tuple[str, ...]
     dropped: tuple[str, ...]
+    neutral: tuple[str, ...] = ()
 
 
 def request_fields(params: SamplingParams, profile: ServerProfile, approximate: frozenset[str]) -> RequestFields:
-    """The request fields of ``params`` on a ``profile`` server (module docstring).
+    """The request fields of ``params`` on a ``profile`` server (module docstring): every decoding field the
+    server takes is set, the genome's value where it has one, the neutral value otherwise.
 
     Args:
         params: the request's decoding settings.
         profile: the server's kind.
         approximate: setting names the role allows to approximate (``openai.approximate``).
     """
-    body: dict[str, Any] = {"temperature": float(params.temperature), profile.max_tokens_field: int(params.max_new_tokens)}
+    body: dict[str, Any] = {}
     extra: dict[str, Any] = {}
-    sent = ["temperature", "max_new_tokens"]
+    for name, value, where in profile.neutral:
+        if where == "body":
+            body[name] = value
+        elif where == "extra" or params.temperature > 0:  # "sampled": a server field only sampling reads
+            extra[name] = value
+    neutral = [*body, *extra]
+    body.update({"temperature": float(params.temperature), profile.max_tokens_field: int(params.max_new_tokens),
+                 "top_p": float(params.top_p), "seed": int(params.seed)})
+    sent = ["temperature", "max_new_tokens", "top_p", "seed"]
     approximated: list[str] = []
     dropped: list[str] = []
-    if params.temperature > 0:
-        body["top_p"] = float(params.top_p)
-        body["seed"] = int(params.seed)
-        sent += ["top_p", "seed"]
     if params.repetition_penalty != 1.0:
         if "repetition_penalty" in approximate and profile.repetition is not None:
             name = profile.repetition[0]
             value = params.repetition_penalty - 1.0 if name == "frequency_penalty" else params.repetition_penalty
             (body if name == "frequency_penalty" else extra)[name] = float(value)
+            if name in neutral:  # the genome's value, not the neutral one
+                neutral.remove(name)
             approximated.append("repetition_penalty")
         else:
             dropped.append("repetition_penalty")
     if params.no_repeat_ngram_size:
         dropped.append("no_repeat_ngram_size")
-    return RequestFields(body, extra, tuple(sent), tuple(approximated), tuple(dropped))
+    return RequestFields(body, extra, tuple(sent), tuple(approximated), tuple(dropped), tuple(neutral))
 
 
 def unsupported(name: str, value: float, profile: ServerProfile, approximate: frozenset[str]) -> str | None:

@@ -24,7 +24,12 @@ Thread counts: results may depend on them (pytorch#88718; measured bit-identical
 ``evotrainer/backends/threads.py``), and with ``model.threads=null`` the count follows the machine's load. The run
 records the count it used (the ``compute`` phase event); a resume with ``model.threads=null`` (and
 ``executor.ray.threads=null``) uses the recorded count, and one given another count goes on with a warning
-that names the key to pass (:func:`resume_threads`). Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
+that names the key to pass (:func:`resume_threads`). Backends: the replay is exact, but past it the requests the
+killed process had not answered are sent again beside other requests; a backend whose text depends on what runs
+beside a request (a vLLM engine or server, llama.cpp, Ollama, a hosted API: continuous batching, vllm#23138,
+llama.cpp#7052) may answer them differently, so the resumed run can go on differently from an uninterrupted
+one. The resume warns with one line per such role, read from the run's ``backend`` phase event (the server
+kind it talked to) and its config (``backend=vllm``) (:func:`resume_warnings`). Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
 (``inner.adapter_mutation_share > 0``: adapter training is not logged), a Hydra multirun.
 """
 
@@ -43,6 +48,7 @@ from evotrainer.archive.run_lock import lock_path, probe, take
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path
 from evotrainer.archive.values import now
 from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
+from evotrainer.backends.openai_fields import PROFILES
 from evotrainer.backends.threads import COMPUTE_PHASE
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten, migrate_config
@@ -50,7 +56,7 @@ from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run.control import STOP_FILE, RunControl
 
 __all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
-           "plan_resume", "resume_threads", "run_config", "wants_resume"]
+           "plan_resume", "resume_threads", "resume_warnings", "run_config", "wants_resume"]
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
@@ -80,6 +86,9 @@ class ResumePlan:
         changed: dotted keys whose values differ from the stored config (empty unless forced).
         threads: the thread counts the run recorded (:func:`evotrainer.backends.threads.threads_in_use`: ``threads``,
             and ``worker_threads`` with Ray workers); empty for a run written before they were recorded.
+        backends: per role ("model", "mutator"), what the run recorded of its backend: a server's
+            ``describe()`` from the run's first ``backend`` phase event, ``{"backend": "vllm"}`` for an
+            in-process vLLM engine; roles on the in-process transformers backend are absent.
     """
 
     run_dir: Path
@@ -88,6 +97,7 @@ class ResumePlan:
     elapsed_s: float
     changed: tuple[str, ...] = field(default_factory=tuple)
     threads: Mapping[str, int] = field(default_factory=dict)
+    backends: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def wants_resume(value: Any) -> bool:
@@ -134,17 +144,25 @@ def _run_state(store: ArchiveStore, run_id: str) -> dict[str, Any]:
         for t in ("policies", "evaluations", "harness_candidates", "events")) if r[0] is not None), default=created)
     elapsed = (_parse(last) - _parse(created)).total_seconds()
     threads: dict[str, int] = {}
+    config = json.loads(config_json)
+    backends: dict[str, Mapping[str, Any]] = {
+        role: {"backend": "vllm"} for role in ("model", "mutator")
+        if isinstance(config.get(role), Mapping) and config[role].get("backend") == "vllm"}
+    seen_backend = False
     for (body,) in conn.execute("SELECT payload_json FROM events WHERE run_id = ? AND kind = 'phase' ORDER BY id",
                                 (run_id,)):
         payload = json.loads(body)
         if payload.get("name") == COMPUTE_PHASE and not threads:  # the first process's counts
             threads = {k: v for k, v in payload.items() if k in ("threads", "worker_threads") and isinstance(v, int)}
+        if payload.get("name") == "backend" and not seen_backend:  # what each server was found to be, at the start
+            seen_backend = True
+            backends.update({k: v for k, v in payload.items() if isinstance(v, Mapping) and v.get("backend") == "openai"})
         if payload.get("name") == RESUME_MARKER and "process_started_at" in payload:
             # the latest resumed process: its carried-over time plus its own, not the pause before it
             elapsed = float(payload.get("elapsed_before_s", 0.0)) + (
                 _parse(last) - _parse(payload["process_started_at"])).total_seconds()
-    return {"config": json.loads(config_json), "created_at": created, "finished": finished,
-            "elapsed_s": max(elapsed, 0.0), "threads": threads}
+    return {"config": config, "created_at": created, "finished": finished,
+            "elapsed_s": max(elapsed, 0.0), "threads": threads, "backends": backends}
 
 
 def _running(archive: Path, run_id: str) -> bool:
@@ -209,7 +227,7 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
         raise ConfigError(f"resume: the config differs from run {run_id}'s in {shown}; use the same overrides, "
                           "or resume_force=true to resume anyway")
     return ResumePlan(run_dir=run_dir, archive=archive, run_id=run_id, elapsed_s=state["elapsed_s"],
-                      changed=tuple(changed), threads=state["threads"])
+                      changed=tuple(changed), threads=state["threads"], backends=state["backends"])
 
 
 def resume_threads(cfg: Any, plan: ResumePlan) -> list[str]:
@@ -244,6 +262,31 @@ def resume_threads(cfg: Any, plan: ResumePlan) -> list[str]:
             out.append(f"resume: run {plan.run_id}'s Ray workers ran with {workers} threads each, this process's "
                        f"with executor.ray.threads={cfg.executor.ray.threads}; {why}: pass "
                        f"executor.ray.threads={workers} to continue exactly as the run would have")
+    return out
+
+
+_VLLM_ENGINE = ("continuous batching: a request's text, greedy included, can change with the requests running "
+                "beside it (vllm#23138) unless vLLM runs with VLLM_BATCH_INVARIANT=1")
+
+
+def resume_warnings(plan: ResumePlan) -> list[str]:
+    """One warning line per role whose backend does not promise a request's text whatever runs beside it
+    (module docstring): a vLLM engine, or a server whose kind the run recorded as not batch-invariant
+    (:attr:`~evotrainer.backends.openai_fields.ServerProfile.batch_invariant`; a kind recorded without the flag
+    is looked up in :data:`~evotrainer.backends.openai_fields.PROFILES`). Empty for the transformers backend."""
+    out: list[str] = []
+    for role, d in plan.backends.items():
+        profile = PROFILES.get(str(d.get("server")))
+        invariant = d.get("batch_invariant", profile.batch_invariant if profile else False)
+        if d.get("backend") == "openai" and invariant:
+            continue
+        what = (f"a {d.get('server', 'generic')} server ({d.get('base_url')})" if d.get("backend") == "openai"
+                else "the vLLM engine")
+        why = d.get("invariance") or (profile.invariance if profile else _VLLM_ENGINE)
+        out.append(f"resume: run {plan.run_id}'s {role} ran on {what}, which does not promise the same text "
+                   f"whatever runs beside a request ({why}): the requests the killed process left unanswered are "
+                   "sent again beside others and may be answered differently, so the run may go on otherwise than "
+                   "an uninterrupted one (answers in the call log replay as they were)")
     return out
 
 

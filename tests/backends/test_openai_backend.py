@@ -3,7 +3,10 @@ server kind, concurrency, usage, prefill and adapter paths, and one clear line f
 
 from __future__ import annotations
 
+import logging
+import shutil
 import socket
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -13,9 +16,11 @@ from evotrainer.backends.call_log import CallLog, LoggedLLM, call_key, model_ide
 from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.backends.openai_fields import PROFILES, detect_server, request_fields, unsupported
 from evotrainer.config import ModelConfig
-from evotrainer.errors import ConfigError, ModelError, ServerError
+from evotrainer.errors import AdapterLoadError, ConfigError, ModelError, ServerError
 from evotrainer.model_schema import OpenAIConfig
+from evotrainer.rollout import RolloutEvaluator, _handling_code
 from tests.backends._fake_openai import FakeServer, fake_answer
+from tests.test_rollout import TASKS, WEIGHTS, KeywordFamily, _policy
 
 GREEDY = SamplingParams(max_new_tokens=32, no_repeat_ngram_size=0)
 
@@ -33,6 +38,20 @@ def _backend(fake: FakeServer, max_context: int | None = None, **kw) -> OpenAIBa
     return OpenAIBackend(OpenAIConfig(base_url=fake.url, model=fake.model, **kw), max_context=max_context)
 
 
+def _tokenizer(folder: Path):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(folder))
+
+
+def _adapter(folder: Path, weights: bytes = b"lora weights") -> Path:
+    """A folder with an adapter's two files (the fake server reads only their path)."""
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text('{"peft_type": "LORA"}')
+    (folder / "adapter_model.safetensors").write_bytes(weights)
+    return folder
+
+
 def _one_line(exc: BaseException) -> str:
     text = str(exc)
     assert "\n" not in text and len(text) < 600, text
@@ -44,19 +63,29 @@ def _one_line(exc: BaseException) -> str:
 
 def test_request_fields_per_server_kind() -> None:
     greedy = request_fields(SamplingParams(max_new_tokens=40), PROFILES["vllm"], frozenset())
-    assert greedy.body == {"temperature": 0.0, "max_tokens": 40}  # greedy: no top_p, no seed
+    assert greedy.body == {"temperature": 0.0, "max_tokens": 40, "top_p": 1.0, "seed": 0, "frequency_penalty": 0.0,
+                           "presence_penalty": 0.0}  # every field set, greedy included
+    assert greedy.extra == {"top_k": -1, "min_p": 0.0, "repetition_penalty": 1.0}  # vLLM's own, neutral
     assert greedy.dropped == ("no_repeat_ngram_size",)  # the default 4: no server has it
     sampled = request_fields(SamplingParams(temperature=0.7, top_p=0.9, seed=5, no_repeat_ngram_size=0,
                                             repetition_penalty=1.2), PROFILES["vllm"], frozenset({"repetition_penalty"}))
-    assert sampled.body == {"temperature": 0.7, "max_tokens": 160, "top_p": 0.9, "seed": 5}
-    assert sampled.extra == {"repetition_penalty": 1.2} and sampled.approximated == ("repetition_penalty",)
+    assert {k: sampled.body[k] for k in ("temperature", "max_tokens", "top_p", "seed")} == {
+        "temperature": 0.7, "max_tokens": 160, "top_p": 0.9, "seed": 5}
+    assert sampled.extra["repetition_penalty"] == 1.2 and sampled.approximated == ("repetition_penalty",)
+    assert "repetition_penalty" not in sampled.neutral
     tf = request_fields(SamplingParams(repetition_penalty=1.2, no_repeat_ngram_size=0), PROFILES["transformers"],
                         frozenset({"repetition_penalty"}))
     assert tf.body["frequency_penalty"] == pytest.approx(0.2)  # transformers serve: 1 + f
+    assert not tf.extra and "top_k" not in tf.body  # it refuses fields it does not know (HTTP 422)
+    tf_sampled = request_fields(SamplingParams(temperature=0.5), PROFILES["transformers"], frozenset())
+    assert tf_sampled.extra == {"generation_config": '{"top_k": 0}'} and tf_sampled.body["frequency_penalty"] == 0.0
     no_consent = request_fields(SamplingParams(repetition_penalty=1.2), PROFILES["vllm"], frozenset())
-    assert no_consent.dropped == ("repetition_penalty", "no_repeat_ngram_size") and not no_consent.extra
+    assert no_consent.dropped == ("repetition_penalty", "no_repeat_ngram_size")
+    assert no_consent.extra["repetition_penalty"] == 1.0  # dropped: neutral, not the server's default
     hosted = request_fields(SamplingParams(max_new_tokens=9), PROFILES["openai"], frozenset())
-    assert hosted.body == {"temperature": 0.0, "max_completion_tokens": 9}
+    assert hosted.body["max_completion_tokens"] == 9 and "max_tokens" not in hosted.body and not hosted.extra
+    llama = request_fields(SamplingParams(), PROFILES["llamacpp"], frozenset())
+    assert llama.extra["top_k"] == 0 and llama.extra["min_p"] == 0.0 and llama.extra["repeat_penalty"] == 1.0
 
 
 def test_unsupported_settings_name_the_reason() -> None:
@@ -94,7 +123,7 @@ def test_answers_in_order_with_the_servers_usage_and_a_concurrency_limit() -> No
         assert all(b["messages"][0] == {"role": "system", "content": ""} for b in server.bodies)  # explicit empty turn
         d = llm.describe()
         assert d["server"] == "vllm" and d["requests"] == 9 and d["dropped"] == {}
-        assert d["sent"] == {"temperature": 9, "max_new_tokens": 9} and d["api_key_env"] is None
+        assert d["sent"] == {"temperature": 9, "max_new_tokens": 9, "top_p": 9, "seed": 9} and d["api_key_env"] is None
 
 
 def test_sampled_requests_send_their_seed() -> None:
@@ -130,12 +159,102 @@ def test_answer_prefill_paths(tiny_model_dir: Path) -> None:
 
 
 def test_prompts_are_fitted_to_the_context_window_with_a_tokenizer(tiny_model_dir: Path) -> None:
-    with FakeServer() as server:
+    with FakeServer(tokenizer=_tokenizer(tiny_model_dir)) as server:  # counts as a server counts: same tokenizer
         llm = _backend(server, tokenizer=str(tiny_model_dir), max_context=300)
         long = "Meeting:\n" + " ".join(f"word{i}" for i in range(2000))
         (g,) = llm.generate([_req(long, SamplingParams(max_new_tokens=100))])
         sent = server.bodies[-1]["messages"][1]["content"]
         assert g.prompt_truncated and "words omitted" in sent and len(sent) < len(long) / 2
+        assert g.omitted_words > 1000 and _handling_code(g).startswith("cut")
+        assert g.prompt_tokens <= 300 - 100 and llm.describe()["server_cut"] == 0  # fitted here, not cut there
+
+
+def test_a_server_that_cuts_long_prompts_silently_is_caught_and_recorded(tiny_model_dir: Path,
+                                                                         caplog: pytest.LogCaptureFixture) -> None:
+    """Ollama cuts a prompt over its context window keeping the end, the evolved instructions first, and reports
+    the cut prompt's tokens (ollama#5902, #6026)."""
+    instructions = "Write the minutes as bullets and name the owner of every action item."
+    long = "Meeting:\n" + " ".join(f"word{i}" for i in range(600))
+    request = GenerationRequest(({"role": "system", "content": instructions}, {"role": "user", "content": long}),
+                                GREEDY)
+    # its window set by OLLAMA_CONTEXT_LENGTH (not reported), no tokenizer here: the usage it reports tells
+    with FakeServer(owned_by="library", context=200, num_ctx_shown=False) as server:
+        llm = _backend(server)
+        with caplog.at_level(logging.WARNING, logger="evotrainer.backends.openai_compat"):
+            (g,) = llm.generate([request])
+        assert g.prompt_tokens == 200 and g.prompt_truncated and _handling_code(g) == "cut"  # a cut, share unknown
+        assert llm.describe()["server_cut"] == 1 and "cut request 0's prompt without saying so" in caplog.text
+        assert llm.profile.kind == "ollama" and llm.server_context is None
+    # num_ctx in the Modelfile (/api/show) and a tokenizer: the prompt is fitted here, the instructions kept
+    with FakeServer(owned_by="library", context=200, tokenizer=_tokenizer(tiny_model_dir)) as server:
+        llm = _backend(server, tokenizer=str(tiny_model_dir), max_context=4096)
+        assert llm.server_context == 200 and llm.describe()["server_parameters"] == {"num_ctx": "200"}
+        (g,) = llm.generate([request])
+        sent = server.bodies[-1]["messages"]
+        assert sent[0]["content"] == instructions and "words omitted" in sent[1]["content"]
+        assert g.prompt_truncated and g.omitted_words > 0 and g.prompt_tokens <= 200 - GREEDY.max_new_tokens
+        assert llm.describe()["server_cut"] == 0
+    # vLLM states its window in /v1/models (it refuses longer prompts instead of cutting them)
+    with FakeServer(owned_by="vllm", context=512) as server:
+        assert _backend(server).server_context == 512
+
+
+def test_server_side_sampling_defaults_never_fill_fields_the_request_leaves_out() -> None:
+    """vLLM fills a field the request leaves out from the model's generation_config.json (Qwen2.5: a repetition
+    penalty of 1.05, top_k 20, top_p 0.8; NeMo-RL#3497, prime-rl PR#886)."""
+    qwen = {"repetition_penalty": 1.05, "top_k": 20, "top_p": 0.8, "min_p": 0.05}
+    with FakeServer(owned_by="vllm", defaults=qwen) as server:
+        llm = _backend(server)
+        (g,) = llm.generate([_req("Meeting:\nAna: we agreed the plan for the launch today")])
+        (used,) = server.effective
+        assert {k: used[k] for k in qwen} == {"repetition_penalty": 1.0, "top_k": -1, "top_p": 1.0, "min_p": 0.0}
+        assert used["seed"] == 0 and used["frequency_penalty"] == 0.0 and "penalised" not in g.text
+        d = llm.describe()  # archived in the run's `backend` phase event
+        assert d["neutral"] == {"frequency_penalty": 0.0, "presence_penalty": 0.0, "top_k": -1, "min_p": 0.0,
+                                "repetition_penalty": 1.0}
+        assert d["neutral_sent"]["repetition_penalty"] == 1 and d["not_settable"] == []
+    # Ollama's OpenAI endpoint takes no top_k or repeat_penalty: the Modelfile's apply, and the archive says which
+    with FakeServer(owned_by="library", defaults={"repeat_penalty": 1.1, "top_k": 40}) as server:
+        llm = _backend(server)
+        (g,) = llm.generate([_req("Meeting:\nAna: we agreed the plan for the launch today")])
+        d = llm.describe()
+        assert d["not_settable"] == ["top_k", "min_p", "repeat_penalty"]
+        assert d["server_parameters"] == {"repeat_penalty": "1.1", "top_k": "40"} and "penalised 1.1" in g.text
+
+
+def test_an_adapter_the_server_already_holds_is_used_not_failed(tmp_path: Path) -> None:
+    """vLLM refuses to load a name it holds with HTTP 400 "has already been loaded" (vllm PR#31326): a rerun or a
+    second process against a long-lived server finds its adapters there."""
+    folder = _adapter(tmp_path / "adapter")
+    with FakeServer(owned_by="vllm") as server:
+        _backend(server).generate([_req("a", adapter=str(folder))])  # an earlier process
+        again = _backend(server)  # a rerun against the same server
+        (g,) = again.generate([_req("b", adapter=str(folder))])
+        first, second = server.lora_loads
+        assert first["lora_name"] == second["lora_name"] and server.bodies[-1]["model"] == first["lora_name"]
+        assert g.text and again.describe()["adapters_already_held"] == 1
+        copy = shutil.copytree(folder, tmp_path / "copy")  # the same files elsewhere: the same adapter
+        again.generate([_req("c", adapter=str(copy))])
+        assert server.lora_loads[-1]["lora_name"] == first["lora_name"]
+        changed = _adapter(tmp_path / "changed", weights=b"other weights")  # other bytes: another name
+        again.generate([_req("d", adapter=str(changed))])
+        assert server.lora_loads[-1]["lora_name"] != first["lora_name"]
+
+
+def test_a_failed_adapter_load_fails_that_policys_requests_only(tmp_path: Path) -> None:
+    good, bad = _adapter(tmp_path / "good"), _adapter(tmp_path / "bad", weights=b"unreadable here")
+    with FakeServer(owned_by="vllm", lora_missing={str(bad.resolve())}) as server:  # vLLM's 404 for that path
+        llm = _backend(server)
+        with pytest.raises(AdapterLoadError) as err:
+            llm.generate([_req("a", adapter=str(good)), _req("b", adapter=str(bad)), _req("c")])
+        assert err.value.adapters == {str(bad)} and "No adapter found" in _one_line(err.value)
+        assert server.attempts == 0  # refused before anything was sent
+        base = _policy("base")
+        on_good = replace(_policy("good", "Other rules."), adapter=str(good))
+        on_bad = replace(_policy("bad", "Third rules."), adapter=str(bad))
+        plain, fine, failed = RolloutEvaluator(llm, KeywordFamily()).evaluate([base, on_good, on_bad], TASKS, WEIGHTS)
+        assert plain.fitness is not None and fine.fitness is not None  # its batch mates
+        assert failed.fitness is None and "No adapter found" in failed.error
 
 
 def test_adapters_load_once_into_vllm_and_are_refused_elsewhere(tmp_path: Path) -> None:
@@ -189,6 +308,22 @@ def test_wrong_model_name_lists_what_the_server_serves() -> None:
     with FakeServer(model="served-one") as server, pytest.raises(ModelError) as err:
         OpenAIBackend(OpenAIConfig(base_url=server.url, model="typo-model"))
     assert "does not serve 'typo-model'; it serves 'served-one'" in _one_line(err.value)
+
+
+def test_a_generation_that_timed_out_is_not_sent_again() -> None:
+    """The openai client resends a request that timed out (max_retries); a server that does not cancel it computes
+    it twice (llama.cpp#24496)."""
+    with FakeServer(delay_s=1.5) as server:
+        llm = _backend(server, timeout_s=0.3, max_retries=3)
+        with pytest.raises(ServerError) as err:
+            llm.generate([_req("a")])
+        assert server.attempts == 1
+        line = _one_line(err.value)
+        assert "did not answer within model.openai.timeout_s=0.3 s" in line and "not sent again" in line
+    with FakeServer(fail="504") as server:  # a gateway that stopped waiting: the server may still be computing
+        with pytest.raises(ServerError, match="HTTP 504"):
+            _backend(server, max_retries=3).generate([_req("a")])
+        assert server.attempts == 1
 
 
 def test_a_429_storm_ends_in_one_line_after_the_retries() -> None:

@@ -108,6 +108,18 @@ def test_greedy_text_and_token_counts_equal_the_in_process_backend(served, in_pr
     assert "Paris" in got[0].text and got[3].text.startswith("- Apple")
     d = remote.describe()
     assert d["seed"] == "process" and d["prefilled"] == {"completions": 1} and d["usage_missing"] == 0
+    assert d["server_cut"] == 0 and d["batch_invariant"]  # its prompt tokens are the ones counted here
+
+
+def test_the_server_takes_every_sampling_field_sent(served) -> None:
+    """transformers serve refuses a field it does not know (HTTP 422): the neutral fields sent so that no
+    generation_config.json default applies (frequency_penalty 0, top_k off when sampling) are ones it takes."""
+    remote = _remote(served)
+    requests = [_req("Say OK.", max_new_tokens=6, temperature=0.7, seed=3),
+                _req("List two fruits.", prefill="- Apple", max_new_tokens=6, temperature=0.7, seed=3)]
+    assert all(g.generated_tokens > 0 for g in remote.generate(requests))
+    d = remote.describe()
+    assert d["neutral_sent"] == {"frequency_penalty": 2, "generation_config": 2} and d["server_cut"] == 0
 
 
 def test_a_wrong_model_name_is_one_line_naming_the_served_one(served) -> None:
