@@ -44,6 +44,7 @@ from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive
 from evotrainer.archive.values import now
 from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
 from evotrainer.backends.threads import COMPUTE_PHASE
+from evotrainer.backends.urls import redact_config
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten, migrate_config
 from evotrainer.harness.stopping import BudgetLimits
@@ -96,8 +97,9 @@ def wants_resume(value: Any) -> bool:
 
 
 def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` without :data:`RESUME_KEYS` (what a run stores and hashes into its id)."""
-    return {k: v for k, v in config.items() if k not in RESUME_KEYS}
+    """``config`` without :data:`RESUME_KEYS` and with the credentials of its URLs masked (what a run stores and
+    hashes into its id; :func:`~evotrainer.backends.urls.redact_config`)."""
+    return redact_config({k: v for k, v in config.items() if k not in RESUME_KEYS})
 
 
 def _flat_json(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,10 +112,11 @@ def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` and keys
     under :data:`IGNORED_PREFIXES` left out.
 
-    Values are compared as JSON (a tuple equals a list, 1 equals 1.0); a stored config written before a key
-    moved is read with it in its new place (:func:`~evotrainer.flat_keys.migrate_config`).
+    Values are compared as JSON (a tuple equals a list, 1 equals 1.0) with the credentials of URLs masked on both
+    sides (the archive stores them masked); a stored config written before a key moved is read with it in its
+    new place (:func:`~evotrainer.flat_keys.migrate_config`).
     """
-    a, b = _flat_json(migrate_config(stored)), _flat_json(new)
+    a, b = _flat_json(redact_config(migrate_config(stored))), _flat_json(redact_config(new))
     return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
                   and (k not in a or k not in b or a[k] != b[k]))
 

@@ -108,6 +108,9 @@ class FakeServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path not in ("/v1/chat/completions", "/v1/completions", "/v1/load_lora_adapter"):
+                    self._send(404, {"error": {"message": "not found"}})  # as a real server's router
+                    return
                 if self.path == "/v1/load_lora_adapter":
                     if fake.owned_by != "vllm":
                         self._send(404, {"error": {"message": "not found"}})
