@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 _NO_KEY = "no-key"  # sent when no key is configured (the client needs one; local servers ignore it)
 _STANDARD_KEYS = {"id", "object", "created", "owned_by"}
+_WEIGHT_KEYS = ("root", "parent", "meta")  # a /models entry's fields naming the weights (vLLM; llama.cpp's meta)
 
 
 def _scrub(text: str, secret: str | None) -> str:
@@ -202,6 +203,7 @@ class OpenAIBackend:
         self._lock = threading.Lock()
         self._adapters: dict[str, str] = {}  # adapter folder -> name loaded on the server
         self._tok: Any = None
+        self._served: dict[str, Any] = {}  # the /models entry's fields naming the weights (served_model)
         if cfg.server != "auto" and cfg.server not in PROFILES:
             raise ConfigError(f"{role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
                               f"got {cfg.server!r}")
@@ -235,6 +237,8 @@ class OpenAIBackend:
         for m in entries:
             dumped = m.model_dump() if hasattr(m, "model_dump") else dict(getattr(m, "__dict__", {}))
             extra |= set(dumped) - _STANDARD_KEYS
+            if str(dumped.get("id", "")) == cfg.model:
+                self._served = {k: dumped[k] for k in _WEIGHT_KEYS if dumped.get(k) is not None}
         return detect_server(owned, extra, cfg.base_url)
 
     def _tokenizer_source(self) -> str | None:
@@ -300,6 +304,13 @@ class OpenAIBackend:
             return None
         return (f"adapter genes need a server that loads LoRA adapters while it runs (vLLM's "
                 f"/v1/load_lora_adapter); a {self.profile.kind} server has none")
+
+    def served_model(self) -> dict[str, Any]:
+        """What the server's model list says about the weights behind ``model``: vLLM's ``root`` (the weights'
+        folder or hub id) and ``parent`` (an adapter's base), llama.cpp's ``meta`` (the GGUF's sizes); empty where
+        the list says nothing more than the name (Ollama, ``transformers serve``, the hosted API). Part of the call
+        log's identity (:func:`~evotrainer.backends.call_log.model_identity`)."""
+        return dict(self._served)
 
     def describe(self) -> dict[str, Any]:
         """What the archive records about this backend: server kind, model, URL (credentials masked), key

@@ -42,7 +42,7 @@ from evotrainer.archive.replay_store import RESUME_MARKER, ReplayingStore
 from evotrainer.archive.run_lock import lock_path, probe, take
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path
 from evotrainer.archive.values import now
-from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
+from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, ReportsServedModel, model_identity
 from evotrainer.backends.threads import COMPUTE_PHASE
 from evotrainer.backends.urls import redact_config
 from evotrainer.errors import ArchiveError, ConfigError
@@ -310,8 +310,12 @@ class RunFiles:
         return cls(run_dir, resume, calls)
 
     def logged(self, llm: Any, model_cfg: Any) -> Any:
-        """``llm`` answering through the call log (as is without one)."""
-        return llm if self.calls is None else LoggedLLM(llm, self.calls, model_identity(model_cfg))
+        """``llm`` answering through the call log (as is without one), keyed by ``model_cfg``'s identity and, for
+        a server, the weights it reports serving (:func:`~evotrainer.backends.call_log.model_identity`)."""
+        if self.calls is None:
+            return llm
+        served = llm.served_model() if isinstance(llm, ReportsServedModel) else None
+        return LoggedLLM(llm, self.calls, model_identity(model_cfg, served))
 
     def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
         """The archive for writing (a :class:`ReplayingStore` when resuming), after taking the run's lock

@@ -40,6 +40,7 @@ class FakeServer:
 
     Attributes:
         model: the one model it serves. owned_by: its ``/models`` entry's ``owned_by`` ("vllm", "llamacpp", ...).
+        root: the entry's ``root`` (vLLM: the served weights' folder or hub id), left out when None.
         key: the API key it wants (None: any). fail: "429", "500", "401" or None, from request ``fail_from`` on
         (counted over generation requests, 0-based) until ``fail_until`` (exclusive; None: for good).
         delay_s: seconds each generation takes.
@@ -52,6 +53,7 @@ class FakeServer:
 
     model: str = "fake-model"
     owned_by: str = "fake"
+    root: str | None = None
     key: str | None = None
     fail: str | None = None
     fail_from: int = 0
@@ -103,8 +105,10 @@ class FakeServer:
                 if self.path.rstrip("/") != "/v1/models":
                     self._send(404, {"error": {"message": "not found"}})
                 elif self._authorised():
-                    self._send(200, {"object": "list", "data": [
-                        {"id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by}]})
+                    entry = {"id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by}
+                    if fake.root is not None:
+                        entry |= {"root": fake.root, "parent": None}
+                    self._send(200, {"object": "list", "data": [entry]})
 
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
