@@ -147,7 +147,7 @@ URL_SECRET = "url-secret-value-77"
 def test_a_credential_in_base_url_reaches_no_log_archive_or_error_text(tmp_path: Path) -> None:
     """A key in ``base_url``'s userinfo (sent as HTTP basic auth) is in neither the run log (the HTTP client's
     request lines included), the archive, the call log, nor the error line of a failing server; Hydra's own
-    ``.hydra/`` copy of the overrides is the one place that keeps the URL as given (docs/configuration.md)."""
+    ``.hydra/`` copy of the overrides is the one place that keeps the URL as given (docs/scaling_out.md)."""
     with FakeServer(owned_by="vllm", fail="500", fail_from=8) as server:
         url = server.url.replace("http://", f"http://evo:{URL_SECRET}@")
         proc = _cli(_overrides(url), tmp_path)

@@ -5,9 +5,10 @@ stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`), 
 :func:`call_key`: the request (messages, decoding settings with the seed, adapter) and the model's identity
 (:func:`model_identity`; for a server, its URL and the weights it reports serving, so a resume against another
 server, or two runs sharing the file, never replay one server's answers as another's: a :class:`LoggedLLM`
-whose model the log holds answers of from another server says so in one warning line). A resumed run re-runs the engine from its start; every call whose answers are
-all in the log is served from it without touching the model, so the run replays what the killed process
-did at the cost of scoring alone (``evotrainer/run/resume.py``).
+whose model the log holds answers of from another server says so in one warning line). A resumed run re-runs
+the engine from its start; every call whose answers are all in the log is served from it without touching the
+model, so the run replays what the killed process did at the cost of scoring alone
+(``evotrainer/run/resume.py``).
 
 A call with any request missing from the log runs as a whole on the real backend (the batch the
 uninterrupted run would have sent), and requests the log already held keep their logged answers. Each
@@ -84,7 +85,7 @@ def model_identity(model: Any, served: Mapping[str, Any] | None = None) -> str:
     by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/backends/threads.py``). With
     ``backend=openai`` the served model's name and the ``openai`` keys that change text (``server``, ``prefill``,
     ``tokenizer``, ``approximate``) are added, and under ``server`` the server itself: its URL with credentials
-    masked (:func:`~evotrainer.backends.urls.redact_url`) and ``served``, what it reports about the weights behind
+    masked (:func:`~evotrainer.backends.urls.redact_url`) and ``weights``, what it reports about the weights behind
     the name (:class:`ReportsServedModel`; None when unknown). The key variable, concurrency, timeouts and prices
     are left out.
 
@@ -218,9 +219,8 @@ class LoggedLLM:
         self.identity = identity
         other = log.claim(identity)
         if other is not None:
-            log_name = getattr(inner, "name", "the model")
             logger.warning("call log %s: the answers it holds for %s came from another server (%s); they are not "
-                           "replayed, these calls run again", log.path, log_name, _server_change(other, identity))
+                           "replayed, these calls run again", log.path, inner.name, _server_change(other, identity))
         self.name = inner.name
         self.replayed = 0
         self.generated = 0
