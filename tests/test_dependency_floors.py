@@ -9,6 +9,11 @@ pyproject.toml's ranges must not admit a combination known to break this package
   every ``@hydra.main`` app crashes before it starts (hydra#3121). No released hydra-core has the fix (1.3.8
   is the newest; the fix is on Hydra's 1.4 line), so the interpreter is refused at install instead.
 
+- MkDocs 2.0: announced as a ground-up rewrite without a plugin system, with a rewritten theming system and a
+  new configuration format, and no migration path (the MkDocs project's announcement, summarised by the
+  Material for MkDocs team: squidfunk.github.io/mkdocs-material/blog/2026/02/18/mkdocs-2.0/). The dev extra's
+  ``mkdocs>=1.6`` would take it and ``tests/test_docs.py``'s build of ``mkdocs.yml`` would break: bounded ``<2``.
+
 The declared ranges come from the checkout's pyproject.toml, the installed versions from
 ``importlib.metadata``.
 """
@@ -72,3 +77,11 @@ def test_python_3_14_is_refused_while_hydra_1_3_is_allowed() -> None:
     assert python.contains("3.13.9") and python.contains("3.10.0")
     here = ".".join(map(str, sys.version_info[:3]))
     assert python.contains(here), f"this interpreter {here} is outside requires-python {python}"
+
+
+def test_mkdocs_2_with_no_plugins_and_a_new_config_format_is_excluded() -> None:
+    (mkdocs,) = [Requirement(r) for r in _project()["optional-dependencies"]["dev"] if Requirement(r).name == "mkdocs"]
+    assert mkdocs.specifier.contains("1.6.1"), f"mkdocs{mkdocs.specifier} no longer admits the 1.x line docs/ is built with"
+    assert not mkdocs.specifier.contains("2.0.0", prereleases=True), (
+        f"mkdocs{mkdocs.specifier} admits MkDocs 2, which cannot build mkdocs.yml")
+    assert not mkdocs.specifier.contains("2.0.0a1", prereleases=True)

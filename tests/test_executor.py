@@ -16,7 +16,7 @@ from evotrainer.archive import ArchiveStore
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.executor import refuse_parallel_local_ray, split_requests
 from evotrainer.config import PROJECT_ROOT, Config, ExecutorConfig, ModelConfig, RayConfig, to_config
-from evotrainer.errors import ConfigError
+from evotrainer.errors import ConfigError, ServerError
 from evotrainer.evolve.coevolution import run_evolve
 from evotrainer.run.runtime import build_llm
 
@@ -182,3 +182,48 @@ def test_a_local_ray_instance_opens_and_closes_twice_in_one_process(tiny_model_d
     finally:
         ray.shutdown()
     assert texts[0] == texts[1]
+
+
+@pytest.mark.skipif(_NO_RAY, reason="ray is not installed (pip install -e '.[ray]')")
+def test_a_ray_worker_that_dies_is_restarted_once_then_the_run_stops_with_one_line(tmp_path: Path) -> None:
+    """A worker killed mid-call (Ray's memory monitor kills workers; here the worker process exits) is
+    restarted and its part re-run; a worker that dies again ends the run with one line instead of failing
+    every later call (each generation "skipped", the budget spent)."""
+    import ray
+
+    from evotrainer.backends.base import Generation
+    from evotrainer.backends.executor import RayExecutor
+
+    class Dying:  # defined here so that Ray sends it to the worker by value
+        name = "dying"
+
+        def __init__(self, folder: str) -> None:
+            self.folder = Path(folder)
+
+        def generate(self, requests):
+            for r in requests:
+                marker = self.folder / r.messages[-1]["content"]
+                if marker.name.startswith("die") and marker.exists():
+                    if marker.name == "die once":
+                        marker.unlink()
+                    os._exit(1)  # the worker process ends mid-call, as when it is killed
+            return [Generation(f"ok {r.messages[-1]['content']}", 1, 1, "stop") for r in requests]
+
+    def build(model: ModelConfig) -> Dying:
+        return Dying(str(model.path))
+
+    def ask(text: str) -> GenerationRequest:
+        return GenerationRequest(({"role": "user", "content": text},), SamplingParams(max_new_tokens=4))
+
+    for name in ("die once", "die always"):
+        (tmp_path / name).touch()
+    executor = RayExecutor(ModelConfig(path=str(tmp_path)), RayConfig(workers=1, threads=1), build)
+    try:
+        assert [g.text for g in executor.generate([ask("a"), ask("die once")])] == ["ok a", "ok die once"]
+        with pytest.raises(ServerError) as err:
+            executor.generate([ask("die always")])
+    finally:
+        executor.close()
+        ray.shutdown()
+    message = str(err.value)
+    assert "\n" not in message and "executor=ray" in message and "restart" in message

@@ -139,3 +139,24 @@ def test_a_server_failing_mid_run_loses_nothing_and_resumes_without_paying_twice
         with sqlite3.connect(tmp_path / CALL_LOG_NAME) as conn:
             logged = conn.execute("SELECT count(*) FROM calls").fetchone()[0]
         assert server.usage[0] == logged  # every answer the run has was paid for once
+
+
+URL_SECRET = "url-secret-value-77"
+
+
+def test_a_credential_in_base_url_reaches_no_log_archive_or_error_text(tmp_path: Path) -> None:
+    """A key in ``base_url``'s userinfo (sent as HTTP basic auth) is in neither the run log (the HTTP client's
+    request lines included), the archive, the call log, nor the error line of a failing server; Hydra's own
+    ``.hydra/`` copy of the overrides is the one place that keeps the URL as given (docs/scaling_out.md)."""
+    with FakeServer(owned_by="vllm", fail="500", fail_from=8) as server:
+        url = server.url.replace("http://", f"http://evo:{URL_SECRET}@")
+        proc = _cli(_overrides(url), tmp_path)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (line,) = _error_lines(proc)
+    assert line.startswith("error: model: the server at http://***@127.0.0.1:") and "HTTP 500" in line
+    assert URL_SECRET not in proc.stderr + proc.stdout
+    assert list(tmp_path.glob("*.log"))  # the run log (Hydra's file handler, root logger at INFO)
+    written = [p for p in tmp_path.rglob("*") if p.is_file() and ".hydra" not in p.parts]
+    assert {"archive.db", CALL_LOG_NAME} <= {p.name for p in written}
+    for path in written:
+        assert URL_SECRET.encode() not in path.read_bytes(), path

@@ -22,6 +22,7 @@ from evotrainer.archive.schema import (
     budget_rollouts,
 )
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.backends.urls import redact_config
 from evotrainer.events.kinds import Event, InputHandlingEvent, Subscriber, TrajectoriesEvent, from_payload
 from evotrainer.genome import Policy
 
@@ -117,6 +118,9 @@ class RunRecorder:
                                      harness_id=harness_id, handling=codes))
 
     def start(self, seed: int, config: Mapping[str, Any]) -> None:
+        """Archive the run's row and open the tracker's run, ``config`` with the credentials of its URLs masked
+        (:func:`~evotrainer.backends.urls.redact_config`)."""
+        config = redact_config(config)
         self.store.create_run(self.run_id, seed, dict(config), code_version())
         if self.tracker is not None:
             self.tracker.start(self.run_id, seed, config)

@@ -38,6 +38,7 @@ from evotrainer.archive.transfer_view import table_rows as transfer_rows
 from evotrainer.archive.tree import graph_layout
 from evotrainer.archive.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.atomic import write_text_atomic
+from evotrainer.backends.urls import redact_url
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.stats.generalisation import Generalisation, columns, table_rows
 from evotrainer.stats.transfer import TransferReport, read_report
@@ -277,7 +278,7 @@ def _usage_html(usage: dict[str, Any] | None, backends: dict[str, Any] | None) -
     table = _table(["role", "backend", "requests", "sent", "prompt tokens", "completion tokens", "cost (USD)"], rows)
     servers = ""
     if backends:
-        srows = [[_e(role), _e(d.get("server")), _e(d.get("model")), _e(d.get("base_url")), _e(d.get("sent")),
+        srows = [[_e(role), _e(d.get("server")), _e(d.get("model")), _e(redact_url(d.get("base_url") or "")), _e(d.get("sent")),
                   _e(d.get("approximated")), _e(d.get("dropped")), _e(d.get("prefill") or d.get("prefill_refusal")),
                   _e(d.get("seed"))] for role, d in backends.items() if d.get("backend") == "openai"]
         if srows:

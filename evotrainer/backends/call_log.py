@@ -3,9 +3,12 @@
 A run's LLM calls (policy rollouts, mutations, reflections, merges) go through :class:`LoggedLLM`, which
 stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`), keyed by
 :func:`call_key`: the request (messages, decoding settings with the seed, adapter) and the model's identity
-(:func:`model_identity`). A resumed run re-runs the engine from its start; every call whose answers are
-all in the log is served from it without touching the model, so the run replays what the killed process
-did at the cost of scoring alone (``evotrainer/run/resume.py``).
+(:func:`model_identity`; for a server, its URL and the weights it reports serving, so a resume against another
+server, or two runs sharing the file, never replay one server's answers as another's: a :class:`LoggedLLM`
+whose model the log holds answers of from another server says so in one warning line). A resumed run re-runs
+the engine from its start; every call whose answers are all in the log is served from it without touching the
+model, so the run replays what the killed process did at the cost of scoring alone
+(``evotrainer/run/resume.py``).
 
 A call with any request missing from the log runs as a whole on the real backend (the batch the
 uninterrupted run would have sent), and requests the log already held keep their logged answers. Each
@@ -23,18 +26,22 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from evotrainer import testhooks
 from evotrainer.backends.base import LLM, Generation, GenerationRequest
 from evotrainer.backends.replay import request_hash
+from evotrainer.backends.urls import redact_url
 from evotrainer.errors import ArchiveError, ModelError
 
-__all__ = ["CALL_LOG_NAME", "CallLog", "LoggedLLM", "call_key", "model_identity"]
+__all__ = ["CALL_LOG_NAME", "CallLog", "LoggedLLM", "ReportsServedModel", "call_key", "model_identity"]
+
+logger = logging.getLogger(__name__)
 
 CALL_LOG_NAME = "llm_calls.db"
 """File name of the call log, beside the run's ``archive.db``."""
@@ -49,11 +56,27 @@ _SCHEMA = """CREATE TABLE IF NOT EXISTS calls (
     finish_reason TEXT NOT NULL,
     prompt_truncated INTEGER NOT NULL,
     created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS identities (
+    model TEXT NOT NULL,
+    identity TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (model, identity)
 )"""
 _CHUNK = 400  # keys per SELECT ... IN (...) (SQLite's default limit is 32766 variables)
 
 
-def model_identity(model: Any) -> str:
+@runtime_checkable
+class ReportsServedModel(Protocol):
+    """A server backend that says which weights it serves (:meth:`OpenAIBackend.served_model
+    <evotrainer.backends.openai_compat.OpenAIBackend.served_model>`)."""
+
+    def served_model(self) -> Mapping[str, Any]:
+        """What the server reports about the weights behind the served name (empty when nothing)."""
+        ...
+
+
+def model_identity(model: Any, served: Mapping[str, Any] | None = None) -> str:
     """The settings of a model role that decide its text (``ModelConfig``-like object or mapping).
 
     Backend, weights (``path``, ``gguf_file``), ``dtype``, ``max_context`` (prompt truncation) and ``device``.
@@ -61,8 +84,14 @@ def model_identity(model: Any) -> str:
     whatever they are (``evotrainer/backends/hf.py``; for threads measured at 1-8 on one machine, not promised
     by BLAS libraries: the run records its count and a resume reuses it, ``evotrainer/backends/threads.py``). With
     ``backend=openai`` the served model's name and the ``openai`` keys that change text (``server``, ``prefill``,
-    ``tokenizer``, ``approximate``) are added; its URL, key variable, concurrency, timeouts and prices are not (a
-    moved server answers the same).
+    ``tokenizer``, ``approximate``) are added, and under ``server`` the server itself: its URL with credentials
+    masked (:func:`~evotrainer.backends.urls.redact_url`) and ``weights``, what it reports about the weights behind
+    the name (:class:`ReportsServedModel`; None when unknown). The key variable, concurrency, timeouts and prices
+    are left out.
+
+    Args:
+        model: the role's settings.
+        served: the backend's :meth:`ReportsServedModel.served_model`, for ``backend=openai``.
     """
     get = model.get if isinstance(model, Mapping) else (lambda k, d=None: getattr(model, k, d))
     identity = {k: get(k, None) for k in _IDENTITY_KEYS}
@@ -71,7 +100,23 @@ def model_identity(model: Any) -> str:
         oget = o.get if isinstance(o, Mapping) else (lambda k, d=None: getattr(o, k, d))
         identity["openai"] = {k: oget(k, None) for k in _OPENAI_IDENTITY_KEYS}
         identity["openai"]["approximate"] = sorted(identity["openai"]["approximate"] or [])
+        identity["server"] = {"url": redact_url(str(oget("base_url", "") or "")),
+                              "weights": dict(served) if served is not None else None}
     return json.dumps(identity, sort_keys=True, default=str)
+
+
+def _model_of(identity: str) -> str:
+    """``identity`` without its ``server`` part: the same model and settings, whichever server answers."""
+    data = json.loads(identity)
+    data.pop("server", None)
+    return json.dumps(data, sort_keys=True)
+
+
+def _server_change(before: str, now: str) -> str:
+    """What differs between the ``server`` parts of two identities, on one line."""
+    a, b = json.loads(before).get("server") or {}, json.loads(now).get("server") or {}
+    return "; ".join(f"{k} {json.dumps(a.get(k))[:120]} -> {json.dumps(b.get(k))[:120]}"
+                     for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k))
 
 
 def call_key(identity: str, request: GenerationRequest) -> str:
@@ -95,7 +140,7 @@ class CallLog:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), timeout=10.0, isolation_level=None)
             self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.execute(_SCHEMA)
+            self._conn.executescript(_SCHEMA)
         except (OSError, sqlite3.Error) as exc:
             raise ArchiveError(f"{self.path}: cannot open the LLM call log ({exc})") from None
 
@@ -130,6 +175,18 @@ class CallLog:
             conn.execute("ROLLBACK")
             raise
 
+    def claim(self, identity: str) -> str | None:
+        """Record that ``identity`` (:func:`model_identity`) answers through this log; return the identity most
+        recently recorded for the same model and settings on another server (or other served weights), or None."""
+        model = _model_of(identity)
+        stamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        rows = self._conn.execute("SELECT identity FROM identities WHERE model = ? ORDER BY rowid DESC",
+                                  (model,)).fetchall()
+        self._conn.execute("INSERT OR IGNORE INTO identities (model, identity, created_at) VALUES (?, ?, ?)",
+                           (model, identity, stamp))
+        known = [r[0] for r in rows]
+        return None if not known or identity in known else known[0]
+
     def __len__(self) -> int:
         return int(self._conn.execute("SELECT count(*) FROM calls").fetchone()[0])
 
@@ -148,7 +205,9 @@ class LoggedLLM:
     Args:
         inner: the real backend.
         log: the call log (shared by the roles of one run).
-        identity: :func:`model_identity` of ``inner``'s model.
+        identity: :func:`model_identity` of ``inner``'s model. When the log holds answers of the same model and
+            settings from another server or other served weights (:meth:`CallLog.claim`), a warning line says so:
+            those answers are not replayed, the calls run again.
 
     Attributes:
         replayed: requests answered from the log; ``generated``: requests sent to ``inner``.
@@ -158,6 +217,10 @@ class LoggedLLM:
         self.inner = inner
         self.log = log
         self.identity = identity
+        other = log.claim(identity)
+        if other is not None:
+            logger.warning("call log %s: the answers it holds for %s came from another server (%s); they are not "
+                           "replayed, these calls run again", log.path, inner.name, _server_change(other, identity))
         self.name = inner.name
         self.replayed = 0
         self.generated = 0

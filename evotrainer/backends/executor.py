@@ -23,6 +23,14 @@ lays rows out ``[pad | prefix][pad | suffix]`` with positions from the attention
 ``tests/test_executor.py`` checks that a run's fitness values are the same with ``executor=local`` and with 2
 Ray workers. Sampled text depends only on each request's own seed.
 
+**A worker that dies is restarted once.** Ray's memory monitor kills workers when a node runs low on memory,
+and an actor that died stays dead by default (``max_restarts=0``), so every later call would fail and each
+generation be skipped while the run spends its budget. Each actor is created with ``max_restarts=1`` and
+``max_task_retries=1`` (Ray's own fault tolerance, docs.ray.io "Actor fault tolerance"): a worker killed mid-call
+is started again (its model loaded again) and the part it was running is re-run; a worker that dies a second
+time ends the run with one line (:class:`~evotrainer.errors.ServerError`, which no failing-example fallback
+swallows).
+
 A Ray cluster: ``executor.ray.address=auto`` (or the head's ``host:port``) joins it instead of starting a
 local instance; every node needs this package and the model (README, "Running on a Ray cluster").
 
@@ -46,7 +54,7 @@ from typing import Any
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.backends.prefix import plan_prefixes
-from evotrainer.errors import ConfigError, ModelError
+from evotrainer.errors import ConfigError, ModelError, ServerError
 
 __all__ = ["RayExecutor", "refuse_parallel_local_ray", "split_requests"]
 
@@ -54,6 +62,7 @@ log = logging.getLogger(__name__)
 _PIP = "pip install 'evotrainer[ray]'"
 _MIN_SHARED_CHARS = 128  # about the backend's 32-token prefix_min_tokens at ~4 characters per token
 _OBJECT_STORE_BYTES = 256 * 2**20  # a local instance moves chat text only; Ray's default reserves 30 % of RAM
+_RESTARTS = 1  # a dead worker is started again once and its part re-run (module docstring)
 
 
 def split_requests(requests: Sequence[GenerationRequest], parts: int) -> list[list[int]]:
@@ -154,7 +163,8 @@ class RayExecutor:
         self._owns_ray = False
         if not ray.is_initialized():
             self._init(cfg)
-        actor = ray.remote(num_cpus=self.threads, num_gpus=cfg.gpus)(_Worker)
+        actor = ray.remote(num_cpus=self.threads, num_gpus=cfg.gpus, max_restarts=_RESTARTS,
+                           max_task_retries=_RESTARTS)(_Worker)
         spec = replace(model, threads=self.threads)
         self.workers = [actor.remote(spec, build) for _ in range(cfg.workers)]
         try:
@@ -194,7 +204,10 @@ class RayExecutor:
         """Run ``requests`` on the workers (one part each); the i-th result answers the i-th request.
 
         Raises whatever a worker raised (``ray.get`` re-raises the worker's exception as an instance of
-        its type); a dead worker raises ``ray.exceptions.RayActorError``.
+        its type). A worker that died is restarted once by Ray and its part re-run (module docstring).
+
+        Raises:
+            ServerError: a worker died again after its restart (one line: which worker, Ray's reason).
         """
         requests = list(requests)
         parts = [p for p in split_requests(requests, len(self.workers)) if p]
@@ -206,10 +219,23 @@ class RayExecutor:
             done, waiting = self._ray.wait(waiting, num_returns=1)
             for ref in done:
                 part = pending[ref]
-                for i, generation in zip(part, self._ray.get(ref), strict=True):
+                try:
+                    answers = self._ray.get(ref)
+                except self._ray.exceptions.RayActorError as exc:
+                    raise ServerError(self._died_line(ref, pending, exc)) from None
+                for i, generation in zip(part, answers, strict=True):
                     results[i] = generation
                 progress.advance(len(part))  # the driver's progress line (workers have none open)
         return [g for g in results if g is not None]
+
+    def _died_line(self, ref: Any, pending: dict[Any, list[int]], exc: BaseException) -> str:
+        """One line for a worker that died after its restart: which worker, and the last line of Ray's reason."""
+        k = list(pending).index(ref)
+        reason = " ".join(next((ln for ln in reversed(str(exc).splitlines()) if ln.strip()), "").split())
+        reason = reason if len(reason) <= 300 else reason[:297] + "..."
+        return (f"executor=ray: worker {k + 1} of {len(self.workers)} died again after its restart ({reason}); the "
+                "run stops. A worker killed by Ray's memory monitor needs more memory per worker: lower "
+                "executor.ray.workers or model.batch_size")
 
     def close(self) -> None:
         """End the workers and the Ray connection this executor opened (a local instance it started ends

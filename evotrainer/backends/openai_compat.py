@@ -17,7 +17,8 @@ Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`
   request the server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain
   ``ModelError``, which fails that evaluation only.
 - **The key** is read from the environment variable named by ``api_key_env`` when the backend is built, and
-  is never stored, logged or shown (error messages are scrubbed of it).
+  is never stored, logged or shown (error messages are scrubbed of it). A credential in ``base_url`` (userinfo,
+  a query value) is masked wherever the URL is shown or archived (:func:`~evotrainer.backends.urls.redact_url`).
 - **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; every sampling field the server
   takes is sent (neutral where the genome has no value), so no server-side default applies; what each field
   became (sent, approximated, dropped, neutral, not settable) is counted and archived
@@ -64,6 +65,7 @@ from evotrainer.backends.openai_fields import (
     unsupported,
 )
 from evotrainer.backends.server_window import context_from_model_entry, cut_by_server, ollama_parameters
+from evotrainer.backends.urls import redact_url, redact_urls
 from evotrainer.errors import ConfigError, ModelError, ServerError
 from evotrainer.model_schema import OpenAIConfig
 
@@ -73,12 +75,15 @@ log = logging.getLogger(__name__)
 
 _NO_KEY = "no-key"  # sent when no key is configured (the client needs one; local servers ignore it)
 _STANDARD_KEYS = {"id", "object", "created", "owned_by"}
+_WEIGHT_KEYS = ("root", "parent", "meta")  # a /models entry's fields naming the weights (vLLM; llama.cpp's meta)
 
 
 def _scrub(text: str, secret: str | None) -> str:
-    """``text`` on one line, at most 300 characters, with ``secret`` replaced by ``***``."""
+    """``text`` on one line, at most 300 characters, with ``secret`` replaced by ``***`` and the credentials of
+    any URL in it masked."""
     if secret:
         text = text.replace(secret, "***")
+    text = redact_urls(text)
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
 
@@ -107,7 +112,7 @@ def error_line(exc: BaseException, cfg: OpenAIConfig, secret: str | None = None,
     """
     import openai
 
-    at = f"{role}: the server at {cfg.base_url}"
+    at = f"{role}: the server at {redact_url(cfg.base_url)}"
     what = f" ({where})" if where else ""
     detail = _scrub(str(getattr(exc, "message", None) or exc), secret)
     if isinstance(exc, openai.APITimeoutError):
@@ -223,6 +228,7 @@ class OpenAIBackend:
         self._tok: Any = None
         self.server_context: int | None = None
         self.server_parameters: dict[str, str] = {}
+        self._served: dict[str, Any] = {}  # the /models entry's fields naming the weights (served_model)
         if cfg.server != "auto" and cfg.server not in PROFILES:
             raise ConfigError(f"{role}.openai.server: expected one of {sorted(PROFILES)} or auto, "
                               f"got {cfg.server!r}")
@@ -252,15 +258,16 @@ class OpenAIBackend:
         ids = [str(getattr(m, "id", "")) for m in entries]
         if ids and cfg.model not in ids:
             shown = ", ".join(repr(i) for i in ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
-            raise ServerError(f"{self.role}.openai.model: the server at {cfg.base_url} does not serve {cfg.model!r}; "
-                             f"it serves {shown}")
+            raise ServerError(f"{self.role}.openai.model: the server at {redact_url(cfg.base_url)} does not serve "
+                              f"{cfg.model!r}; it serves {shown}")
         owned = {str(getattr(m, "owned_by", "")) for m in entries}
         extra: set[str] = set()
         for m in entries:
             dumped = m.model_dump() if hasattr(m, "model_dump") else dict(getattr(m, "__dict__", {}))
             extra |= set(dumped) - _STANDARD_KEYS
-            if dumped.get("id") == cfg.model:
+            if str(dumped.get("id", "")) == cfg.model:
                 self.server_context = context_from_model_entry(dumped)  # vLLM's max_model_len
+                self._served = {k: dumped[k] for k in _WEIGHT_KEYS if dumped.get(k) is not None}
         return detect_server(owned, extra, cfg.base_url)
 
     def _ollama_show(self) -> None:
@@ -345,12 +352,21 @@ class OpenAIBackend:
         return (f"adapter genes need a server that loads LoRA adapters while it runs (vLLM's "
                 f"/v1/load_lora_adapter); a {self.profile.kind} server has none")
 
+    def served_model(self) -> dict[str, Any]:
+        """What the server's model list says about the weights behind ``model``: vLLM's ``root`` (the weights'
+        folder or hub id) and ``parent`` (an adapter's base), llama.cpp's ``meta`` (the GGUF's sizes); empty where
+        the list says nothing more than the name (Ollama, ``transformers serve``, the hosted API). Part of the call
+        log's identity (:func:`~evotrainer.backends.call_log.model_identity`)."""
+        return dict(self._served)
+
     def describe(self) -> dict[str, Any]:
-        """What the archive records about this backend: server kind, model, URL, key variable (never the key),
-        how decoding fields are mapped, the prefill path, seeds, and the counts so far (:class:`_Tally`)."""
+        """What the archive records about this backend: server kind, model, URL (credentials masked), key
+        variable (never the key), how decoding fields are mapped, the prefill path, seeds, and the counts so far
+        (:class:`_Tally`)."""
         p = self.profile
         return {
-            "backend": "openai", "server": p.kind, "model": self.cfg.model, "base_url": self.cfg.base_url,
+            "backend": "openai", "server": p.kind, "model": self.cfg.model,
+            "base_url": redact_url(self.cfg.base_url),
             "api_key_env": self.cfg.api_key_env, "seed": p.seed, "prefill": self.prefill_mode,
             "prefill_refusal": self.prefill_refusal, "max_tokens_field": p.max_tokens_field,
             "approximate": {"repetition_penalty": p.repetition[1]} if p.repetition and self.approximate else {},
@@ -438,7 +454,7 @@ class OpenAIBackend:
             kind = ServerError if is_systemic(exc) else ModelError
             raise kind(error_line(exc, self.cfg, self._secret, f"request {i}", self.role)) from None
         except (IndexError, AttributeError, TypeError) as exc:  # an answer without a choice or a message
-            raise ModelError(f"{self.role}: the server at {self.cfg.base_url} sent a malformed answer "
+            raise ModelError(f"{self.role}: the server at {redact_url(self.cfg.base_url)} sent a malformed answer "
                              f"(request {i}): {type(exc).__name__}: {_scrub(str(exc), self._secret)}") from None
         usage = getattr(resp, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)

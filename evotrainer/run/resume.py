@@ -47,9 +47,10 @@ from evotrainer.archive.replay_store import RESUME_MARKER, ReplayingStore
 from evotrainer.archive.run_lock import lock_path, probe, take
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, ArchiveStore, archive_path
 from evotrainer.archive.values import now
-from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, model_identity
+from evotrainer.backends.call_log import CALL_LOG_NAME, CallLog, LoggedLLM, ReportsServedModel, model_identity
 from evotrainer.backends.openai_fields import PROFILES
 from evotrainer.backends.threads import COMPUTE_PHASE
+from evotrainer.backends.urls import redact_config
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.flat_keys import flatten, migrate_config
 from evotrainer.harness.stopping import BudgetLimits
@@ -106,8 +107,9 @@ def wants_resume(value: Any) -> bool:
 
 
 def run_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` without :data:`RESUME_KEYS` (what a run stores and hashes into its id)."""
-    return {k: v for k, v in config.items() if k not in RESUME_KEYS}
+    """``config`` without :data:`RESUME_KEYS` and with the credentials of its URLs masked (what a run stores and
+    hashes into its id; :func:`~evotrainer.backends.urls.redact_config`)."""
+    return redact_config({k: v for k, v in config.items() if k not in RESUME_KEYS})
 
 
 def _flat_json(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -120,10 +122,11 @@ def config_diff(stored: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """Dotted keys whose values differ (or that only one side has), sorted; :data:`IGNORED_KEYS` and keys
     under :data:`IGNORED_PREFIXES` left out.
 
-    Values are compared as JSON (a tuple equals a list, 1 equals 1.0); a stored config written before a key
-    moved is read with it in its new place (:func:`~evotrainer.flat_keys.migrate_config`).
+    Values are compared as JSON (a tuple equals a list, 1 equals 1.0) with the credentials of URLs masked on both
+    sides (the archive stores them masked); a stored config written before a key moved is read with it in its
+    new place (:func:`~evotrainer.flat_keys.migrate_config`).
     """
-    a, b = _flat_json(migrate_config(stored)), _flat_json(new)
+    a, b = _flat_json(redact_config(migrate_config(stored))), _flat_json(redact_config(new))
     return sorted(k for k in set(a) | set(b) if k not in IGNORED_KEYS and not k.startswith(IGNORED_PREFIXES)
                   and (k not in a or k not in b or a[k] != b[k]))
 
@@ -350,8 +353,12 @@ class RunFiles:
         return cls(run_dir, resume, calls)
 
     def logged(self, llm: Any, model_cfg: Any) -> Any:
-        """``llm`` answering through the call log (as is without one)."""
-        return llm if self.calls is None else LoggedLLM(llm, self.calls, model_identity(model_cfg))
+        """``llm`` answering through the call log (as is without one), keyed by ``model_cfg``'s identity and, for
+        a server, the weights it reports serving (:func:`~evotrainer.backends.call_log.model_identity`)."""
+        if self.calls is None:
+            return llm
+        served = llm.served_model() if isinstance(llm, ReportsServedModel) else None
+        return LoggedLLM(llm, self.calls, model_identity(model_cfg, served))
 
     def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
         """The archive for writing (a :class:`ReplayingStore` when resuming), after taking the run's lock

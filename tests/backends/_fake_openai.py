@@ -60,6 +60,7 @@ class FakeServer:
 
     Attributes:
         model: the one model it serves. owned_by: its ``/models`` entry's ``owned_by`` ("vllm", "llamacpp", ...).
+        root: the entry's ``root`` (vLLM: the served weights' folder or hub id), left out when None.
         key: the API key it wants (None: any). fail: "429", "500", "504", "401" or None, from request ``fail_from`` on
         (counted over generation requests, 0-based) until ``fail_until`` (exclusive; None: for good).
         delay_s: seconds each generation takes.
@@ -78,6 +79,7 @@ class FakeServer:
 
     model: str = "fake-model"
     owned_by: str = "fake"
+    root: str | None = None
     key: str | None = None
     fail: str | None = None
     fail_from: int = 0
@@ -172,6 +174,8 @@ class FakeServer:
                     entry = {"id": fake.model, "object": "model", "created": 0, "owned_by": fake.owned_by}
                     if fake.owned_by == "vllm" and fake.context is not None:
                         entry["max_model_len"] = fake.context
+                    if fake.root is not None:
+                        entry |= {"root": fake.root, "parent": None}
                     self._send(200, {"object": "list", "data": [entry]})
 
             def _load_lora(self, body: dict[str, Any]) -> None:
@@ -200,6 +204,9 @@ class FakeServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                if self.path not in ("/v1/chat/completions", "/v1/completions", "/v1/load_lora_adapter", "/api/show"):
+                    self._send(404, {"error": {"message": "not found"}})  # as a real server's router
+                    return
                 if self.path == "/v1/load_lora_adapter":
                     if fake.owned_by != "vllm":
                         self._send(404, {"detail": "Not Found"})

@@ -46,3 +46,57 @@ def test_logged_calls_replay_without_the_backend(tmp_path) -> None:
     # thread and batch settings are not (the text does not depend on them)
     assert model_identity(ModelConfig(path="m", threads=3, batch_size=2)) == ident
     log.close()
+
+
+def _server_identity(url: str) -> str:
+    cfg = ModelConfig(backend="openai")
+    cfg.openai.model, cfg.openai.base_url = "served-model", url
+    return model_identity(cfg)
+
+
+def test_a_call_logged_from_another_server_is_not_replayed(tmp_path, caplog) -> None:
+    """Two runs sharing a call log (one archive path), or a resume pointed at another server: the same model
+    name and settings on another server never get the first server's answers, and a warning line says why."""
+    log = CallLog(tmp_path / "llm_calls.db")
+    first = LoggedLLM(Counting(), log, _server_identity("http://evo:key-1@gpu-a:8000/v1"))
+    first.generate([_req("a"), _req("b")])
+    backend = Counting()
+    with caplog.at_level("WARNING", logger="evotrainer.backends.call_log"):
+        other = LoggedLLM(backend, log, _server_identity("http://evo:key-1@gpu-b:8000/v1"))
+        other.generate([_req("a"), _req("b")])
+    assert backend.calls == [["a", "b"]] and other.replayed == 0  # sent to the server this run talks to
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "another server" in line and "gpu-a" in line and "gpu-b" in line and "\n" not in line
+    assert "key-1" not in line  # the identity holds the URL with its credential masked
+    caplog.clear()
+    again = LoggedLLM(Counting(), log, _server_identity("http://evo:key-1@gpu-a:8000/v1"))  # the first server
+    assert again.generate([_req("a")]) and again.replayed == 1 and not caplog.records
+    log.close()
+
+
+def test_a_server_serving_other_weights_at_the_same_url_is_not_replayed(tmp_path, caplog) -> None:
+    """A server restarted at the same URL with other weights behind the same served name (vLLM's /models
+    ``root``): the run's call log tells them apart (evotrainer/run/resume.py, ``RunFiles.logged``)."""
+    from evotrainer.backends.openai_compat import OpenAIBackend
+    from evotrainer.config import Config
+    from evotrainer.run.resume import RunFiles
+    from tests.backends._fake_openai import FakeServer
+
+    cfg = Config()
+    cfg.model = ModelConfig(backend="openai")
+    cfg.archive.path = str(tmp_path / "archive.db")
+    request = GenerationRequest(({"role": "user", "content": "Minutes please."},), SamplingParams(max_new_tokens=8))
+    with FakeServer(owned_by="vllm", root="/models/qwen-a") as server:
+        cfg.model.openai.base_url, cfg.model.openai.model = server.url, server.model
+        texts = []
+        for root in ("/models/qwen-a", "/models/qwen-b", "/models/qwen-a"):
+            server.root = root
+            files = RunFiles.open(cfg, tmp_path, None)
+            backend = OpenAIBackend(cfg.model.openai)
+            with caplog.at_level("WARNING", logger="evotrainer.backends.call_log"):
+                texts.append(files.logged(backend, cfg.model).generate([request])[0].text)
+            backend.close()
+            files.close()
+        assert server.attempts == 2  # qwen-b was asked, not answered from qwen-a's log; qwen-a again was replayed
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "qwen-a" in line and "qwen-b" in line

@@ -369,9 +369,11 @@ def test_call_log_identity_of_a_server_model() -> None:
     a = ModelConfig(backend="openai")
     a.openai.model, a.openai.base_url = "m1", "http://one/v1"
     b = ModelConfig(backend="openai")
-    b.openai.model, b.openai.base_url, b.openai.concurrency = "m1", "http://two/v1", 3
+    b.openai.model, b.openai.base_url, b.openai.concurrency = "m1", "http://one/v1", 3
     c = ModelConfig(backend="openai")
-    c.openai.model = "m2"
-    assert model_identity(a) == model_identity(b) != model_identity(c)  # the name counts, the address does not
+    c.openai.model, c.openai.base_url = "m2", "http://one/v1"
+    assert model_identity(a) == model_identity(b) != model_identity(c)  # the name counts, the concurrency does not
+    b.openai.base_url = "http://two/v1"
+    assert model_identity(a) != model_identity(b)  # the server counts too (tests/backends/test_call_log.py)
     assert "openai" not in model_identity(ModelConfig())  # in-process identities unchanged
     assert call_key(model_identity(a), _req("x")) != call_key(model_identity(c), _req("x"))
