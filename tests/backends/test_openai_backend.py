@@ -111,7 +111,7 @@ def test_server_kind_from_the_model_list() -> None:
 
 
 def test_answers_in_order_with_the_servers_usage_and_a_concurrency_limit() -> None:
-    with FakeServer(owned_by="vllm", delay_s=0.05) as server:
+    with FakeServer(owned_by="vllm", delay_s=0.3) as server:
         llm = _backend(server, concurrency=3)
         requests = [_req(f"Meeting:\nAna: we agreed the plan number {i} today") for i in range(9)]
         out = llm.generate(requests)
