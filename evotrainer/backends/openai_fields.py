@@ -53,6 +53,8 @@ class ServerProfile:
         runtime_lora: adapters can be loaded while the server runs (vLLM's ``/v1/load_lora_adapter``).
         max_tokens_field: the request field of the token budget.
         notes: differences worth archiving (sampling, seeds).
+        token_prompts: ``/completions`` takes a prompt of token ids and adds nothing to it (vLLM's
+            ``CompletionRequest.prompt``; llama.cpp's server, "direct token input"); others get text.
     """
 
     kind: str
@@ -64,15 +66,17 @@ class ServerProfile:
     runtime_lora: bool
     max_tokens_field: str = "max_tokens"
     notes: tuple[str, ...] = ()
+    token_prompts: bool = False
 
 
 PROFILES: dict[str, ServerProfile] = {
     "vllm": ServerProfile(
         "vllm", "per_request", True, (("continue_final_message", True), ("add_generation_prompt", False)), True,
-        ("repetition_penalty", "vLLM's repetition_penalty also counts prompt tokens"), True),
+        ("repetition_penalty", "vLLM's repetition_penalty also counts prompt tokens"), True, token_prompts=True),
     "llamacpp": ServerProfile(
         "llamacpp", "per_request", True, (), True,
-        ("repeat_penalty", "llama.cpp's repeat_penalty covers its last 64 tokens, prompt tokens included"), False),
+        ("repeat_penalty", "llama.cpp's repeat_penalty covers its last 64 tokens, prompt tokens included"), False,
+        token_prompts=True),
     "ollama": ServerProfile("ollama", "per_request", False, (), False, None, False),
     "transformers": ServerProfile(
         "transformers", "process", False, (), True,

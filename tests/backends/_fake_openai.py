@@ -5,6 +5,13 @@ on 127.0.0.1 from a thread, with a deterministic fake model (the answer depends 
 counts that are words, and scripted failures: a key check (401), a rate-limit storm (429 with a
 ``retry-after-ms`` of a few milliseconds), server errors (500), all from a given request on; or going away
 (the port closed). It records every request body, counts attempts and the most requests in flight at once.
+
+Given the served model's ``tokenizer``, ``/v1/completions`` reads its prompt as the real servers do: a text prompt is
+tokenized there, control-token spellings parsed and special tokens (a BOS) added unless the request sets vLLM's
+``add_special_tokens`` false (its default for ``/completions`` is true; ``transformers serve`` always adds them); a
+prompt of token ids is taken as it is by a vLLM or llama.cpp server and refused with HTTP 400 by others
+(``transformers serve``: "prompt must be a string."). The ids the model would read are recorded; ``usage`` counts
+them.
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ class FakeServer:
         lora_loads: the bodies of ``/v1/load_lora_adapter`` calls.
         usage: answers sent, and the prompt and completion tokens their ``usage`` reported, in all.
         answer: ``(messages, request body) -> text``, the fake model (:func:`fake_answer` by default).
+        tokenizer: the served model's tokenizer (None: ``/completions`` counts words and takes only text).
+        prompt_ids: per ``/completions`` answer with a tokenizer or a token-id prompt, the ids the model read.
     """
 
     model: str = "fake-model"
@@ -63,6 +72,8 @@ class FakeServer:
     lora_loads: list[dict[str, Any]] = field(default_factory=list)
     usage: list[int] = field(default_factory=lambda: [0, 0, 0])  # answers, prompt and completion tokens reported
     answer: Callable[[list[dict[str, str]], dict[str, Any]], str] = fake_answer  # the fake model
+    tokenizer: Any = None
+    prompt_ids: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -145,10 +156,13 @@ class FakeServer:
                     self._send(404, {"error": {"message": f"The model `{body.get('model')}` does not exist."}})
                     return
                 if self.path == "/v1/completions":
-                    prompt = str(body.get("prompt", ""))
+                    prompt, ids = self._completion_prompt(body)
+                    if prompt is None:
+                        self._send(400, {"error": {"message": "prompt must be a string."}})
+                        return
                     text = fake.answer([{"role": "user", "content": prompt}], body)
                     choice: dict[str, Any] = {"index": 0, "text": " " + text, "finish_reason": "stop"}
-                    obj, prompt_words = "text_completion", len(prompt.split())
+                    obj, prompt_words = "text_completion", len(prompt.split()) if ids is None else len(ids)
                 else:
                     messages = body.get("messages", [])
                     if messages and messages[-1]["role"] == "assistant" and body.get("continue_final_message"):
@@ -166,6 +180,23 @@ class FakeServer:
                                  "choices": [choice], "usage": {"prompt_tokens": prompt_words,
                                                                 "completion_tokens": words,
                                                                 "total_tokens": prompt_words + words}})
+
+            def _completion_prompt(self, body: dict[str, Any]) -> tuple[str | None, list[int] | None]:
+                """``(prompt text, ids the model reads)``; text None: refused; ids None: no tokenizer, text."""
+                tok, prompt = fake.tokenizer, body.get("prompt", "")
+                if isinstance(prompt, list):  # token ids: taken as they are, nothing added
+                    if fake.owned_by not in ("vllm", "llamacpp") or not all(isinstance(t, int) for t in prompt):
+                        return None, None
+                    ids = [int(t) for t in prompt]
+                    text = tok.decode(ids) if tok is not None else " ".join(map(str, ids))
+                elif tok is not None:  # tokenized there: spellings of control tokens parsed, a BOS added
+                    text = str(prompt)
+                    ids = list(tok(text, add_special_tokens=bool(body.get("add_special_tokens", True)))["input_ids"])
+                else:
+                    return str(prompt), None
+                with fake._lock:
+                    fake.prompt_ids.append(ids)
+                return text, ids
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
