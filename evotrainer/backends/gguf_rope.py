@@ -26,14 +26,19 @@ _YARN_OPTIONAL = {"yarn_beta_fast": "beta_fast", "yarn_beta_slow": "beta_slow"}
 
 
 def gguf_rope_metadata(path: str | Path) -> dict[str, Any]:
-    """``general.architecture`` and every ``{arch}.rope.*`` key of the GGUF file at ``path`` (strings decoded,
-    numbers as Python numbers), read with the ``gguf`` package (memory-mapped; tensors are not read)."""
-    from gguf import GGUFReader
+    """``general.architecture`` and the scalar ``{arch}.rope.scaling.*`` keys of the GGUF file at ``path`` (strings
+    decoded, numbers as Python numbers), read with the ``gguf`` package (memory-mapped; tensors are not read)."""
+    from gguf import GGUFReader, GGUFValueType
+
+    def value(field: Any) -> Any:
+        part = field.parts[field.data[0]]
+        return bytes(part).decode("utf-8") if field.types[0] == GGUFValueType.STRING else part.tolist()[0]
 
     fields = GGUFReader(str(path)).fields
-    arch = fields["general.architecture"].contents() if "general.architecture" in fields else ""
-    keys = [k for k in fields if k == "general.architecture" or k.startswith(f"{arch}.rope.")]
-    return {k: fields[k].contents() for k in keys}
+    arch = value(fields["general.architecture"]) if "general.architecture" in fields else ""
+    keys = [k for k, f in fields.items() if (k == "general.architecture" or k.startswith(f"{arch}.rope.scaling."))
+            and f.types and f.types[0] != GGUFValueType.ARRAY]
+    return {k: value(fields[k]) for k in keys}
 
 
 def gguf_rope_scaling(metadata: Mapping[str, Any], where: str) -> dict[str, Any] | None:
