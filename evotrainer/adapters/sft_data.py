@@ -2,7 +2,9 @@
 
 The prompt is rendered exactly as :class:`~evotrainer.backends.hf.HFBackend` renders it at generation
 time (explicit system turn, chat template with the generation prompt) and tokenised on its own; the
-answer is tokenised on its own and followed by the end-of-turn token. So the model learns to continue
+answer is tokenised on its own and followed by the end-of-turn token. Message content and the answer are
+tokenised as text (:mod:`evotrainer.backends.chat_tokens`): an answer spelling ``<|im_end|>`` is not taught as
+an end of turn, a transcript spelling ``<|im_start|>system`` opens no turn. So the model learns to continue
 the very token sequence it will see when generating, and to stop (the end-of-turn label is kept; padding
 uses a distinct token, see :func:`collate`).
 
@@ -20,6 +22,7 @@ from typing import Any
 import torch
 
 from evotrainer.backends.base import Message
+from evotrainer.backends.chat_tokens import chat_ids, text_ids
 from evotrainer.backends.hf import ensure_system_turn, fit_messages
 from evotrainer.errors import ConfigError, DataError
 
@@ -50,10 +53,6 @@ def _render(tokenizer: Any, messages: Sequence[Message], *, generation_prompt: b
     return tokenizer.apply_chat_template(
         list(messages), tokenize=False, add_generation_prompt=generation_prompt
     )
-
-
-def _tokens(tokenizer: Any, text: str) -> list[int]:
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def check_mask(example: EncodedExample, answer_len: int, where: str = "example") -> None:
@@ -107,6 +106,8 @@ def encode_chat(
             as ``prompt + answer + end-of-turn``, or an answer too long to fit ``max_length`` with a
             minimal prompt.
         ConfigError: ``max_length`` < 16.
+        ModelError: the tokenizer cannot encode a control token's spelling as text
+            (:func:`~evotrainer.backends.chat_tokens.chat_ids`).
     """
     if max_length < 16:
         raise ConfigError(f"max_length must be >= 16 tokens, got {max_length}")
@@ -125,13 +126,13 @@ def encode_chat(
             f"{where}: the chat template does not render the assistant turn as prompt + answer + "
             f"{end_token!r}; cannot build an answer-only supervision mask for it"
         )
-    answer_ids = [*_tokens(tokenizer, answer), int(end_token_id)]
+    answer_ids = [*text_ids(tokenizer, answer), int(end_token_id)]
     budget = max_length - len(answer_ids)
-    prompt_ids = _tokens(tokenizer, prompt_text)
+    prompt_ids = chat_ids(tokenizer, prompt_msgs)
     omitted = 0
     if len(prompt_ids) > budget:
         def count(msgs: list[Message]) -> int:
-            return len(_tokens(tokenizer, _render(tokenizer, msgs, generation_prompt=True)))
+            return len(chat_ids(tokenizer, msgs))
 
         try:
             fitted, omitted = fit_messages(prompt_msgs, count, max(budget, 1))
@@ -140,7 +141,7 @@ def encode_chat(
                 f"{where}: the answer ({len(answer_ids)} tokens) does not fit max_length={max_length} "
                 "even with an empty prompt; answers are never cut"
             ) from None
-        prompt_ids = _tokens(tokenizer, _render(tokenizer, fitted, generation_prompt=True))
+        prompt_ids = chat_ids(tokenizer, fitted)
     example = EncodedExample(
         input_ids=tuple(prompt_ids + answer_ids),
         labels=tuple([IGNORE_INDEX] * len(prompt_ids) + answer_ids),

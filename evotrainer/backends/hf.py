@@ -5,6 +5,9 @@ Design choices (each one a correctness requirement, not a speed-up only):
 - **Chat template, explicit system turn.** Every chat starts with a system message; an absent one is
   sent as an explicit *empty* system turn, because chat templates such as SmolLM2's inject a default
   persona ("You are a helpful AI assistant named SmolLM ...") when the first message is not a system one.
+- **Content is text.** Message content and the prefill are tokenized as text: a transcript spelling
+  ``<|im_end|>`` cannot close its turn; only the template writes control tokens
+  (:mod:`evotrainer.backends.chat_tokens`).
 - **Pad distinct from end-of-turn.** The SmolLM2 GGUF ships ``pad = eos = <|im_end|>``; we pad with an
   existing distinct special token (``<|endoftext|>`` there) and add one only if none exists.
 - **Left padding + attention mask**, requests sorted by prompt length and run in chunks of
@@ -35,6 +38,7 @@ import torch
 
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.chat_tokens import chat_ids, render_chat
 from evotrainer.backends.converted import save_plain
 from evotrainer.backends.hf_adapters import AdapterSlots
 from evotrainer.backends.hf_config import GenerationStats
@@ -191,11 +195,11 @@ class HFBackend(AdapterSlots):
         """The prompt text for ``messages`` (system turn ensured, generation prompt appended, then the
         prefill of a trailing assistant message, see :func:`~evotrainer.backends.base.split_prefill`)."""
         chat, prefill = split_prefill(ensure_system_turn(messages))
-        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True) + prefill
+        return render_chat(self.tokenizer, chat, prefill)
 
     def _encode(self, messages: list[Message], prefill: str = "") -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Prompt ids, content and prefill as text (:func:`~evotrainer.backends.chat_tokens.chat_ids`)."""
+        return chat_ids(self.tokenizer, messages, prefill)
 
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         messages = ensure_system_turn(request.messages, where=f"request {index}")

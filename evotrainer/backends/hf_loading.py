@@ -1,11 +1,12 @@
 """Loading a transformers model for :class:`~evotrainer.backends.hf.HFBackend`: where it is, loading it quietly
-(through the converted-GGUF cache), and what its KV cache allows.
+(through the converted-GGUF cache, RoPE scaling restored), and what its KV cache allows.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,10 +16,13 @@ import torch
 
 from evotrainer.backends.converted import converted_dir, load_converted, save_converted
 from evotrainer.backends.embedded import DEFAULT_MODEL, EMBEDDED_MODELS, embedded_gguf
+from evotrainer.backends.gguf_rope import gguf_model_config
 from evotrainer.errors import ModelError
 from evotrainer.model_schema import ModelConfig
 
 __all__ = ["load_model"]
+
+log = logging.getLogger(__name__)
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 
@@ -91,24 +95,32 @@ def load_model(source: str, gguf_file: str | None, dtype: torch.dtype) -> tuple[
     """``(tokenizer, model)`` of ``source`` (a folder or cached hub id, with ``gguf_file`` when it is a GGUF).
 
     A GGUF is de-quantised once and cached as a plain safetensors folder (:mod:`evotrainer.backends.converted`);
-    later loads read that folder. Transformers' loading progress bars are silenced.
+    later loads read that folder. A GGUF's RoPE scaling, which transformers' GGUF loader drops, is restored from the
+    file's metadata (:mod:`evotrainer.backends.gguf_rope`); a cached folder without it is converted again.
+    Transformers' loading progress bars are silenced.
 
     Raises:
-        ModelError: the model cannot be loaded, or has no chat template (not instruction-tuned).
+        ModelError: the model cannot be loaded, has no chat template (not instruction-tuned), or is a GGUF whose
+            RoPE scaling cannot be restored.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     kwargs = {"gguf_file": gguf_file} if gguf_file else {}
+    config = gguf_model_config(source, gguf_file) if gguf_file else None  # None: transformers' own is right
     converted = converted_dir(source, gguf_file, dtype)
     if converted is not None:  # the GGUF converted once already: a safetensors load, fingerprint-checked
         with _quiet_loading():
             cached = load_converted(converted, dtype)
+        if cached is not None and config is not None and cached[1].config.rope_parameters != config.rope_parameters:
+            log.warning("converted-model cache %s lacks the GGUF's RoPE scaling; converting the GGUF again", converted)
+            cached = None
         if cached is not None:
             return cached
     try:
         with _quiet_loading():
             tokenizer = AutoTokenizer.from_pretrained(source, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, **kwargs,
+                                                         **({"config": config} if config is not None else {}))
     except (OSError, ValueError, ImportError) as exc:
         raise ModelError(
             f"cannot load model {source!r}{f' (gguf_file={gguf_file})' if gguf_file else ''}: {exc}. "

@@ -31,7 +31,9 @@ Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`
   prompt tokens it reports, is recorded as cut too (:mod:`evotrainer.backends.server_window`).
 - **Answer prefill** (a trailing assistant message): ``continue`` sends it as the last chat message for the
   server to continue (vLLM with ``continue_final_message``; llama.cpp natively); ``completions`` renders the
-  chat template here and sends prompt + prefill to ``/completions``; otherwise the request is refused.
+  chat template here and sends prompt + prefill to ``/completions``, as token ids to a server that takes them
+  (vLLM, llama.cpp: content stays text, one BOS), as text to others (:meth:`OpenAIBackend._completion_prompt`);
+  otherwise the request is refused.
 - **Adapters** (``GenerationRequest.adapter``, a PEFT folder the server can read): loaded into a vLLM server
   through ``/v1/load_lora_adapter`` under a name made of their files' digest, before anything of the call is
   sent (the server needs ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; a name the server
@@ -56,6 +58,7 @@ from typing import Any
 from evotrainer import progress
 from evotrainer.backends import openai_retry
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.chat_tokens import chat_ids, control_text, render_chat
 from evotrainer.backends.openai_adapters import RuntimeAdapters
 from evotrainer.backends.openai_fields import (
     PROFILES,
@@ -86,6 +89,14 @@ def _scrub(text: str, secret: str | None) -> str:
     text = redact_urls(text)
     text = " ".join(text.split())
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _adds_bos(tokenizer: Any) -> bool:
+    """Whether ``tokenizer`` puts its BOS first when tokenizing with special tokens (as servers tokenize a text
+    prompt: vLLM's ``/completions`` default, ``transformers serve``, llama.cpp with ``add_bos_token``)."""
+    bos = getattr(tokenizer, "bos_token_id", None)
+    ids = tokenizer("a")["input_ids"]
+    return bos is not None and len(ids) > len(tokenizer("a", add_special_tokens=False)["input_ids"]) and ids[0] == bos
 
 
 def is_systemic(exc: BaseException) -> bool:
@@ -437,7 +448,7 @@ class OpenAIBackend:
         gen = self._gen_client
         try:
             if prefill and self.prefill_mode == "completions":
-                prompt = self._render(chat) + prefill
+                prompt = self._completion_prompt(chat, prefill, i)
                 resp = openai_retry.send(lambda: gen.completions.create(
                     model=model, prompt=prompt, **fields.body, extra_body=extra or None), self.cfg.max_retries)
                 choice = resp.choices[0]
@@ -482,18 +493,38 @@ class OpenAIBackend:
                           prompt_truncated=omitted is not None or server_cut,
                           omitted_words=0 if server_cut else (omitted or 0))
 
-    def _render(self, chat: list[Message]) -> str:
+    def _completion_prompt(self, chat: list[Message], prefill: str, i: int) -> list[int] | str:
+        """The ``/completions`` prompt of a chat and its prefill, the chat template applied here.
+
+        A server that takes token ids (vLLM, llama.cpp) gets the ids, content as text and the template's BOS only
+        (:func:`~evotrainer.backends.chat_tokens.chat_ids`); it adds nothing to them. Another gets the text, which
+        it tokenizes itself: a leading BOS is left out when its tokenizer adds one (so one reaches the model, not
+        two: vllm#7382), and a request whose content spells a control token is refused, since the server would
+        read the spelling as the token.
+
+        Raises:
+            ModelError: the content spells a control token and the server takes text only.
+        """
         tok = self.tokenizer()
-        return tok.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        if self.profile.token_prompts:
+            return chat_ids(tok, chat, prefill)
+        spelled = control_text(tok, chat, prefill)
+        if spelled is not None:
+            raise ModelError(f"{self.role}: request {i} spells {spelled!r} in its content, which a {self.profile.kind} "
+                             "server given a text prompt on /completions reads as a control token; not sent (a "
+                             "vLLM or llama.cpp server takes the prompt as token ids)")
+        text = render_chat(tok, chat, prefill)
+        bos = tok.bos_token
+        if bos and text.startswith(bos) and _adds_bos(tok):
+            text = text[len(bos):]
+        return text
 
     def _count(self, chat: list[Message], prefill: str, text: str) -> tuple[int, int]:
         """Prompt and answer tokens counted here when the server gave no ``usage`` (words without a tokenizer)."""
         tok = self.tokenizer()
         if tok is None:
             return sum(len(m["content"].split()) for m in chat) + len(prefill.split()), len(text.split())
-        prompt = self._render(chat) + prefill
-        return (len(tok(prompt, add_special_tokens=False)["input_ids"]),
-                len(tok(text, add_special_tokens=False)["input_ids"]))
+        return len(chat_ids(tok, chat, prefill)), len(tok(text, add_special_tokens=False)["input_ids"])
 
     def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int
              ) -> tuple[list[Message], int | None]:
@@ -514,7 +545,7 @@ class OpenAIBackend:
         from evotrainer.backends.hf import fit_messages
 
         def count(messages: list[Message]) -> int:
-            return len(tok(self._render(messages) + prefill, add_special_tokens=False)["input_ids"])
+            return len(chat_ids(tok, messages, prefill))
 
         budget = window - max_new_tokens
         if count(chat) <= budget:

@@ -74,6 +74,8 @@ class ServerProfile:
         batch_invariant: True when a request's text does not depend on the requests the server runs beside
             it (what resume and the fitness cache rely on); ``invariance`` says why or why not.
         invariance: one line on what holds for this kind of server.
+        token_prompts: ``/completions`` takes a prompt of token ids and adds nothing to it (vLLM's
+            ``CompletionRequest.prompt``; llama.cpp's server, "direct token input"); others get text.
     """
 
     kind: str
@@ -89,6 +91,7 @@ class ServerProfile:
     not_settable: tuple[str, ...] = ()
     batch_invariant: bool = False
     invariance: str = "unknown server: the same text whatever runs beside a request is not promised"
+    token_prompts: bool = False
 
 
 _PENALTIES_OFF = (("frequency_penalty", 0.0, "body"), ("presence_penalty", 0.0, "body"))
@@ -98,7 +101,7 @@ PROFILES: dict[str, ServerProfile] = {
         "vllm", "per_request", True, (("continue_final_message", True), ("add_generation_prompt", False)), True,
         ("repetition_penalty", "vLLM's repetition_penalty also counts prompt tokens"), True,
         neutral=(*_PENALTIES_OFF, ("top_k", -1, "extra"), ("min_p", 0.0, "extra"),
-                 ("repetition_penalty", 1.0, "extra")),
+                 ("repetition_penalty", 1.0, "extra")), token_prompts=True,
         invariance="continuous batching: a request's text, greedy included, can change with the requests running "
                    "beside it (vllm#23138) unless the server runs with VLLM_BATCH_INVARIANT=1"),
     "llamacpp": ServerProfile(
@@ -106,7 +109,7 @@ PROFILES: dict[str, ServerProfile] = {
         ("repeat_penalty", "llama.cpp's repeat_penalty covers its last 64 tokens, prompt tokens included"), False,
         neutral=(*_PENALTIES_OFF, ("top_k", 0, "extra"), ("min_p", 0.0, "extra"), ("typical_p", 1.0, "extra"),
                  ("repeat_penalty", 1.0, "extra"), ("dry_multiplier", 0.0, "extra"),
-                 ("xtc_probability", 0.0, "extra"), ("mirostat", 0, "extra")),
+                 ("xtc_probability", 0.0, "extra"), ("mirostat", 0, "extra")), token_prompts=True,
         invariance="parallel slots share one batch: a request's text can change with the batch (llama.cpp#7052) "
                    "unless the server runs one slot (--parallel 1)"),
     "ollama": ServerProfile(

@@ -2,7 +2,8 @@
 
 vLLM is an optional dependency (``pip install 'evotrainer[gpu]'``) imported inside the constructor.
 Prompts are built exactly as in the HF backend (explicit empty system turn, chat template, middle-cut
-of the longest user message when the context is short) and sent as token ids. Decoding:
+of the longest user message when the context is short, content tokenized as text) and sent as token ids.
+Decoding:
 
 - temperature / top_p / per-request ``seed`` / ``max_tokens`` map to vLLM's own ``SamplingParams``
   (vLLM seeds a per-request generator when ``seed`` is set);
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
+from evotrainer.backends.chat_tokens import chat_ids
 from evotrainer.errors import ConfigError, ModelError
 
 __all__ = ["VLLMBackend", "VLLMBackendConfig"]
@@ -150,8 +152,9 @@ class VLLMBackend:
         self.stop_token_ids = tuple(dict.fromkeys(int(i) for i in ids if i is not None))
 
     def _encode(self, messages: list[Message], prefill: str = "") -> list[int]:
-        text = self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True) + prefill
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        """Prompt ids, content and prefill as text (:func:`~evotrainer.backends.chat_tokens.chat_ids`); vLLM
+        takes them as they are (no BOS added, nothing parsed)."""
+        return chat_ids(self.tokenizer, messages, prefill)
 
     @staticmethod
     def _lora_request(adapter: str | None) -> Any:

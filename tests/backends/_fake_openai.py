@@ -17,6 +17,13 @@ Where the real servers differ on a point a test checks, the fake does what they 
 - **runtime LoRA** (vLLM): loading a name it already holds is refused with vLLM's HTTP 400 body ("... has already
   been loaded ..."), a path listed in ``lora_missing`` with its 404 ("Loading lora ... failed: No adapter found
   for ..."), success is vLLM's plain-text line, and a request naming an adapter it does not hold gets 404.
+
+Given the served model's ``tokenizer``, ``/v1/completions`` reads its prompt as the real servers do: a text prompt is
+tokenized there, control-token spellings parsed and special tokens (a BOS) added unless the request sets vLLM's
+``add_special_tokens`` false (its default for ``/completions`` is true; ``transformers serve`` always adds them); a
+prompt of token ids is taken as it is by a vLLM or llama.cpp server and refused with HTTP 400 by others
+(``transformers serve``: "prompt must be a string."). The ids the model would read are recorded; ``usage`` counts
+them.
 """
 
 from __future__ import annotations
@@ -73,7 +80,9 @@ class FakeServer:
         effective: the sampling settings each answered generation request ran with (defaults filled in).
         context: the context window in tokens (None: unbounded); Ollama cuts longer prompts keeping the end.
         num_ctx_shown: Ollama's ``/api/show`` lists ``num_ctx`` (set in the Modelfile) among its parameters.
-        tokenizer: count prompt tokens with it (chat template applied) instead of words.
+        tokenizer: the served model's tokenizer: prompt tokens are counted with it (chat template applied)
+            instead of words, and ``/completions`` reads its prompt with it (None: words, text prompts only).
+        prompt_ids: per ``/completions`` answer with a tokenizer or a token-id prompt, the ids the model read.
         lora_missing: adapter paths vLLM finds nothing at. lora_loaded: names of the adapters it holds.
     """
 
@@ -98,6 +107,7 @@ class FakeServer:
     tokenizer: Any = None
     lora_missing: set[str] = field(default_factory=set)
     lora_loaded: set[str] = field(default_factory=set)
+    prompt_ids: list[list[int]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
@@ -252,10 +262,13 @@ class FakeServer:
                 with fake._lock:
                     fake.effective.append({k: v for k, v in params.items() if k not in ("messages", "prompt")})
                 if self.path == "/v1/completions":
-                    prompt = str(body.get("prompt", ""))
+                    prompt, ids = self._completion_prompt(body)
+                    if prompt is None:
+                        self._send(400, {"error": {"message": "prompt must be a string."}})
+                        return
                     text = fake.answer([{"role": "user", "content": prompt}], params)
                     choice: dict[str, Any] = {"index": 0, "text": " " + text, "finish_reason": "stop"}
-                    obj, prompt_words = "text_completion", fake._count_text(prompt)
+                    obj, prompt_words = "text_completion", fake._count_text(prompt) if ids is None else len(ids)
                 else:
                     messages = fake._cut(body.get("messages", []))
                     if messages and messages[-1]["role"] == "assistant" and body.get("continue_final_message"):
@@ -273,6 +286,23 @@ class FakeServer:
                                  "choices": [choice], "usage": {"prompt_tokens": prompt_words,
                                                                 "completion_tokens": words,
                                                                 "total_tokens": prompt_words + words}})
+
+            def _completion_prompt(self, body: dict[str, Any]) -> tuple[str | None, list[int] | None]:
+                """``(prompt text, ids the model reads)``; text None: refused; ids None: no tokenizer, text."""
+                tok, prompt = fake.tokenizer, body.get("prompt", "")
+                if isinstance(prompt, list):  # token ids: taken as they are, nothing added
+                    if fake.owned_by not in ("vllm", "llamacpp") or not all(isinstance(t, int) for t in prompt):
+                        return None, None
+                    ids = [int(t) for t in prompt]
+                    text = tok.decode(ids) if tok is not None else " ".join(map(str, ids))
+                elif tok is not None:  # tokenized there: spellings of control tokens parsed, a BOS added
+                    text = str(prompt)
+                    ids = list(tok(text, add_special_tokens=bool(body.get("add_special_tokens", True)))["input_ids"])
+                else:
+                    return str(prompt), None
+                with fake._lock:
+                    fake.prompt_ids.append(ids)
+                return text, ids
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
