@@ -558,14 +558,14 @@ class OpenAIBackend:
         """Whether the server cut the prompt it answered (:func:`~evotrainer.backends.server_window.cut_by_server`),
         warned once per request."""
         tok = self.tokenizer()
-        sent = None if tok is None else len(tok(self._render(chat) + prefill, add_special_tokens=False)["input_ids"])
+        sent = None if tok is None else len(chat_ids(tok, chat, prefill))
         words = sum(len(m["content"].split()) for m in chat) + len(prefill.split())
         if not cut_by_server(reported, sent_tokens=sent, words=words, context=self.server_context):
             return False
         said = f"{sent} tokens" if sent is not None else f"{words} words"
         log.warning("%s: the server at %s cut request %d's prompt without saying so: it read %d tokens of %s sent; "
                     "recorded as cut (raise the server's context window, e.g. num_ctx on Ollama, or set "
-                    "%s.openai.tokenizer so prompts are fitted here)", self.role, self.cfg.base_url, i, reported,
+                    "%s.openai.tokenizer so prompts are fitted here)", self.role, redact_url(self.cfg.base_url), i, reported,
                     said, self.role)
         return True
 
