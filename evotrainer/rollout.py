@@ -1,10 +1,9 @@
 """Rollouts: run policies on a task batch with the policy model and score the outputs.
 
-The problem side of the inner loop (it never imports DEAP or pycma). :class:`RolloutEvaluator`
-deduplicates identical genomes, serves repeated (genome, batch, settings) from a
-:class:`~evotrainer.search.fitness_cache.FitnessCache`, and sends every remaining policy x task request
-in one ``llm.generate`` call, since the backend batches (batch 16 is ~5x faster per token than one
-sequence on the 2-core CPU). A failing example never raises: it gets fitness None and an error string.
+The problem side of the inner loop (it never imports DEAP or pycma). :class:`RolloutEvaluator` deduplicates
+identical genomes, serves repeated (genome, batch, settings) from a :class:`~evotrainer.search.fitness_cache.FitnessCache`
+and sends every remaining policy x task request in one ``llm.generate`` call (the backend batches). A failing
+example never raises: it gets fitness None and an error string.
 """
 
 from __future__ import annotations
@@ -389,10 +388,9 @@ class RolloutEvaluator:
 
     def _generate(self, requests: list[RolloutRequest], owners: list[str], jobs: dict[str, _Job]
                   ) -> tuple[list[RolloutRequest], list[str], list[Generation]]:
-        """The family's rollout of ``requests`` (``owners``: their genome hashes). A policy whose adapter the
-        backend could not load (:class:`~evotrainer.errors.AdapterLoadError`, raised before it sends anything)
-        fails alone: its job gets the error and the rest are rolled out without it. Returns the requests and
-        owners rolled out, and their generations."""
+        """The family's rollout of ``requests`` (``owners``: their genome hashes) -> the requests and owners rolled
+        out, and their generations. A policy whose adapter would not load (:class:`~evotrainer.errors.AdapterLoadError`,
+        raised before anything is sent) fails alone: its job gets the error, the rest run without it."""
         while True:
             try:
                 return requests, owners, self.family.roll_out(self.llm, requests)
@@ -584,16 +582,13 @@ def _handling_code(generation: Generation) -> str:
     """The generation's handling code; a family that does not say gets ``whole``, or ``cut`` of unknown share
     when the backend cut the prompt (the words it dropped are counted on the prompt, not on the item)."""
     code = str(getattr(generation, "handling", "") or "")
-    if code:
-        return code
-    return InputHandling.parse("", bool(getattr(generation, "prompt_truncated", False))).code()
+    return code or InputHandling.parse("", bool(getattr(generation, "prompt_truncated", False))).code()
 
 
 def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:
     """(mean value with failed tasks as 0.0 or None if all failed, mean parts, error summary)."""
     ok = [v for v in scores.values if v is not None]
-    errors = [e for e in scores.errors if e]
-    error = "; ".join(errors) if errors else None
+    error = "; ".join(e for e in scores.errors if e) or None
     if not ok:
         return None, {}, error or "no tasks"
     value = sum(v if v is not None else 0.0 for v in scores.values) / len(scores.values)

@@ -76,8 +76,8 @@ def validity_problem(
         policy: the candidate (anything; non-policies are invalid).
         required_sections: section names that must be present.
         max_words: word budget of the whole prompt (all sections together), >= 1.
-        may_be_empty: required sections allowed to hold empty text; None: every one (a one-line prompt such
-            as the plain "Summarize the meeting." is a genome), as long as one required section holds text.
+        may_be_empty: required sections allowed to hold empty text; None: every one (a prompt of one role line
+            and nothing else is a genome), as long as one required section holds text.
 
     Returns:
         A short reason ("missing section 'rules'", "142 words > 120", ...) or None.

@@ -118,9 +118,8 @@ def mut_reflective_plan(
         hints: reward component explanations.
         task_hint: what the policy does.
         output_name: the output as the chat names it.
-        sections: sections a fix may target (default the rules: shown a failed output, a mutator asked to
-            fix a layout answered with corrected minutes in 10 of 13 tries on the 1.5B, see
-            ``benchmarks/mutator_validity.py``).
+        sections: sections a fix may target (default the rules: shown a failed output, the 1.5B asked to fix a
+            layout answered with a corrected output in 10 of 13 tries, ``benchmarks/mutator_validity.py``).
 
     Returns:
         The plan (operator ``mut_reflective/<section>``; its ``shown`` holds the failed output, so a
