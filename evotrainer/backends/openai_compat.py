@@ -441,7 +441,7 @@ class OpenAIBackend:
         if prefill and self.prefill_mode is None:
             raise ModelError(f"{self.role}: request {i} starts its answer with a prefill: {self.prefill_refusal}")
         params = request.params
-        chat, omitted = self._fit(chat, prefill, params.max_new_tokens, i)
+        chat, omitted, sent_tokens = self._fit(chat, prefill, params.max_new_tokens, i)
         fields = request_fields(params, self.profile, self.approximate)
         model = self._adapter_model(request.adapter)
         extra = dict(fields.extra)
@@ -470,7 +470,7 @@ class OpenAIBackend:
         usage = getattr(resp, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)
-        server_cut = prompt_tokens is not None and self._server_cut(int(prompt_tokens), chat, prefill, i)
+        server_cut = prompt_tokens is not None and self._server_cut(int(prompt_tokens), chat, prefill, i, sent_tokens)
         if prompt_tokens is None or completion_tokens is None:
             prompt_tokens, completion_tokens = self._count(chat, prefill, text)
         # with a prefill the continuation's leading space belongs to the answer; a prefill the model did not
@@ -527,13 +527,13 @@ class OpenAIBackend:
         return len(chat_ids(tok, chat, prefill)), len(tok(text, add_special_tokens=False)["input_ids"])
 
     def _fit(self, chat: list[Message], prefill: str, max_new_tokens: int, i: int
-             ) -> tuple[list[Message], int | None]:
+             ) -> tuple[list[Message], int | None, int | None]:
         """``chat`` cut to leave ``max_new_tokens`` in ``max_context`` capped by the server's stated window (as the
         in-process backends cut), when a tokenizer is known; as is otherwise. Also the words omitted (None: not
-        cut)."""
+        cut) and the returned chat's prompt tokens (None: not counted here)."""
         windows = [w for w in (self.max_context, self.server_context) if w is not None]
         if not windows:
-            return chat, None
+            return chat, None, None
         window = min(windows)
         if max_new_tokens < 1 or window - max_new_tokens < 1:
             where = (f"{self.role}.max_context={self.max_context} tokens" if window == self.max_context
@@ -541,24 +541,24 @@ class OpenAIBackend:
             raise ConfigError(f"request {i}: max_new_tokens={max_new_tokens} must be in [1, {window - 1}] ({where})")
         tok = self.tokenizer()
         if tok is None:
-            return chat, None
+            return chat, None, None
         from evotrainer.backends.hf import fit_messages
 
         def count(messages: list[Message]) -> int:
             return len(chat_ids(tok, messages, prefill))
 
         budget = window - max_new_tokens
-        if count(chat) <= budget:
-            return chat, None
+        if (n := count(chat)) <= budget:
+            return chat, None, n
         fitted, omitted = fit_messages(chat, count, budget)
         log.warning("%s: request %d was cut to fit %d tokens (%d words omitted)", self.role, i, window, omitted)
-        return fitted, omitted
+        return fitted, omitted, None
 
-    def _server_cut(self, reported: int, chat: list[Message], prefill: str, i: int) -> bool:
+    def _server_cut(self, reported: int, chat: list[Message], prefill: str, i: int, sent: int | None = None) -> bool:
         """Whether the server cut the prompt it answered (:func:`~evotrainer.backends.server_window.cut_by_server`),
-        warned once per request."""
-        tok = self.tokenizer()
-        sent = None if tok is None else len(chat_ids(tok, chat, prefill))
+        warned once per request; ``sent``: the prompt's tokens when already counted."""
+        tok = self.tokenizer() if sent is None else None
+        sent = sent if tok is None else len(chat_ids(tok, chat, prefill))
         words = sum(len(m["content"].split()) for m in chat) + len(prefill.split())
         if not cut_by_server(reported, sent_tokens=sent, words=words, context=self.server_context):
             return False

@@ -214,20 +214,16 @@ class FakeServer:
 
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
-                if self.path not in ("/v1/chat/completions", "/v1/completions", "/v1/load_lora_adapter", "/api/show"):
+                extras = {"/v1/load_lora_adapter": ("vllm", self._load_lora), "/api/show": ("library", self._show)}
+                if self.path in extras:  # an endpoint only one kind of server has
+                    owner, handle = extras[self.path]
+                    if fake.owned_by == owner:
+                        handle(body)
+                    else:
+                        self._send(404, {"detail": "Not Found"})
+                    return
+                if self.path not in ("/v1/chat/completions", "/v1/completions"):
                     self._send(404, {"error": {"message": "not found"}})  # as a real server's router
-                    return
-                if self.path == "/v1/load_lora_adapter":
-                    if fake.owned_by != "vllm":
-                        self._send(404, {"detail": "Not Found"})
-                    else:
-                        self._load_lora(body)
-                    return
-                if self.path == "/api/show":
-                    if fake.owned_by != "library":
-                        self._send(404, {"detail": "Not Found"})
-                    else:
-                        self._show(body)
                     return
                 with fake._lock:
                     index = fake.attempts
