@@ -160,7 +160,8 @@ def validate(cfg: Config) -> None:
            t.validation_limit)
     _check(t.transfer_limit is None or t.transfer_limit >= 1, "task.transfer_limit", ">= 1 or null",
            t.transfer_limit)
-    for key in ("validation_subset", "transfer_path"):
+    _check(t.train_limit is None or t.train_limit >= 1, "task.train_limit", ">= 1 or null", t.train_limit)
+    for key in ("validation_subset", "transfer_path", "train_path"):
         value = getattr(t, key)
         _check(value is None or (isinstance(value, str) and value.strip() != ""), f"task.{key}",
                "a file path or null", value)
@@ -274,6 +275,11 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
             if group == "extras":
                 _check(k.init is not None and k.low <= k.init <= k.high, f"{key}.init",
                        f"a value in [{k.low}, {k.high}]", k.init)
+    if "real_share" in o.extras:  # the share of each task batch drawn from task.train_path (LLMObjective.draw_tasks)
+        k = o.extras["real_share"]
+        _check(k.low >= 0 and k.high <= 1, "outer.extras.real_share", "bounds inside [0, 1]", [k.low, k.high])
+        _check(task.train_path is not None, "outer.extras.real_share",
+               "task.train_path set (the training items it draws)", task.train_path)
     if o.knobs:  # against the harness space: outer.space over the task family's default_space
         from evotrainer.tasks import get_task_family
 

@@ -78,6 +78,12 @@ class TaskConfig:
     # meta-validation set; null = none
     transfer_path: str | None = None
     transfer_limit: int | None = None  # first N items of task.transfer_path only; null = all
+    # training items with references (e.g. validation_set/qmsum_train.jsonl: real meetings that neither selection
+    # nor the transfer report uses); the harness knob outer.extras.real_share is the share of each task batch drawn
+    # from them, the rest generated. runtime.load_training refuses an item sharing a meeting or transcript with the
+    # meta-validation or transfer items; null = generated batches only
+    train_path: str | None = None
+    train_limit: int | None = None  # first N items of task.train_path only; null = all
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
     # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
     difficulty: dict[str, float] = field(default_factory=dict)

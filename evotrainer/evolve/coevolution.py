@@ -127,6 +127,7 @@ from evotrainer.run.runtime import (
     build_family,
     build_llm,
     load_seed_population,
+    load_training,
     load_transfer,
     load_validation,
     sampling_from,
@@ -394,6 +395,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     family = build_family(cfg)
     val_items = load_validation(cfg, family)
     transfer_items = load_transfer(cfg, family, val_items)  # real meetings no selection uses; [] when none
+    train_items = load_training(cfg, family, val_items, transfer_items)  # drawn by the knob real_share; [] when none
     selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
     screen_items = screening_subset(selection, cfg.outer.screen_size)
     population = load_seed_population(cfg)
@@ -454,6 +456,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
         forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
+        training=train_items,
     )
     live = LiveReport(rec, db_path.parent / REPORT_NAME, enabled=cfg.archive.live_report)
     if live.enabled:

@@ -65,7 +65,7 @@ from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import Task, TaskFamily, family_texts
 
-__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests"]
+__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
 
 
 class TokenMeter:
@@ -185,6 +185,8 @@ class LLMObjective:
         screen: the screening subset (items of ``selection``).
         forbidden: content hashes of every meta-validation item (never allowed in a task batch).
         phrase_bank: the run's phrase bank (grows across candidates), or None without an embedder.
+        training: items with references that task batches may draw (``task.train_path``; the harness knob
+            ``real_share`` sets how many), apart from every meta-validation and transfer meeting.
         adapters_root: where new adapter folders go when ``inner.adapter_mutation_share > 0`` (default:
             ``adapters/`` next to the archive file, i.e. in the run dir for the default archive path).
 
@@ -208,10 +210,12 @@ class LLMObjective:
         rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
         selection: Sequence[Task], screen: Sequence[Task], forbidden: set[str],
         phrase_bank: PhraseBank | None = None, adapters_root: str | Path | None = None,
+        training: Sequence[Task] = (),
     ) -> None:
         self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
         self.forbidden = forbidden
+        self.training = tuple(training)
         self.inner_cfg = inner_config(cfg, family)
         self.phrase_bank = phrase_bank
         self.operator_stats = OperatorStats()
@@ -262,13 +266,15 @@ class LLMObjective:
         )
 
     def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[Task]:
-        """A generated task batch at ``harness.difficulty`` (logged as a ``task_batch`` event).
+        """A task batch of ``task.tasks_per_generation`` items (logged as a ``task_batch`` event): generated at
+        ``harness.difficulty``, then ``round(real_share * n)`` training items (the harness knob ``real_share``,
+        at most all of them) drawn without replacement from ``training``.
 
         Raises:
             EvoTrainerError: the batch shares a task with the meta-validation set.
         """
         rng = self.seeds.numpy("tasks/g0" if harness_id == "h0" else f"tasks/{harness_id}")
-        tasks = self.family.generate(rng, harness.difficulty, self.cfg.task.tasks_per_generation)
+        tasks = task_batch(self.family, rng, harness, self.cfg.task.tasks_per_generation, self.training)
         leaked = [t.task_id for t in tasks if t.content_hash in self.forbidden]
         if leaked:  # generated tasks should never coincide with hand-written ones
             raise EvoTrainerError(f"task batch contains meta-validation items {leaked}")
@@ -369,3 +375,15 @@ class LLMObjective:
         rec.emit(OperatorStatsEvent(harness_id=hid, outer_generation=g, stats=result.operator_stats.to_dict()))
         self.style_library.after_candidate(self.operator_stats, hid, g)
         return result
+
+
+def task_batch(family: TaskFamily, rng: np.random.Generator, harness: Harness, n: int,
+               training: Sequence[Task] = ()) -> list[Task]:
+    """``n`` tasks: ``n - k`` generated at ``harness.difficulty``, then ``k = min(len(training),
+    round_half_up(real_share * n))`` items of ``training`` drawn without replacement (in file order), where
+    ``real_share`` is the harness knob of that name (0 when the harness has none or ``training`` is empty).
+    Every draw comes from ``rng``; with ``k = 0`` the batch is the generator's alone, as without training items."""
+    share = float(harness.extras.get("real_share", 0.0)) if training else 0.0
+    k = min(len(training), int(np.floor(share * n + 0.5)))
+    tasks = list(family.generate(rng, harness.difficulty, n - k))
+    return tasks + ([training[i] for i in sorted(rng.choice(len(training), size=k, replace=False))] if k else [])

@@ -7,6 +7,7 @@ backend, a task family, decoding settings and the validation data.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -19,7 +20,8 @@ from evotrainer.tasks.base import Task, TaskFamily
 from evotrainer.tasks.reward_weights import check_reward_weights
 
 __all__ = [
-    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_transfer", "load_validation",
+    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_training",
+    "load_transfer", "load_validation",
     "sampling_from", "task_settings",
 ]
 
@@ -157,17 +159,39 @@ def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None
         return []
     path, items = _load_file(cfg, family, "task.transfer_path", cfg.task.transfer_path, cfg.task.transfer_limit)
     val = load_validation(cfg, family) if validation is None else validation
-    meetings = {str(m): t.task_id for t in val if (m := t.meta.get("meeting")) is not None}
-    hashes = {t.content_hash: t.task_id for t in val}
+    _check_apart(path, items, val, "meta-validation", "transfer")
+    return items
+
+
+def load_training(cfg: Config, family: TaskFamily, validation: list[Task], transfer: list[Task]) -> list[Task]:
+    """The training items of ``task.train_path`` (the first ``task.train_limit``, all when null; ``[]`` when the
+    path is null): tasks with references that task batches may draw (``outer.extras.real_share``).
+
+    Raises:
+        DataError: the file is a folder, not UTF-8 or empty; or an item shares ``meta["meeting"]`` or a
+            transcript (content hash) with a meta-validation or transfer item: what trains never selects or
+            reports.
+    """
+    if cfg.task.train_path is None:
+        return []
+    path, items = _load_file(cfg, family, "task.train_path", cfg.task.train_path, cfg.task.train_limit)
+    _check_apart(path, items, validation, "meta-validation", "training")
+    _check_apart(path, items, transfer, "transfer", "training")
+    return items
+
+
+def _check_apart(path: Path, items: Sequence[Task], others: Sequence[Task], their: str, ours: str) -> None:
+    """Raise DataError naming ``path`` when an item of ``items`` shares a meeting or a transcript with ``others``."""
+    meetings = {str(m): t.task_id for t in others if (m := t.meta.get("meeting")) is not None}
+    hashes = {t.content_hash: t.task_id for t in others}
     for t in items:
         meeting = t.meta.get("meeting")
         if meeting is not None and str(meeting) in meetings:
-            raise DataError(f"{path}: item {t.task_id!r} is from meeting {meeting!r}, which the meta-validation "
-                            f"set also holds (item {meetings[str(meeting)]!r}); transfer items must be other meetings")
+            raise DataError(f"{path}: item {t.task_id!r} is from meeting {meeting!r}, which the {their} set also "
+                            f"holds (item {meetings[str(meeting)]!r}); {ours} items must be other meetings")
         if t.content_hash in hashes:
-            raise DataError(f"{path}: item {t.task_id!r} has the transcript of meta-validation item "
-                            f"{hashes[t.content_hash]!r}; transfer items must be other meetings")
-    return items
+            raise DataError(f"{path}: item {t.task_id!r} has the transcript of {their} item "
+                            f"{hashes[t.content_hash]!r}; {ours} items must be other meetings")
 
 
 def _subset_ids(value: str | None) -> list[str] | None:

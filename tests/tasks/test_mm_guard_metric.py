@@ -42,7 +42,7 @@ def test_guard_reason_and_scores_below_a_real_summary(case):
     guarded = reward(output, TASK, DEFAULT_REWARD_WEIGHTS)
     assert guarded.total == 0.0
     assert guarded.degenerate == EXPECTED_REASON[case]
-    assert set(guarded.components) == {"completeness", "format", "action_count", "action_f1"}
+    assert set(guarded.components) == {"completeness", "format", "action_count", "action_f1", "content"}
     assert guarded.total < reward(GOOD, TASK, DEFAULT_REWARD_WEIGHTS).total
     score = meta_score(output, TASK)
     assert score.value == 0.0 and score.parts["degenerate"] == 1.0

@@ -5,6 +5,10 @@
 - ``format``: mean of four checks: a topics header, a decisions header, an action-items header (or
   equivalent labels, see :mod:`~evotrainer.tasks.meeting_minutes.minutes_format`), and at least two
   bullet lines.
+- ``content``: the meta-validation yardstick itself (:func:`~evotrainer.tasks.meeting_minutes.metric.meta_score`:
+  content units against the task's reference minutes, grounded, averaged with ``action_f1`` where the task has
+  action items), so that a batch of real meetings with human references trains on what selects. Computed only
+  when its weight is above 0 (it reads the sentence embedder); reported as 0.0 otherwise.
 - ``action_count``: with ``n`` parsed action items and band ``(lo, hi)``: 1.0 when ``lo <= n <= hi``;
   ``n / lo`` below the band; ``max(0, 1 - (n - hi) / max(hi, 1))`` above it (so ``2 * hi`` items
   score 0).
@@ -31,6 +35,7 @@ from evotrainer.tasks.base import RewardBreakdown
 from evotrainer.tasks.meeting_minutes.content import content_units, transcript_words
 from evotrainer.tasks.meeting_minutes.guard import degenerate_reason
 from evotrainer.tasks.meeting_minutes.matching import action_f1, topic_coverage
+from evotrainer.tasks.meeting_minutes.metric import meta_score
 from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.reward_weights import on_simplex
@@ -48,12 +53,13 @@ __all__ = [
     "validate_action_band",
 ]
 
-REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1")
+REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1", "content")
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
     "completeness": 0.5,
     "format": 0.2,
     "action_count": 0.3,
     "action_f1": 0.0,
+    "content": 0.0,
 }
 DEFAULT_ACTION_BAND: tuple[int, int] = (2, 5)
 FORM_COMPONENTS: tuple[str, ...] = ("format", "action_count")
@@ -101,8 +107,14 @@ def action_count_score(n: int, band: tuple[int, int]) -> float:
     return 1.0
 
 
-def reward_components(output: str, task: MeetingTask, band: tuple[int, int] = DEFAULT_ACTION_BAND) -> dict[str, float]:
-    """Every reward component of ``output`` on ``task``, each in [0, 1] (no guard, no weights)."""
+def reward_components(output: str, task: MeetingTask, band: tuple[int, int] = DEFAULT_ACTION_BAND,
+                      *, content: bool = True) -> dict[str, float]:
+    """Every reward component of ``output`` on ``task``, each in [0, 1] (no guard, no weights); ``content=False``
+    reports ``content`` as 0.0 without reading the embedder.
+
+    Raises:
+        ModelError: ``content`` is asked for and the embedded sentence embedder cannot be loaded.
+    """
     parsed = parse_minutes(output)
     checks = [kind in parsed.sections for kind in ("topics", "decisions", "actions")]
     checks.append(parsed.n_bullets >= 2)
@@ -111,6 +123,7 @@ def reward_components(output: str, task: MeetingTask, band: tuple[int, int] = DE
         "format": sum(checks) / len(checks),
         "action_count": action_count_score(len(parsed.action_items), band),
         "action_f1": action_f1(parsed.action_items, task.action_items),
+        "content": float(meta_score(output, task).value) if content and task.reference_minutes.strip() else 0.0,
     }
 
 
@@ -135,7 +148,7 @@ def reward(
         components (ungated), and the guard's reason.
     """
     norm = on_simplex(DEFAULT_REWARD_WEIGHTS if weights is None else weights, REWARD_COMPONENTS)
-    components = reward_components(output, task, band)
+    components = reward_components(output, task, band, content=norm["content"] > 0)
     reason = degenerate_reason(output, task.transcript)
     gate = content_gate(output, task) if any(norm[k] for k in FORM_COMPONENTS) else 1.0
     total = 0.0 if reason else sum(norm[k] * components[k] * (gate if k in FORM_COMPONENTS else 1.0)
