@@ -453,7 +453,8 @@ class RolloutEvaluator:
 
 
 def worst_task_feedback(
-    evaluation: PolicyEvaluation, tasks: Sequence[Task], *, low_below: float = 0.5, max_components: int = 3
+    evaluation: PolicyEvaluation, tasks: Sequence[Task], *, low_below: float = 0.5, max_components: int = 3,
+    reference_of: Callable[[Task], str | None] | None = None,
 ) -> TaskFeedback | None:
     """The worst-scored task of ``evaluation`` as reflective-mutation feedback.
 
@@ -466,6 +467,7 @@ def worst_task_feedback(
         tasks: the batch it was made on, in order.
         low_below: component value under which it is reported, in [0, 1].
         max_components: most components reported, >= 1.
+        reference_of: the task's reference answer (``TaskFamily.reference_answer``), shown for contrast.
 
     Returns:
         The feedback, or None when no task was scored.
@@ -477,7 +479,8 @@ def worst_task_feedback(
     parts = evaluation.per_task_components[i] if i < len(evaluation.per_task_components) else {}
     ranked = sorted(parts.items(), key=lambda kv: (kv[1], kv[0]))
     low = [(k, float(v)) for k, v in ranked if v < low_below][:max_components] or [(k, float(v)) for k, v in ranked[:1]]
-    return TaskFeedback(tasks[i].task_id, tasks[i].content_hash, float(value), evaluation.outputs[i], tuple(low))
+    t, ref = tasks[i], (reference_of(tasks[i]) or "") if reference_of is not None else ""
+    return TaskFeedback(t.task_id, t.content_hash, float(value), evaluation.outputs[i], tuple(low), ref)
 
 
 class FeedbackRecorder:
@@ -499,14 +502,14 @@ class FeedbackRecorder:
 
     def __init__(
         self, tasks: Sequence[Task], *, forbidden: frozenset[str] | set[str] = frozenset(),
-        low_below: float = 0.5,
+        low_below: float = 0.5, reference_of: Callable[[Task], str | None] | None = None,
     ) -> None:
         leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
         if leaked:
             raise DataError(f"feedback recorder: tasks {leaked} are meta-validation transcripts")
         self.tasks = tuple(tasks)
         self.batch_id = batch_id_for(tasks)
-        self.low_below = low_below
+        self.low_below, self.reference_of = low_below, reference_of
         self._by_genome: dict[str, TaskFeedback] = {}
 
     def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
@@ -514,7 +517,7 @@ class FeedbackRecorder:
         for evaluation in evaluations:
             if evaluation.batch_id != self.batch_id or evaluation.genome_hash in self._by_genome:
                 continue
-            info = worst_task_feedback(evaluation, self.tasks, low_below=self.low_below)
+            info = worst_task_feedback(evaluation, self.tasks, low_below=self.low_below, reference_of=self.reference_of)
             if info is not None:
                 self._by_genome[evaluation.genome_hash] = info
 
@@ -592,8 +595,5 @@ def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | N
     if not ok:
         return None, {}, error or "no tasks"
     value = sum(v if v is not None else 0.0 for v in scores.values) / len(scores.values)
-    names: dict[str, list[float]] = {}
-    for comp in scores.parts:
-        for name, v in comp.items():
-            names.setdefault(name, []).append(float(v))
-    return value, {name: sum(vs) / len(vs) for name, vs in names.items()}, error
+    names = dict.fromkeys(name for comp in scores.parts for name in comp)  # in order of first appearance
+    return value, {n: sum(vs := [float(c[n]) for c in scores.parts if n in c]) / len(vs) for n in names}, error

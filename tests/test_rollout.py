@@ -278,6 +278,9 @@ def test_per_task_components_and_worst_task_feedback() -> None:
     assert info.task_id == TASKS[worst].task_id and info.content_hash == TASKS[worst].content_hash
     assert info.output == ev.outputs[worst] and info.score == ev.per_task[worst]
     assert info.low_components and info.low_components[0][0] == "kw"
+    assert info.reference == ""
+    named = worst_task_feedback(ev, TASKS, reference_of=lambda t: f"reference of {t.task_id}")
+    assert named.reference == f"reference of {TASKS[worst].task_id}"
 
 
 def test_feedback_recorder_refuses_meta_validation_transcripts_and_other_batches() -> None:

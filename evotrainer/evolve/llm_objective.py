@@ -342,7 +342,8 @@ class LLMObjective:
             if self.stop_check is not None:  # a STOP file: end the run at this boundary
                 self.stop_check(outer_generation=g, harness_id=hid, inner_generation=report.generation)
 
-        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden)
+        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden,
+                                    reference_of=getattr(self.family, "reference_answer", None))
         workshop = None
         if passing is not None:
             from evotrainer.adapters import SFTExample

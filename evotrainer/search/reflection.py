@@ -41,6 +41,8 @@ class TaskFeedback:
         score: its total reward in [0, 1], higher is better.
         output: the policy's output on it, possibly shortened (untrusted model text).
         low_components: ``(component, value)`` pairs that were low, lowest first, each value in [0, 1].
+        reference: a reference answer of that task (data, not model text), possibly shortened; ``""`` when the
+            family gives none.
     """
 
     task_id: str
@@ -48,10 +50,21 @@ class TaskFeedback:
     score: float
     output: str
     low_components: tuple[tuple[str, float], ...]
+    reference: str = ""
 
 
 Feedback = Callable[[Policy], "TaskFeedback | None"]
 """The seam: feedback on a policy's worst training task, or None when there is none (not evaluated)."""
+
+def _level(value: float) -> str:
+    """A component's value in words: numbers shown to the mutator were copied into instructions as "score 0.99"."""
+    return "very poor" if value < 0.2 else "poor" if value < 0.5 else "fair"
+
+
+def _shorten(text: str, max_chars: int) -> str:
+    text = text.strip()
+    return text if len(text) <= max_chars else text[:max_chars].rstrip() + " ..."
+
 
 def build_reflection_messages(
     section_text: str,
@@ -63,8 +76,8 @@ def build_reflection_messages(
     max_output_chars: int = 500,
     section: str | None = None,
 ) -> tuple[Message, ...]:
-    """The mutator chat: the current section, the failed output and its weak points, "rewrite it so the AI
-    avoids them".
+    """The mutator chat: the current section, the failed output, its weak points in words (never numbers), the
+    task's reference answer for contrast when there is one, "rewrite it so the AI avoids them".
 
     Same layout as a rewrite chat (the instruction between markers, then the material, then the change), so
     the same cleaning applies to the answer; the failed output is shown as evidence, with an explicit "do not
@@ -76,17 +89,20 @@ def build_reflection_messages(
         hints: component name -> what it asks for (unknown names are shown with ``_`` as spaces).
         task_hint: what the policy does, completing "an AI that ...".
         output_name: the output after "The AI wrote", determiner included ("this answer").
-        max_output_chars: the output is cut to this many characters (prompt cost on CPU), >= 1.
+        max_output_chars: the output and the reference are each cut to this many characters (prompt cost on
+            CPU), >= 1.
         section: the section's name (shown as its kind), or None.
     """
-    weak = "; ".join(hints.get(name, name.replace("_", " ")) + f" (score {value:.2f})"
-                     for name, value in feedback.low_components) or "the overall score was low"
-    output = feedback.output.strip()
-    if len(output) > max_output_chars:
-        output = output[:max_output_chars].rstrip() + " ..."
+    weak = "; ".join(hints.get(name, name.replace("_", " ")) + f" ({_level(value)})"
+                     for name, value in feedback.low_components) or "the overall result was poor"
+    output = _shorten(feedback.output, max_output_chars)
     context = (f"Following its whole prompt on a practice input, the AI wrote {output_name} (shown only so you can "
                f"see what went wrong; do not rewrite or continue it):\n---\n{output or '(nothing)'}\n---\n"
                f"Weak points: {weak}.")
+    reference = _shorten(feedback.reference, max_output_chars)
+    if reference:
+        context += (f"\nFor contrast, what a good answer on the same input contains (do not copy its names, facts "
+                    f"or wording; the instruction must work for any input):\n---\n{reference}\n---")
     instruction = "Fix the weak points: rewrite the instruction so that the AI avoids them next time."
     return build_rewrite_messages(section_text, instruction, task_hint=task_hint, section=section, context=context)
 
@@ -122,8 +138,8 @@ def mut_reflective_plan(
             layout answered with a corrected output in 10 of 13 tries, ``benchmarks/mutator_validity.py``).
 
     Returns:
-        The plan (operator ``mut_reflective/<section>``; its ``shown`` holds the failed output, so a
-        fix that copies that training task's names is rejected as a leak), or None when ``feedback``
+        The plan (operator ``mut_reflective/<section>``; its ``shown`` holds the failed output and the
+        reference, so a fix that copies that training task's names is rejected as a leak), or None when ``feedback``
         has nothing for ``parent`` (the loop then plans a plain rewrite).
     """
     info = feedback(parent)
@@ -138,4 +154,4 @@ def mut_reflective_plan(
     seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
     request = GenerationRequest(messages=messages, params=seeded)
     return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request,
-                        generation, shown=(info.output,))
+                        generation, shown=(info.output, info.reference))

@@ -81,7 +81,7 @@ def test_a_reflection_copying_the_training_meetings_names_is_rejected_with_the_r
     info = TaskFeedback("t0", "h0", 0.2, "## Action items\n- Priya Raman: call the vendor (due: Friday)",
                         (("action_f1", 0.1),))
     plan = mut_reflective_plan(_parent(), random.Random(0), 1, feedback=lambda p: info, sections=("rules",))
-    assert plan is not None and plan.shown == (info.output,)
+    assert plan is not None and plan.shown == (info.output, "")
     guard = LeakGuard([TRANSCRIPT], SEEDS, vocabulary=DOMAIN_VOCABULARY)
     leak = "Only facts from the transcript. Every action item names its owner, like Priya Raman by Friday."
     verdict = judge_rewrite(plan, leak, leak_guard=guard)

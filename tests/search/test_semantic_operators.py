@@ -278,5 +278,25 @@ def test_reflective_plan_shows_the_worst_task_and_is_pure() -> None:
     user = plan.request.messages[-1]["content"]
     assert user.startswith(f"Current instruction (rules the AI must follow):\n<<<\n{parent.section('rules')}\n>>>")
     assert "do not rewrite or continue it" in user and "\nChange: Fix the weak points" in user
-    assert "with its owner (score 0.10)" in user and "layout" in user and "Minutes: blah" in user
+    assert "with its owner (very poor)" in user and "layout" in user and "Minutes: blah" in user
     assert len(user) < 1500  # the output is cut
+    assert "For contrast" not in user  # no reference given
+
+
+def test_reflection_shows_the_reference_for_contrast_and_no_score_to_copy() -> None:
+    from evotrainer.search.leakage import LeakGuard
+    from evotrainer.search.operators import apply_rewrite
+    from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
+
+    parent = seed_population()[0]
+    info = TaskFeedback("t7", "h" * 64, 0.2, "Minutes: nothing useful", (("action_f1", 0.1), ("format", 0.3)),
+                        reference="The team agreed that Zbigniew Kowalczyk owns the Q3 budget of 41,000 euros. " * 20)
+    plan = mut_reflective_plan(parent, random.Random(0), 1, feedback=lambda p: info)
+    user = plan.request.messages[-1]["content"]
+    assert "For contrast, what a good answer on the same input contains" in user and "Zbigniew" in user
+    assert "(very poor)" in user and "(poor)" in user and "0.1" not in user and "0.3" not in user
+    assert len(user) < 1700  # the reference is cut like the output
+    assert info.reference in plan.shown
+    guard = LeakGuard(["Ann: hello\nBob: bye"])  # the batch's inputs; the shown reference is checked too
+    assert apply_rewrite(plan, "Name Zbigniew as the owner of every budget item.", leak_guard=guard) is None
+    assert apply_rewrite(plan, "Name the owner of every budget item.", leak_guard=guard) is not None
