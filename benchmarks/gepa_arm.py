@@ -47,8 +47,8 @@ from omegaconf import OmegaConf
 
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
-from evotrainer.archive.views import run_generalisation
 from evotrainer.backends.base import GenerationRequest, SamplingParams
+from evotrainer.browse.views import run_generalisation
 from evotrainer.config import Config, to_config
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.events.kinds import SetupEvent

@@ -49,9 +49,9 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME, open_archive
-from evotrainer.archive.sweep_views import run_generalisation
-from evotrainer.archive.views import pick_run
 from evotrainer.atomic import write_text_atomic
+from evotrainer.browse.sweep_views import run_generalisation
+from evotrainer.browse.views import pick_run
 from evotrainer.config import Config, to_config
 from evotrainer.errors import DataError, EvoTrainerError
 from evotrainer.events.kinds import SetupEvent

@@ -265,7 +265,7 @@ class SelfEvolveConfig:
 class ArchiveConfig:
     path: str = "archive.db"  # relative paths are under the Hydra run dir
     # mode=evolve: rewrite report.html beside the archive after generation 0, each outer generation and at the
-    # end, so a long run can be watched in a browser (evotrainer/archive/live_report.py)
+    # end, so a long run can be watched in a browser (evotrainer/browse/live_report.py)
     live_report: bool = True
 
 

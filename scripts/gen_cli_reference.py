@@ -39,7 +39,7 @@ def archive_help() -> list[tuple[str, str]]:
     import click
     import typer
 
-    from evotrainer.archive.cli import app
+    from evotrainer.browse.cli import app
 
     group = typer.main.get_command(app)
     prog = "python -m evotrainer.archive"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.archive.study_view import arm_runs, is_study, study_html
+from evotrainer.browse.study_view import arm_runs, is_study, study_html
 from evotrainer.errors import DataError
 from evotrainer.stats.ablation import (
     ArmRun,

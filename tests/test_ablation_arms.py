@@ -10,7 +10,7 @@ import pytest
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.schema import budget_rollouts
-from evotrainer.archive.study_view import arm_runs
+from evotrainer.browse.study_view import arm_runs
 from evotrainer.config import Config
 from evotrainer.evolve.coevolution import run_evolve
 

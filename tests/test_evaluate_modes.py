@@ -13,8 +13,8 @@ import pytest
 from rich.console import Console
 
 from evotrainer.archive import ArchiveStore, EvaluationRow
-from evotrainer.archive.policy_export import export_policy
 from evotrainer.backends.base import Generation, GenerationRequest
+from evotrainer.browse.policy_export import export_policy
 from evotrainer.config import Config, validate
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.evaluate.refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs

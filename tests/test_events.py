@@ -18,7 +18,7 @@ PKG = Path(__file__).resolve().parents[1] / "evotrainer"
 
 # One payload per producer, built the way the producer built it before the typed events (same keys, same
 # order, values of the same JSON types): evolve/coevolution.py, llm_objective.py, run/control.py, evolve/budget_check.py,
-# archive/live_report.py, recorder.py (trajectories), replay_store.py (resume marker), selfevolve/run.py and round.py.
+# browse/live_report.py, recorder.py (trajectories), replay_store.py (resume marker), selfevolve/run.py and round.py.
 _BOUND = {"mean": 0.05, "low": -0.01, "high": None, "n": 4, "wins": 2, "losses": 1, "ties": 1}
 _SPLIT = {"split": "heldout", "n": 2, "baseline_mean": 0.4, "best_mean": 0.5,
           "diff": {"mean": 0.1, "low": -0.2, "high": 0.4, "share_b_better": 0.7, "n": 2},

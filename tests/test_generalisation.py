@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.archive.sweep_views import pooled_by_source
-from evotrainer.archive.transfer_view import diff_cell
+from evotrainer.browse.sweep_views import pooled_by_source
+from evotrainer.browse.transfer_view import diff_cell
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy
 from evotrainer.stats.bootstrap import paired_difference, rng_for

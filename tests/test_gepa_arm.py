@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.archive.study_view import arm_runs
-from evotrainer.archive.views import run_generalisation
+from evotrainer.browse.study_view import arm_runs
+from evotrainer.browse.views import run_generalisation
 from evotrainer.config import Config
 from evotrainer.evolve.coevolution import run_evolve
 from evotrainer.stats.ablation import read_arm_result, study_table

@@ -22,7 +22,11 @@ MODES = tuple(f"evotrainer.{room}" for room in ("evolve", "evaluate", "selfevolv
 # imports. Records every layer shares (``genome``, ``errors``, ``config``, ...) sit on the top. Lazy imports
 # inside functions count: the parser walks the whole file.
 RULES = [
-    ("archive", ("evotrainer.search", *MODES, "torch", "transformers", "deap", "cma")),  # archive never imports search
+    # storage never imports search, a mode or the browsing room (its CLI, views and HTML)
+    ("archive", ("evotrainer.search", "evotrainer.browse", *MODES, "torch", "transformers", "deap", "cma")),
+    # browsing reads what the archive stores: no model, search or run mode
+    ("browse", ("evotrainer.search", "evotrainer.harness", "evotrainer.tasks", *MODES, "torch", "transformers",
+                "deap", "cma")),
     ("tasks", ("evotrainer.search", "evotrainer.archive", *MODES, "deap", "cma", "torch")),  # nor search nor archive
     ("search", ("evotrainer.archive", "evotrainer.backends.hf", "evotrainer.backends.vllm", *MODES, "torch",
                 "transformers", "sqlite3", "cma")),  # search never imports archive
@@ -53,7 +57,10 @@ TOP_LIMIT = 16  # modules on the top (issue 27 item 2: "about 15 ground modules"
 
 
 def _files(unit: str) -> list[Path]:
-    return [PKG / unit] if unit.endswith(".py") else sorted((PKG / unit).rglob("*.py"))
+    """The modules of a room (an entry point, ``<room>/__main__.py``, aside: it sits in the app's layer) or the
+    one module on the top."""
+    return [PKG / unit] if unit.endswith(".py") else [p for p in sorted((PKG / unit).rglob("*.py"))
+                                                      if p.name != "__main__.py"]
 
 
 def _bad(path: Path, forbidden: tuple[str, ...]) -> set[str]:
@@ -90,8 +97,9 @@ def test_events_are_neutral() -> None:
 def _unit_graph() -> dict[str, set[str]]:
     """Room-level import graph: a folder of the package (``search``) or a module on its top (``genome``) ->
     the rooms and top modules it imports."""
-    def unit(module: str) -> str:
-        return module.split(".")[1]
+    def unit(module: str) -> str:  # a room's entry point (``python -m evotrainer.archive``) is a unit of its own
+        parts = module.split(".")
+        return f"{parts[1]}/__main__" if len(parts) == 3 and parts[2] == "__main__" else parts[1]
 
     graph: dict[str, set[str]] = {}
     for module, targets in module_graph.import_graph(PKG).items():

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.archive.views import run_overview
 from evotrainer.backends.call_log import CALL_LOG_NAME
+from evotrainer.browse.views import run_overview
 from evotrainer.config import PROJECT_ROOT, Config, register_configs, to_config
 from tests.backends._fake_openai import FakeServer
 

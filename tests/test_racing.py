@@ -264,7 +264,7 @@ def test_race_config_is_validated_with_the_key_named() -> None:
 
 
 def test_race_summary_counts_races_and_promotions(tmp_path) -> None:
-    from evotrainer.archive import views
+    from evotrainer.browse import views
 
     store = ArchiveStore(tmp_path / "archive.db")
     rec = RunRecorder(store, "run")

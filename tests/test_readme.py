@@ -92,7 +92,7 @@ def test_each_readme_command_works_as_written(command: str) -> None:
     if words[0].endswith("python") and words[1:3] == ["-m", "evotrainer.archive"]:
         import typer
 
-        from evotrainer.archive.cli import app
+        from evotrainer.browse.cli import app
 
         assert words[3] in typer.main.get_command(app).commands, f"no archive command {words[3]!r}"
         return

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evotrainer.archive.cli import main as archive_main
-from evotrainer.archive.study_view import STUDY_REPORT_NAME
+from evotrainer.browse.cli import main as archive_main
+from evotrainer.browse.study_view import STUDY_REPORT_NAME
 from evotrainer.sweep_index import read_index
 
 pytestmark = pytest.mark.slow

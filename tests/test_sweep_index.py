@@ -23,8 +23,8 @@ from omegaconf import OmegaConf
 
 from evotrainer import resolvers
 from evotrainer.app.sweep_callback import error_line
-from evotrainer.archive.cli import main as archive_main
 from evotrainer.backends import threads
+from evotrainer.browse.cli import main as archive_main
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.sweep_index import (
     INDEX_NAME,

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
-from evotrainer.archive.report import _transfer_html
+from evotrainer.browse.report import _transfer_html
 from evotrainer.errors import DataError
 from evotrainer.events import kinds as ev
 from evotrainer.evolve.report import print_transfer

@@ -141,7 +141,7 @@ def _close_sweep(sweep_dir: Path, error: str) -> None:
 
 def _job_lines(sweep_dir: Path) -> tuple[list[str], str] | None:
     """One line per failed or killed job of the sweep's index and a closing count, or None without jobs."""
-    from evotrainer.archive.sweep_table import index_jobs, sweep_status
+    from evotrainer.browse.sweep_table import index_jobs, sweep_status
     from evotrainer.sweep_index import find_index
 
     if find_index(sweep_dir) is None:

@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 def end_of_study(sweep_dir: str | Path, *, seed: int = 0) -> Path | None:
     """Print the study table of ``sweep_dir`` and write its report there; the report's path, or None when the
     folder holds no study (runs of one arm only)."""
-    from evotrainer.archive.study_view import STUDY_REPORT_NAME, load_study, print_study, write_study_report
+    from evotrainer.browse.study_view import STUDY_REPORT_NAME, load_study, print_study, write_study_report
     from evotrainer.progress import stdout_console
 
     folder = Path(sweep_dir)

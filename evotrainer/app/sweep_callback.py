@@ -109,7 +109,7 @@ def job_figures(archive_file: str | Path) -> dict[str, Any]:
         EvoTrainerError: the archive is unreadable or its generalisation event malformed.
     """
     from evotrainer.archive.store import open_archive
-    from evotrainer.archive.views import run_generalisation
+    from evotrainer.browse.views import run_generalisation
 
     if not Path(archive_file).is_file():
         return {}

@@ -1,8 +1,8 @@
-"""``python -m evotrainer.archive``: the archive browser CLI (see :mod:`evotrainer.archive.cli`)."""
+"""``python -m evotrainer.archive``: the archive browser CLI (see :mod:`evotrainer.browse.cli`)."""
 
 import sys
 
-from evotrainer.archive.cli import main
+from evotrainer.browse.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

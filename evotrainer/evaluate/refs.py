@@ -120,9 +120,9 @@ def load_exported_policy(path: str | Path) -> Policy:
 
 
 def _archived(prefix: str, archive: str | None, ref: str, key: str) -> Policy:
-    from evotrainer.archive import views
     from evotrainer.archive.locate import resolve_archive
     from evotrainer.archive.store import open_archive
+    from evotrainer.browse import views
 
     if not archive:
         raise ConfigError(f"evaluate.archive: needed by {key} entry {ref!r}; expected an archive.db or a run folder")

@@ -25,7 +25,7 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    (``stats/transfer.py``: final best, best seed and a plain prompt on ``task.transfer_path``); summary.
 
 ``report.html`` beside the archive is rewritten after generation 0, after each outer generation and at the
-end (``archive/live_report.py``; ``archive.live_report``), and generation 0's cost is estimated after its
+end (``browse/live_report.py``; ``archive.live_report``), and generation 0's cost is estimated after its
 first call, with a warning when it alone would use most of ``outer.budget.seconds`` (``budget_check.py``).
 
 **What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
@@ -78,10 +78,10 @@ import numpy as np
 from rich.console import Console
 
 from evotrainer.archive import archive_path
-from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.threads import COMPUTE_PHASE, threads_in_use
 from evotrainer.backends.usage import RunUsage, describe_backend
+from evotrainer.browse.live_report import REPORT_NAME, LiveReport
 from evotrainer.config import Config, OuterConfig, resolve_roles
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events.kinds import (
@@ -193,7 +193,7 @@ def run_outer_loop(
         control: stop decisions at each candidate boundary (budget, STOP file, a resumed run's replay;
             ``run/control.py``); budget limits alone when None.
         after_generation: called with the outer generation (0 = generation 0) once it is archived (the
-            live report, ``archive/live_report.py``); nothing when None.
+            live report, ``browse/live_report.py``); nothing when None.
     """
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at

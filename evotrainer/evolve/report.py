@@ -7,8 +7,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from evotrainer.archive.transfer_view import render_table as transfer_table
 from evotrainer.backends.usage import usage_lines
+from evotrainer.browse.transfer_view import render_table as transfer_table
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
 from evotrainer.stats.generalisation import render_table

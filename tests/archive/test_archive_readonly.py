@@ -15,13 +15,12 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, open_archive
-from evotrainer.archive.cli import main
 from evotrainer.archive.store import checkpoint_archive
+from evotrainer.browse.cli import main
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
-
-from .test_cli_archive import RUN, build_archive
+from tests.browse.test_cli_archive import RUN, build_archive
 
 MISSING_WAL = "archive.db-wal, which is missing"
 SIDE = ("archive.db-wal", "archive.db-shm")

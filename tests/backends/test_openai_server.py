@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.archive.views import run_overview
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend, save_served_folder
 from evotrainer.backends.openai_compat import OpenAIBackend
+from evotrainer.browse.views import run_overview
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.errors import ServerError
 from evotrainer.model_schema import ModelConfig, OpenAIConfig

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from evotrainer.archive.cli import app
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.browse.cli import app
 from evotrainer.config import Config
 from evotrainer.evaluate.run import run_evaluate
 from evotrainer.evolve.coevolution import run_evolve

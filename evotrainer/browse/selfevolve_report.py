@@ -1,8 +1,8 @@
 """The HTML report of a self-evolution run (``mode=selfevolve``): its facts, the dev and val scores per round
 (a plotly plot, plotly.js inlined), the rounds table, the task pool and the judged samples.
 
-``archive report`` writes it instead of the co-evolution report (:mod:`evotrainer.archive.report`, whose page
-parts it reuses) when :func:`~evotrainer.archive.selfevolve_view.is_selfevolve` holds. Task inputs, references
+``archive report`` writes it instead of the co-evolution report (:mod:`evotrainer.browse.report`, whose page
+parts it reuses) when :func:`~evotrainer.browse.selfevolve_view.is_selfevolve` holds. Task inputs, references
 and sampled outputs are model- or generator-written and untrusted: each is HTML-escaped (``html.escape``)
 before it enters the page; plot labels carry numbers and escaped ids only.
 """
@@ -14,9 +14,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from evotrainer.archive import selfevolve_view
-from evotrainer.archive.report import _div, _e, _empty, _head, _num, _table
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.browse import selfevolve_view
+from evotrainer.browse.report import _div, _e, _empty, _head, _num, _table
 
 __all__ = ["SCORES_PLOT_ID", "build_selfevolve_report"]
 

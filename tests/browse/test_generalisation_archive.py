@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, open_archive
-from evotrainer.archive.cli import main
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.archive.report import build_report
-from evotrainer.archive.views import run_generalisation
+from evotrainer.browse.cli import main
+from evotrainer.browse.report import build_report
+from evotrainer.browse.views import run_generalisation
 from evotrainer.stats.generalisation import compare, format_diff, pool, to_payload
 
 from .test_cli_archive import NASTY, RUN, build_archive

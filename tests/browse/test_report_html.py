@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, open_archive
-from evotrainer.archive.cli import main
-from evotrainer.archive.report import PLOT_IDS, build_report, write_report
+from evotrainer.browse.cli import main
+from evotrainer.browse.report import PLOT_IDS, build_report, write_report
 from evotrainer.genome import Policy
 
 from .test_cli_archive import RUN, build_archive

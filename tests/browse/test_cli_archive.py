@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
-from evotrainer.archive.cli import main
-from evotrainer.archive.diff import diff_policies
-from evotrainer.archive.views import RUNNING_OR_CRASHED
+from evotrainer.browse.cli import main
+from evotrainer.browse.diff import diff_policies
+from evotrainer.browse.views import RUNNING_OR_CRASHED
 from evotrainer.genome import Policy, render_system_prompt
 
 RUN = "run-test"
@@ -197,7 +197,7 @@ def test_diff_of_two_known_prompts(archive, capsys) -> None:
 
 
 def test_diff_words_keeps_line_breaks() -> None:
-    from evotrainer.archive.diff import diff_words
+    from evotrainer.browse.diff import diff_words
 
     assert diff_words("## Topics\n## Action items", "## Topics\n## Decisions\nBe brief") == [
         {"op": "equal", "a": "## Topics\n##", "b": "## Topics\n##"},

@@ -1,6 +1,6 @@
 """Showing a transfer report (:class:`~evotrainer.stats.transfer.TransferReport`): plain cells for the HTML report
 and the archive CLI, and a rich table for the console. Numbers only come from the report; the verdict and
-ids are escaped by each caller's medium (rich markup here, HTML in ``archive/report.py``). Also the sweep's
+ids are escaped by each caller's medium (rich markup here, HTML in ``browse/report.py``). Also the sweep's
 cells and its pooled transfer block (``archive sweep``; :mod:`evotrainer.stats.transfer_pool`)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive.textsafe import terminal_safe
+from evotrainer.browse.textsafe import terminal_safe
 from evotrainer.stats.generalisation import format_diff
 from evotrainer.stats.transfer import LABELS, TransferReport
 
@@ -77,7 +77,7 @@ def print_pooled(console: Console, summary: Mapping[str, Any]) -> None:
 
     Args:
         console: where to print.
-        summary: :func:`evotrainer.archive.views.sweep_summary`'s dict (``pooled_transfer``, ``runs``, ``level``).
+        summary: :func:`evotrainer.browse.views.sweep_summary`'s dict (``pooled_transfer``, ``runs``, ``level``).
     """
     p, pct = summary.get("pooled_transfer"), f"{round(summary['level'] * 100)}%"
     if p is None:

@@ -5,7 +5,7 @@ items, written after generation 0), or, before that event exists, from the ``set
 ``probes`` (all meta-validation items, no policy yet). Runs written before the probes existed have neither.
 
 Probe names, policy ids and the failure lines come from the archive and are untrusted: the rich printer
-here shows them as plain ``Text`` (terminal-safe), the HTML report escapes them (``archive/report.py``).
+here shows them as plain ``Text`` (terminal-safe), the HTML report escapes them (``browse/report.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.archive.textsafe import terminal_safe
+from evotrainer.browse.textsafe import terminal_safe
 from evotrainer.errors import DataError
 from evotrainer.events.base import decode
 from evotrainer.events.kinds import YardstickEvent

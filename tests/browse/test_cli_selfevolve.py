@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
-from evotrainer.archive.cli import main
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
-from evotrainer.archive.selfevolve_report import SCORES_PLOT_ID
+from evotrainer.browse.cli import main
+from evotrainer.browse.selfevolve_report import SCORES_PLOT_ID
 from evotrainer.events.kinds import TrajectoriesEvent
 from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 from evotrainer.genome import Policy

@@ -16,7 +16,7 @@ from typing import Any
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive.textsafe import clip, terminal_safe
+from evotrainer.browse.textsafe import clip, fmt, terminal_safe
 from evotrainer.errors import ArchiveError
 from evotrainer.sweep_index import INDEX_NAME, find_index, read_index
 
@@ -79,10 +79,6 @@ def sweep_status(folder: str | Path) -> dict[str, Any] | None:
     return {k: doc.get(k) for k in ("status", "planned_jobs", "started", "ended", "launcher", "error")}
 
 
-def _num(x: Any) -> str:
-    return f"{x:.4f}" if isinstance(x, (int, float)) and not isinstance(x, bool) else "–"
-
-
 def _diff(d: Any) -> Text:
     if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) for k in ("mean", "low", "high")):
         return Text("–")
@@ -114,6 +110,6 @@ def render_jobs(rows: Sequence[dict[str, Any]]) -> Table:
             held, style = held_words.get(r.get("held"), ("undecided", "yellow"))
         table.add_row(str(r.get("num", "?")), Text(terminal_safe(folder)),
                       Text(clip(" ".join(r.get("distinct") or r.get("overrides") or []), 80)), cell,
-                      _num(r.get("s_val")), _num(r.get("initial_s_val")), _diff(r.get("heldout_diff")),
+                      Text(fmt(r.get("s_val"))), Text(fmt(r.get("initial_s_val"))), _diff(r.get("heldout_diff")),
                       Text(held, style=style))
     return table

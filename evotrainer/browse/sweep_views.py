@@ -1,6 +1,6 @@
 """What ``archive sweep`` and the sweep index show: each run's final best against its best seed, pooled over runs.
 
-Read-only, like :mod:`evotrainer.archive.views` (which re-exports these names): each function takes open
+Read-only, like :mod:`evotrainer.browse.views` (which re-exports these names): each function takes open
 archives and returns plain dicts, so tables, ``--json`` and the study page read the same numbers.
 """
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, open_archive
-from evotrainer.archive.cli import main
-from evotrainer.archive.report import build_report
+from evotrainer.browse.cli import main
+from evotrainer.browse.report import build_report
 from evotrainer.stats.transfer import compare_transfer, to_event
 from evotrainer.stats.transfer_pool import pool_transfer
 

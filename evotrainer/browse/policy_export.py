@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.archive.views import lineage_graph, policy_detail
+from evotrainer.browse.views import lineage_graph, policy_detail
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.genome import PREFILL_SECTION, Policy, render_system_prompt
 

@@ -23,12 +23,12 @@ from rich.console import Console
 from rich.text import Text
 
 from evotrainer.archive.locate import find_archives
-from evotrainer.archive.report import _CSS, _div, _e, _table
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
-from evotrainer.archive.textsafe import clip, terminal_safe
-from evotrainer.archive.views import run_generalisation
 from evotrainer.atomic import write_text_atomic
+from evotrainer.browse.report import _CSS, _div, _e, _table
+from evotrainer.browse.textsafe import clip, terminal_safe
+from evotrainer.browse.views import run_generalisation
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.events.kinds import PhaseEvent
 from evotrainer.stats.ablation import (

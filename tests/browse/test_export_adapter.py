@@ -12,9 +12,9 @@ import torch
 
 from evotrainer.adapters import SFTExample
 from evotrainer.archive import ArchiveStore
-from evotrainer.archive.policy_export import export_policy
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
+from evotrainer.browse.policy_export import export_policy
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ArchiveError
 from evotrainer.evolve.llm_objective import lora_workshop

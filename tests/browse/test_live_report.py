@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
-from evotrainer.archive.live_report import REPORT_NAME, LiveReport
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.browse.live_report import REPORT_NAME, LiveReport
 from evotrainer.config import Config
 from evotrainer.evolve.coevolution import run_evolve
 
@@ -52,7 +52,7 @@ def test_a_report_that_cannot_be_written_is_a_warning(tmp_path: Path, caplog: py
         rec = RunRecorder(store, "run-x")
         rec.start(0, {"seed": 0})
         live = LiveReport(rec, blocker / REPORT_NAME)
-        with caplog.at_level(logging.WARNING, logger="evotrainer.archive.live_report"):
+        with caplog.at_level(logging.WARNING, logger="evotrainer.browse.live_report"):
             assert live.refresh(1) is None
         assert live.failures == 1 and live.writes == 0
         assert any("could not refresh the report" in r.getMessage() for r in caplog.records)

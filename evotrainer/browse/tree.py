@@ -7,13 +7,9 @@ from typing import Any
 from rich.text import Text
 from rich.tree import Tree
 
-from evotrainer.archive.textsafe import clip
+from evotrainer.browse.textsafe import clip, fmt
 
 __all__ = ["graph_layout", "lineage_tree"]
-
-
-def _fmt(x: float | None) -> str:
-    return "–" if x is None else f"{x:.4f}"
 
 
 def _label(node: dict[str, Any], via_root: bool = False) -> Text:
@@ -28,9 +24,9 @@ def _label(node: dict[str, Any], via_root: bool = False) -> Text:
     seed = node["operator"] == "seed"
     t.append(node["id"], style="bold green" if seed else "bold")
     t.append(f"  {node['operator']}", style="cyan")
-    t.append(f"  gen {node['generation']}  fitness {_fmt(node['fitness'])}")
+    t.append(f"  gen {node['generation']}  fitness {fmt(node['fitness'])}")
     if node.get("meta_val") is not None:
-        t.append(f"  S_val {_fmt(node['meta_val'])}", style="magenta")
+        t.append(f"  S_val {fmt(node['meta_val'])}", style="magenta")
     if seed:
         t.append(f"  [seed] {clip(node['prompt'], 60)}", style="green")
     return t
@@ -40,11 +36,11 @@ def lineage_tree(graph: dict[str, Any]) -> Tree:
     """A rich Tree rooted at the graph's policy whose branches are its parents, back to the seeds.
 
     A node reached a second time (a shared ancestor) is shown once more as "(shown above)" without
-    its ancestors. All text passes through :func:`~evotrainer.archive.textsafe.clip`; labels are
+    its ancestors. All text passes through :func:`~evotrainer.browse.textsafe.clip`; labels are
     :class:`rich.text.Text`, so model text is never read as markup.
 
     Args:
-        graph: :func:`evotrainer.archive.views.lineage_graph` output.
+        graph: :func:`evotrainer.browse.views.lineage_graph` output.
     """
     nodes = {n["id"]: n for n in graph["nodes"]}
     parents: dict[str, list[tuple[str, str]]] = {}

@@ -2,7 +2,7 @@
 
 Read from the ``race`` and ``promotion`` events (``evotrainer/harness/racing.py``,
 ``evotrainer/evolve/coevolution.py``); JSON-ready dicts for the archive CLI and the HTML report (re-exported by
-:mod:`evotrainer.archive.views`). Differences are policy − incumbent in S_val units, higher is better.
+:mod:`evotrainer.browse.views`). Differences are policy − incumbent in S_val units, higher is better.
 """
 
 from __future__ import annotations

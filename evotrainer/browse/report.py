@@ -4,7 +4,7 @@ Sections: run summary and budget; generalisation (the final best vs the best see
 and held-out items, paired differences with intervals and a verdict, from the run's
 ``"generalisation"`` event); transfer (the final best, the best seed and a plain prompt on items no
 selection used, from the ``"transfer"`` event); the yardstick (S_val's probes and whether they kept their order,
-from the ``"yardstick"`` event or the ``"setup"`` event's probes: ``archive/yardstick_view.py``); fitness (max and mean of the population) per inner generation;
+from the ``"yardstick"`` event or the ``"setup"`` event's probes: ``browse/yardstick_view.py``); fitness (max and mean of the population) per inner generation;
 S_val per outer generation (incumbent, screened and whole-set candidate scores); racing (each raced
 policy's paired difference against the incumbent, its interval and how many items it took, and the
 whole-set promotion decisions); harness parameters
@@ -31,14 +31,15 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from evotrainer.archive import views
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.archive.transfer_view import columns as transfer_columns
-from evotrainer.archive.transfer_view import table_rows as transfer_rows
-from evotrainer.archive.tree import graph_layout
-from evotrainer.archive.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.atomic import write_text_atomic
 from evotrainer.backends.urls import redact_url
+from evotrainer.browse import views
+from evotrainer.browse.textsafe import fmt
+from evotrainer.browse.transfer_view import columns as transfer_columns
+from evotrainer.browse.transfer_view import table_rows as transfer_rows
+from evotrainer.browse.tree import graph_layout
+from evotrainer.browse.yardstick_view import ArchivedYardstick, read_yardstick
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.stats.generalisation import Generalisation, columns, table_rows
 from evotrainer.stats.transfer import TransferReport, read_report
@@ -61,7 +62,8 @@ def _e(x: Any) -> str:
 
 
 def _num(x: Any, digits: int = 4) -> str:
-    return "–" if x is None else f"{x:.{digits}f}" if isinstance(x, float) else _e(x)
+    """:func:`~evotrainer.browse.textsafe.fmt`'s cell, HTML-escaped."""
+    return _e(fmt(x, digits))
 
 
 def _script_json(obj: Any) -> str:

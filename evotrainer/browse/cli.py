@@ -23,32 +23,31 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive import selfevolve_view, transfer_view, views, yardstick_view
-from evotrainer.archive.cli_common import (
+from evotrainer.archive.locate import find_archives, resolve_archive
+from evotrainer.archive.store import checkpoint_archive, open_archive
+from evotrainer.browse import cli_sweep, selfevolve_view, transfer_view, views, yardstick_view
+from evotrainer.browse.cli_common import (
     ArchiveArg,
     JsonOpt,
     PolicyArg,
     RunOpt,
-    app,
     emit_json,
-    fmt,
     friendly,
     kv_table,
     make_console,
+    new_app,
     open_store,
 )
-from evotrainer.archive.cli_selfevolve import print_overview, rounds_table
-from evotrainer.archive.diff import diff_policies
-from evotrainer.archive.locate import find_archives, resolve_archive
-from evotrainer.archive.store import checkpoint_archive, open_archive
-from evotrainer.archive.textsafe import clip, terminal_safe
-from evotrainer.archive.tree import lineage_tree
+from evotrainer.browse.cli_selfevolve import print_overview, rounds_table
+from evotrainer.browse.diff import diff_policies
+from evotrainer.browse.textsafe import clip, fmt, terminal_safe
+from evotrainer.browse.tree import lineage_tree
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.events.kinds import TrajectoriesEvent
 from evotrainer.stats import transfer
 from evotrainer.stats.generalisation import render_table, to_payload
 
-__all__ = ["app", "main"]
+__all__ = ["COMMANDS", "app", "main", "register"]
 
 # the shared helpers (cli_common) under the names the commands below use
 _console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json, fmt, friendly, kv_table, open_store
@@ -60,7 +59,6 @@ RACE_ESTIMATE = "race estimate (can be < 0)"
 # --- runs / show ----------------------------------------------------------------------------------
 
 
-@app.command()
 @_friendly
 def runs(
     path: Annotated[Path, typer.Argument(help="archive.db, a run folder, or a multirun folder to search")],
@@ -112,7 +110,6 @@ def runs(
         raise typer.Exit(2)
 
 
-@app.command()
 @_friendly
 def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """A run: config summary, best S_val, budget used (evaluations, rollouts, tokens), stop reason, yardstick;
@@ -174,7 +171,6 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
 # --- policies -------------------------------------------------------------------------------------
 
 
-@app.command()
 @_friendly
 def policy(archive: ArchiveArg, policy_id: PolicyArg = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """A policy: genome sections, scores by kind and component, parents, children, operator, generation."""
@@ -203,7 +199,6 @@ def policy(archive: ArchiveArg, policy_id: PolicyArg = None, run: RunOpt = None,
         console.print(Text(terminal_safe(sec["text"])))
 
 
-@app.command()
 @_friendly
 def lineage(archive: ArchiveArg, policy_id: PolicyArg = None, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """The ancestry of a policy as a tree, back to the seed prompts (both parents of a crossover)."""
@@ -219,7 +214,6 @@ def lineage(archive: ArchiveArg, policy_id: PolicyArg = None, run: RunOpt = None
     console.print(Text(f"{len(graph['nodes'])} nodes; {verdict}: {', '.join(graph['seeds']) or '–'}"))
 
 
-@app.command()
 @_friendly
 def diff(
     archive: ArchiveArg,
@@ -255,7 +249,6 @@ def diff(
             console.print(Text(f"{gene}: {terminal_safe(d[gene]['a'])} → {terminal_safe(d[gene]['b'])}"))
 
 
-@app.command()
 @_friendly
 def best(
     archive: ArchiveArg,
@@ -284,7 +277,6 @@ def best(
     _console().print(t)
 
 
-@app.command()
 @_friendly
 def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """The harness trajectory: every CMA-ES candidate per outer generation with its values, the race's estimate
@@ -314,7 +306,6 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
     _console().print(t if rows else Text("no harness candidates yet"))
 
 
-@app.command()
 @_friendly
 def rollbacks(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """Rollback events (the engine returning to the best archived harness and population)."""
@@ -336,7 +327,6 @@ def rollbacks(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False)
     _console().print(t)
 
 
-@app.command()
 @_friendly
 def export(
     archive: ArchiveArg,
@@ -347,7 +337,7 @@ def export(
     as_json: JsonOpt = False,
 ) -> None:
     """Export a policy to a folder: prompt.md (the system prompt) and policy.json (genome, scores, lineage)."""
-    from evotrainer.archive.policy_export import export_policy
+    from evotrainer.browse.policy_export import export_policy
 
     with _open(archive) as store:
         rid = views.pick_run(store, run).run_id
@@ -361,7 +351,6 @@ def export(
         _console().print(Text("the folder loads with PeftModel.from_pretrained(base_model, folder)"))
 
 
-@app.command()
 @_friendly
 def trajectories(
     archive: ArchiveArg,
@@ -406,7 +395,6 @@ def trajectories(
     _console().print(Text(f"{len(lines)} {'samples' if se else 'trajectories'} -> {terminal_safe(str(out))}"))
 
 
-@app.command()
 @_friendly
 def report(
     archive: ArchiveArg,
@@ -421,8 +409,8 @@ def report(
 
     It goes to RUN_DIR/report.html, beside archive.db, unless --out names another file (needed for a read-only run).
     """
-    from evotrainer.archive.report import build_report, write_report
-    from evotrainer.archive.selfevolve_report import build_selfevolve_report
+    from evotrainer.browse.report import build_report, write_report
+    from evotrainer.browse.selfevolve_report import build_selfevolve_report
 
     path = resolve_archive(archive)
     target = out if out is not None else path.parent / "report.html"
@@ -441,7 +429,6 @@ def report(
     _console().print(Text(f"report written: {terminal_safe(written)}"))
 
 
-@app.command()
 @_friendly
 def checkpoint(
     archive: ArchiveArg,
@@ -461,9 +448,20 @@ def checkpoint(
     _console().print(Text(terminal_safe(msg)))
 
 
-# the sweep and sensitivity commands live in their own module; imported here, after the commands above, so
-# `--help` lists them last
-from evotrainer.archive.cli_sweep import sensitivity, sweep  # noqa: E402, F401
+COMMANDS = (runs, show, policy, lineage, diff, best, harness, rollbacks, export, trajectories, report, checkpoint)
+"""This module's commands, in the order ``--help`` lists them."""
+
+
+def register(app: typer.Typer) -> None:
+    """Add :data:`COMMANDS` to ``app``."""
+    for command in COMMANDS:
+        app.command()(command)
+
+
+app = new_app()
+"""The ``evotrainer-archive`` app: every command module registered on it, this one's commands first."""
+register(app)
+cli_sweep.register(app)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,7 +2,7 @@
 
 A co-evolution run writes ``report.html`` beside its ``archive.db`` (where ``archive report`` writes it
 by default) after generation 0, after each outer generation and at the end. Each write is atomic
-(:func:`~evotrainer.archive.report.write_report`), so reloading the page never shows half a file. A
+(:func:`~evotrainer.browse.report.write_report`), so reloading the page never shows half a file. A
 report that cannot be built or written never ends the run: the failure is logged as a warning.
 
 Every refresh, written or failed, is archived as a ``phase`` event named ``report`` (payload: the outer
@@ -56,7 +56,7 @@ class LiveReport:
         """
         if not self.enabled:
             return None
-        from evotrainer.archive.report import write_report  # plotly: loaded on the first refresh only
+        from evotrainer.browse.report import write_report  # plotly: loaded on the first refresh only
 
         t0 = time.perf_counter()
         error: str | None = None

@@ -1,4 +1,5 @@
-"""Showing untrusted (model-written) text safely: in a terminal, in JSON output, and in one-line cells."""
+"""What every view prints: untrusted (model-written) text shown safely in a terminal, in JSON output and in
+one-line cells, and numbers in one format (:func:`fmt`)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import json
 import re
 from typing import Any
 
-__all__ = ["clip", "dumps", "terminal_safe"]
+__all__ = ["clip", "dumps", "fmt", "terminal_safe"]
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _C1_DEL = re.compile(r"[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
@@ -20,6 +21,16 @@ def terminal_safe(text: Any) -> str:
     """
     s = str(text)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", s)
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """One cell: a float with ``digits`` decimals, "–" for None, anything else as :func:`terminal_safe` text
+    (an int as its digits)."""
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return terminal_safe(x)
 
 
 def clip(text: Any, width: int = 60) -> str:

@@ -1,6 +1,6 @@
 """``evotrainer-archive sweep``: several seeds or settings side by side, pooled; ``sensitivity``: which harness
-knobs moved the candidates' scores over those runs (commands of :mod:`evotrainer.archive.cli`, registered on the
-shared app)."""
+knobs moved the candidates' scores over those runs (commands of :mod:`evotrainer.browse.cli`, which calls
+:func:`register`)."""
 
 from __future__ import annotations
 
@@ -12,23 +12,22 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive import sensitivity_view, study_view, transfer_view, views
-from evotrainer.archive.cli_common import JsonOpt, app, emit_json, friendly, make_console
 from evotrainer.archive.locate import find_archives
-from evotrainer.archive.sweep_table import index_jobs, render_jobs, sweep_status
-from evotrainer.archive.textsafe import clip, terminal_safe
+from evotrainer.browse import sensitivity_view, study_view, transfer_view, views
+from evotrainer.browse.cli_common import JsonOpt, emit_json, friendly, make_console
+from evotrainer.browse.sweep_table import index_jobs, render_jobs, sweep_status
+from evotrainer.browse.textsafe import clip, terminal_safe
 from evotrainer.errors import ArchiveError
 from evotrainer.stats import ablation
 from evotrainer.stats import sensitivity as stats_sensitivity
 
-__all__ = ["sensitivity", "sweep"]
+__all__ = ["COMMANDS", "register", "sensitivity", "sweep"]
 
 
 _diff_cell = transfer_view.diff_cell
 _HELD = {True: ("yes", "green"), False: ("no", "red"), None: ("undecided", "yellow")}
 
 
-@app.command()
 @friendly
 def sweep(
     paths: Annotated[list[Path], typer.Argument(help="Hydra multirun folders (a sweep_index.json in one gives a "
@@ -150,7 +149,6 @@ def sweep(
             console.print(Text(f"study report written: {terminal_safe(str(html))}"))
 
 
-@app.command()
 @friendly
 def sensitivity(
     paths: Annotated[list[Path], typer.Argument(help="folders (or archive.db files) whose runs' harness candidates "
@@ -188,3 +186,13 @@ def sensitivity(
         t.add_row(Text(terminal_safe(r.knob)), str(r.n), f"{r.rho:+.2f}",
                   Text(interval, style="bold" if r.excludes_zero else ""), f"{r.spread:.3g}")
     make_console().print(t)
+
+
+COMMANDS = (sweep, sensitivity)
+"""This module's commands, in the order ``--help`` lists them."""
+
+
+def register(app: typer.Typer) -> None:
+    """Add :data:`COMMANDS` to ``app``."""
+    for command in COMMANDS:
+        app.command()(command)

@@ -1,6 +1,6 @@
 """The tables ``show`` and ``harness`` print for a self-evolution run (``mode=selfevolve``): the run's facts and
-its rounds, from :mod:`evotrainer.archive.selfevolve_view`. Model-written text goes through
-:func:`~evotrainer.archive.textsafe.terminal_safe` like everywhere in the CLI."""
+its rounds, from :mod:`evotrainer.browse.selfevolve_view`. Model-written text goes through
+:func:`~evotrainer.browse.textsafe.terminal_safe` like everywhere in the CLI."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evotrainer.archive.cli_common import fmt, kv_table
-from evotrainer.archive.selfevolve_view import overview_facts
-from evotrainer.archive.textsafe import clip, terminal_safe
+from evotrainer.browse.cli_common import kv_table
+from evotrainer.browse.selfevolve_view import overview_facts
+from evotrainer.browse.textsafe import clip, fmt, terminal_safe
 
 __all__ = ["print_overview", "rounds_table"]
 

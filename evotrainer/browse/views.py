@@ -15,10 +15,10 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
-from evotrainer.archive.race_views import promotions, race_entries, race_summary
 from evotrainer.archive.schema import EvaluationRow, EventRow, RunInfo
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.archive.sweep_views import run_generalisation, sweep_summary
+from evotrainer.browse.race_views import promotions, race_entries, race_summary
+from evotrainer.browse.sweep_views import run_generalisation, sweep_summary
 from evotrainer.errors import ArchiveError
 from evotrainer.events.kinds import (
     Event,

@@ -1,6 +1,7 @@
-"""What every ``evotrainer-archive`` command shares: the Typer app, the argument types, the one-line error
-handling (:func:`friendly`), and the table and JSON output helpers. The commands register on :data:`app` in
-:mod:`evotrainer.archive.cli` and :mod:`evotrainer.archive.cli_sweep`.
+"""What every ``evotrainer-archive`` command shares: the Typer app's making (:func:`new_app`), the argument
+types, the one-line error handling (:func:`friendly`), and the table and JSON output helpers. Each command
+module offers a ``register(app)``; :mod:`evotrainer.browse.cli` makes the app and calls them, so importing a
+command module registers nothing.
 """
 
 from __future__ import annotations
@@ -21,20 +22,11 @@ from rich.text import Text
 
 from evotrainer.archive.locate import resolve_archive
 from evotrainer.archive.store import ArchiveStore, open_archive
-from evotrainer.archive.textsafe import dumps, terminal_safe
+from evotrainer.browse.textsafe import dumps, fmt, terminal_safe
 from evotrainer.errors import EvoTrainerError
 
-__all__ = ["ArchiveArg", "JsonOpt", "PolicyArg", "RunOpt", "app", "make_console", "emit_json", "fmt", "friendly",
-           "kv_table", "open_store"]
-
-app = typer.Typer(
-    name="evotrainer-archive",
-    help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report; "
-    "`checkpoint` folds a killed run's archive.db-wal into archive.db.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_show_locals=False,
-)
+__all__ = ["ArchiveArg", "JsonOpt", "PolicyArg", "RunOpt", "emit_json", "friendly", "kv_table", "make_console",
+           "new_app", "open_store"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -72,11 +64,24 @@ def friendly(func: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-@app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="show full tracebacks on errors")] = False,
 ) -> None:
     _DEBUG.set(debug)
+
+
+def new_app() -> typer.Typer:
+    """The ``evotrainer-archive`` Typer app with its ``--debug`` option and no command yet."""
+    app = typer.Typer(
+        name="evotrainer-archive",
+        help="Browse an EvoTrainer lineage archive (read-only): runs, policies, lineage, diffs, report; "
+        "`checkpoint` folds a killed run's archive.db-wal into archive.db.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_show_locals=False,
+    )
+    app.callback()(_root)
+    return app
 
 
 def open_store(archive: Path) -> ArchiveStore:
@@ -85,14 +90,6 @@ def open_store(archive: Path) -> ArchiveStore:
 
 def emit_json(obj: Any) -> None:
     sys.stdout.write(dumps(obj) + "\n")
-
-
-def fmt(x: Any, digits: int = 4) -> str:
-    if x is None:
-        return "–"
-    if isinstance(x, float):
-        return f"{x:.{digits}f}"
-    return terminal_safe(x)
 
 
 def kv_table(title: str, rows: list[tuple[str, Any]]) -> Table:

@@ -16,7 +16,7 @@ from typing import Any
 
 from evotrainer.archive.schema import RunInfo
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.archive.views import RUNNING_OR_CRASHED
+from evotrainer.browse.views import RUNNING_OR_CRASHED
 from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
 __all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "round_rows", "sample_lines", "selfevolve_overview"]

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore, open_archive
-from evotrainer.archive.cli import main
-from evotrainer.archive.report import build_report
-from evotrainer.archive.yardstick_view import read_yardstick
+from evotrainer.browse.cli import main
+from evotrainer.browse.report import build_report
+from evotrainer.browse.yardstick_view import read_yardstick
 from evotrainer.events.kinds import SetupEvent, YardstickEvent
 from evotrainer.harness import yardstick
 
