@@ -4,7 +4,6 @@
 :func:`decide` scores a candidate whose race estimate beat the incumbent on the whole selection set and
 promotes it only on a confidently positive paired difference (``coevolution`` module docstring, "Scores and
 promotions"); :func:`record_candidates` writes one ``harness_candidates`` row per candidate of a generation.
-Split out of :mod:`evotrainer.evolve.coevolution` (issue 25: every module under 600 lines).
 """
 
 from __future__ import annotations

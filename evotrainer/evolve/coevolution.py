@@ -4,7 +4,7 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
 
 1. set up: root seed → named RNG streams; task family; meta-validation set split into a *selection*
    part and a fixed *held-out* part (``outer.heldout_share``, stratified by length; see
-   ``validation_split``), a fixed screening subset of the selection part; seed population, policy
+   ``run.validation_split``), a fixed screening subset of the selection part; seed population, policy
    model (+ mutator), both metered for generated tokens; harness space named in config
    (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.evolve_reward_weights``); CMA-ES with
    a sigma floor; archive;
@@ -46,7 +46,7 @@ order: a candidate whose estimate beats the incumbent's S_val is scored on the w
 on those same items is confidently positive: a one-sided Student-t lower bound above 0 at
 ``outer.race.level``; ties and "not yet known" keep the incumbent (a ``promotion`` event archives the
 decision and its evidence, an ``incumbent`` event each promotion, in order). A promoted policy is the
-reference of every later race at once, also in its own generation (issue 25): a later candidate must beat
+reference of every later race at once, also in its own generation: a later candidate must beat
 it, not the generation's first incumbent. The run continues from the generation's best candidate by told
 score, promoted or not. Promoted pairs enter
 the top-k archive, whose first pair is always the incumbent: the run never ends worse than its best
@@ -107,11 +107,9 @@ from evotrainer.evolve.candidate_outcome import (
     tell_incumbent,
 )
 from evotrainer.evolve.console_view import ConsoleView
-from evotrainer.evolve.gene_support import check_policy_backend
-from evotrainer.evolve.llm_objective import LLMObjective, TokenMeter, inner_config
+from evotrainer.evolve.llm_objective import LLMObjective, inner_config
 from evotrainer.evolve.report import fmt, fmt_harness, print_operator_stats, print_summary
 from evotrainer.evolve.screening import planned_requests
-from evotrainer.evolve.validation_split import screening_subset, split_validation
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
 from evotrainer.harness.candidates import CandidateSource, candidate_source
@@ -122,6 +120,7 @@ from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run.control import RunControl, StopRequested
+from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.resume import ResumePlan, RunFiles, run_config
 from evotrainer.run.runtime import (
     build_family,
@@ -133,6 +132,7 @@ from evotrainer.run.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.run.validation_split import screening_subset, split_validation
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.stats.generalisation import Generalisation, compare, to_payload
@@ -413,17 +413,16 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     inner_config(cfg).validate(generations=cfg.inner.generations)  # fail before any model loads
 
     t0 = time.perf_counter()
-    counter = [0]  # generated tokens of the policy model and the mutator together
     usage = RunUsage()  # prompt and completion tokens and cost per role (the summary, outer.budget.usd)
     policy_llm = build_llm(cfg.model, executor=cfg.executor)
     stack.callback(getattr(policy_llm, "close", lambda: None))  # Ray workers, server connections end with the run
-    llm = TokenMeter(usage.wrap(files.logged(policy_llm, cfg.model), "model", cfg.model), counter)  # calls logged
+    llm = usage.wrap(files.logged(policy_llm, cfg.model), "model", cfg.model)  # calls logged
     if cfg.mutator == cfg.model:
         mutator = llm
     else:
         mutator_llm = build_llm(cfg.mutator, role="mutator")
         stack.callback(getattr(mutator_llm, "close", lambda: None))
-        mutator = TokenMeter(usage.wrap(files.logged(mutator_llm, cfg.mutator), "mutator", cfg.mutator), counter)
+        mutator = usage.wrap(files.logged(mutator_llm, cfg.mutator), "mutator", cfg.mutator)
     timings["model load"] = time.perf_counter() - t0
     check_policy_backend(policy_llm, cfg, population, inner_config(cfg).genes)  # every gene works, or stop here
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
@@ -453,7 +452,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     for line in setup_probes.lines() if probes else ():
         console.print(line if setup_probes.ok else f"[red]{line}[/]", highlight=False)
     objective = LLMObjective(
-        evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
+        evaluator=evaluator, mutator=mutator, usage=usage, family=family, rec=rec, console=console, timings=timings,
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
         forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
         training=train_items,
@@ -485,7 +484,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
-                            best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
+                            best_fitness=max(s for s, _ in scored), generated_tokens=usage.completion_tokens())
 
     # ---- 3. outer generations -------------------------------------------------------------------
     def after_generation(g: int) -> None:
@@ -510,14 +509,14 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
         selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=llm.tokens, generalisation=gen, transfer=transfer, usage=usage.as_dict(),
+        generated_tokens=usage.completion_tokens(), generalisation=gen, transfer=transfer, usage=usage.as_dict(),
     )
     rec.emit(SummaryEvent(
         initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,
         best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val, selection_items=len(selection),
         heldout_items=len(heldout), rollouts=evaluator.rollouts, s_val_curve=tuple(out.s_val_curve),
         current_curve=tuple(out.current_curve), rollbacks=len(out.rollbacks), stop_reason=out.stop.key,
-        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=llm.tokens,
+        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=summary.generated_tokens,
         archive=tuple((p.harness_id, p.s_val) for p in out.pairs)))
     rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **summary.usage}))
     if any(m.backend == "openai" for m in (cfg.model, cfg.mutator)):  # the fields each server was sent, in all

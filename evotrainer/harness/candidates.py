@@ -4,7 +4,7 @@ The outer loop (:func:`evotrainer.evolve.coevolution.run_outer_loop`) asks a *ca
 of the normalised harness box ``[0, 1]^d``, runs the inner loop and the race under each, and tells it the
 scores. ``outer.candidate_source`` picks the source; everything else (damping, the inner loop, racing,
 promotion, rollback, the budget) is the same for every source, so an ablation that changes only this key
-measures what the harness search itself adds (issue 25):
+measures what the harness search itself adds:
 
 - ``coevolve``: :class:`~evotrainer.harness.cma_search.CMASearch`, CMA-ES ask/tell (the product's default);
 - ``frozen_harness``: :class:`FrozenHarness`, every candidate is the start harness; the inner loop and the
