@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-# --- the co-evolution loop (evotrainer/evolve/coevolution.py, llm_objective.py) -------------------------------
+# --- the co-evolution loop (evotrainer/evolve/: coevolution, outer_loop, llm_objective) ----------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

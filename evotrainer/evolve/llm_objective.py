@@ -1,6 +1,6 @@
 """The real objective of the outer loop: one harness candidate run with the policy model.
 
-:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``coevolution.run_outer_loop``. Called
+:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``outer_loop.run_outer_loop``. Called
 with a harness and a population, it runs one candidate, top to bottom in :meth:`LLMObjective.__call__`:
 
 1. draw a task batch at the harness' difficulty (:meth:`LLMObjective.draw_tasks`);
