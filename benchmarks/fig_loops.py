@@ -113,8 +113,8 @@ def candidate_run(bench: Bench) -> CandidateRun:
 
     from evotrainer.archive import ArchiveStore
     from evotrainer.archive.recorder import RunRecorder
-    from evotrainer.evolve.llm_objective import LLMObjective, TokenMeter
-    from evotrainer.evolve.validation_split import screening_subset, split_validation
+    from evotrainer.backends.usage import RunUsage
+    from evotrainer.evolve.llm_objective import LLMObjective
     from evotrainer.harness import space_from_specs
     from evotrainer.rollout import RolloutEvaluator
     from evotrainer.run.runtime import (
@@ -124,6 +124,7 @@ def candidate_run(bench: Bench) -> CandidateRun:
         sampling_from,
         task_settings,
     )
+    from evotrainer.run.validation_split import screening_subset, split_validation
     from evotrainer.search.phrases import PhraseBank
     from evotrainer.seeding import Seeds
 
@@ -148,7 +149,8 @@ def candidate_run(bench: Bench) -> CandidateRun:
 
         bank = PhraseBank(MiniLMEmbedder())
         bank.add_policies(population)
-    meter = TokenMeter(backend, [0])
+    usage = RunUsage()
+    meter = usage.wrap(backend, "model")
     roll, mutator = _TimedLLM(meter), _TimedLLM(meter)
     evaluator = RolloutEvaluator(roll, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     calls: list[dict[str, Any]] = []
@@ -160,7 +162,7 @@ def candidate_run(bench: Bench) -> CandidateRun:
         rec.start(cfg.seed, {"benchmark": list(overrides)})
         rec.policies(population)
         objective = LLMObjective(
-            evaluator=evaluator, mutator=mutator, meter=meter, family=family, rec=rec, console=Console(quiet=True),
+            evaluator=evaluator, mutator=mutator, usage=usage, family=family, rec=rec, console=Console(quiet=True),
             timings={}, cfg=cfg, seeds=seeds, selection=selection, screen=screen,
             forbidden={t.content_hash for t in val_items}, phrase_bank=bank)
         objective.set_incumbent(population[0])

@@ -52,7 +52,6 @@ from evotrainer.browse.views import run_generalisation
 from evotrainer.config import Config, to_config
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.events.kinds import SetupEvent
-from evotrainer.evolve.validation_split import split_validation
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.harness import space_from_specs
 from evotrainer.rollout import RolloutEvaluator
@@ -65,6 +64,7 @@ from evotrainer.run.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.run.validation_split import split_validation
 from evotrainer.seeding import Seeds
 from evotrainer.stats.ablation import ArmRun, ItemScores, write_arm_result
 from evotrainer.stats.transfer import plain_policy, read_report

@@ -55,11 +55,11 @@ from evotrainer.browse.views import pick_run
 from evotrainer.config import Config, to_config
 from evotrainer.errors import DataError, EvoTrainerError
 from evotrainer.events.kinds import SetupEvent
-from evotrainer.evolve.gene_support import check_policy_backend
 from evotrainer.flat_keys import migrate_config
 from evotrainer.genome import Policy
 from evotrainer.progress import LOG_WIDTH, task
 from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.runtime import build_family, build_llm, load_transfer, load_validation, sampling_from
 from evotrainer.stats.ablation import ItemScores
 from evotrainer.stats.bootstrap import rng_for

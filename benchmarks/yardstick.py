@@ -156,8 +156,8 @@ def _rest(cfg: Any, family: Any, qmsum: str) -> list[Any]:
 
 def _items(cfg: Any, family: Any, qmsum: str) -> tuple[list[Any], list[Any]]:
     """(the main job's selection items, unseen windows: transfer then rest, round-robin by domain)."""
-    from evotrainer.evolve.validation_split import split_validation
     from evotrainer.run.runtime import load_transfer, load_validation
+    from evotrainer.run.validation_split import split_validation
 
     items = load_validation(cfg, family)
     selection, _ = split_validation(items, cfg.outer.heldout_share)

@@ -194,7 +194,7 @@ def validate(cfg: Config) -> None:
 
 
 def _validate_openai(role: str, m: ModelConfig) -> None:
-    """``<role>.openai.*`` when ``<role>.backend=openai`` (issue 28); nothing is checked for other backends."""
+    """``<role>.openai.*`` when ``<role>.backend=openai``; nothing is checked for other backends."""
     if m.backend != "openai":
         return
     o, key = m.openai, f"{role}.openai"
@@ -223,7 +223,7 @@ def _priced(m: ModelConfig | None) -> bool:
 
 
 def _validate_run_services(cfg: Config) -> None:
-    """``tracking.*`` and ``executor.*`` (issue 16)."""
+    """``tracking.*`` and ``executor.*``."""
     _check(bool(cfg.tracking.experiment.strip()), "tracking.experiment", "a non-empty name", cfg.tracking.experiment)
     x = cfg.executor
     _check(x.kind in EXECUTORS, "executor", f"one of {EXECUTORS}", x.kind)
@@ -248,7 +248,7 @@ def _validate_run_services(cfg: Config) -> None:
 
 
 def _validate_evaluate(e: EvaluateConfig) -> None:
-    """``evaluate.*`` (issue 8): dataset shape, limit, bootstrap settings, comparison spec."""
+    """``evaluate.*``: dataset shape, limit, bootstrap settings, comparison spec."""
     _check(e.format in ("auto", "jsonl", "folder"), "evaluate.format", "auto, jsonl or folder", e.format)
     _check(e.limit is None or e.limit >= 1, "evaluate.limit", ">= 1 or null", e.limit)
     _check(e.bootstrap >= 100, "evaluate.bootstrap", ">= 100 resamples", e.bootstrap)
@@ -260,7 +260,7 @@ def _validate_evaluate(e: EvaluateConfig) -> None:
 
 
 def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
-    """Outer-loop settings of issue 5 (space, damping, rollback, budget, reward-hacking check)."""
+    """Outer-loop settings (space, damping, rollback, budget, reward-hacking check)."""
     _check(o.sigma_floor is None or 0 < o.sigma_floor <= 1, "outer.sigma_floor", "in (0, 1] or null",
            o.sigma_floor)
     _check(0 <= o.heldout_share < 1, "outer.heldout_share", "in [0, 1)", o.heldout_share)
@@ -312,7 +312,7 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
 
 
 def _validate_selfevolve(s: SelfEvolveConfig) -> None:
-    """Self-evolution settings (issue 6); every key is named ``selfevolve.<key>``."""
+    """Self-evolution settings; every key is named ``selfevolve.<key>``."""
     for key in ("rounds", "seed_tasks", "samples_per_task", "judge_repeats", "judge_max_new_tokens", "pool_cap",
                 "dev_size", "replay_cap"):
         _check(getattr(s, key) >= 1, f"selfevolve.{key}", ">= 1", getattr(s, key))

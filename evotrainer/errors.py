@@ -38,7 +38,7 @@ class ModelError(EvoTrainerError, RuntimeError):
 class ServerError(ModelError):
     """A model server failed in a way no retry or other request mends (unreachable, a refused key, an unknown
     model, a rate limit that did not lift): systemic, so the code that gives a failing example a fallback score
-    lets it through and the run stops with its one line (issue 28)."""
+    lets it through and the run stops with its one line."""
 
 
 class AdapterLoadError(ModelError):

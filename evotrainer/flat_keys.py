@@ -4,7 +4,7 @@
   ``outer.race.level``), shared by the resume check (which compares two configs key by key) and experiment
   tracking (which logs each key as an MLflow param).
 - The deprecation path of moved keys. The meeting-minutes family's own keys moved from the generic ``task.*``
-  schema to its options (issue 27, "one home per value"): ``task.long.*``, ``task.action_band`` and ``task.prompt_layout`` are now
+  schema to its options: ``task.long.*``, ``task.action_band`` and ``task.prompt_layout`` are now
 ``task.options.long.*``, ``task.options.action_band`` and ``task.options.prompt_layout``
 (:data:`MOVED_KEYS`). Old spellings keep working for a while:
 

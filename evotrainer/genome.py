@@ -29,13 +29,13 @@ on 10 meta-validation items with SmolLM2-135M, a ``## Topics`` prefill raised S_
 
 MERGE_SECTION = "merge"
 """Optional section holding the instruction of the merge call that joins the partial minutes of a windowed long
-transcript into one set (issue 29, docs/long_meetings.md); not part of the system prompt. Text operators may
+transcript into one set (docs/long_meetings.md); not part of the system prompt. Text operators may
 edit it like any instruction section, so evolution can improve how long meetings are merged; a policy without
 it merges with the family's default instruction."""
 
 WINDOW_GENE = "window_tokens"
-"""Reading gene: transcript tokens per window (model tokenizer) when a long transcript is read in windows (issue 29,
-docs/long_meetings.md); it replaces ``task.options.long.window_tokens`` for the policy that carries it, and is
+"""Reading gene: transcript tokens per window (model tokenizer) when a long transcript is read in windows
+(docs/long_meetings.md); it replaces ``task.options.long.window_tokens`` for the policy that carries it, and is
 still capped by the context budget as that option is."""
 
 READING_GENES: tuple[str, ...] = (WINDOW_GENE,)

@@ -1,4 +1,4 @@
-"""How an item's input reached the model: whole, windowed into N parts, or cut (issue 29: nothing silent).
+"""How an item's input reached the model: whole, windowed into N parts, or cut (nothing silent).
 
 A compact *code* travels with each generation (``Generation.handling``), each evaluation record, the results
 files and the archive: ``"whole"``, ``"windowed:N"`` (N windows, then a merge call), ``"cut:S"`` (the backend

@@ -20,7 +20,7 @@ __all__ = ["LoraSettings", "ModelConfig", "OpenAIConfig"]
 
 @dataclass
 class OpenAIConfig:
-    """The OpenAI-compatible server a role's model runs on (``<role>.backend=openai``; issue 28,
+    """The OpenAI-compatible server a role's model runs on (``<role>.backend=openai``,
     ``evotrainer/backends/openai_compat.py``). The API key itself is never in the config or the archive:
     only the name of the environment variable that holds it."""
 

@@ -1,7 +1,7 @@
 """Progress a user can see: done/total, rate and ETA of a long phase, on a terminal and in a log.
 
-Issue 14, item 5: generation 0, an inner evaluation, screening and a LoRA round ran for many minutes with
-nothing in a log. A phase opens a task; the code doing the work reports finished units::
+A long phase (generation 0, an inner evaluation, screening, a LoRA round) shows how far it got. A phase
+opens a task; the code doing the work reports finished units::
 
     with progress.task("gen 0: scoring 14 seeds on 8 tasks", total=112, console=console):
         evaluator.evaluate(...)            # the backend calls progress.advance(len(chunk)) per chunk
@@ -60,7 +60,7 @@ class Progress:
         console: where to write (a rich Console); when None, ``stream`` is used.
         stream: a text stream for log lines when ``console`` is None (default: ``sys.stdout`` at creation).
         is_terminal: draw a bar (True) or write log lines (False); default: what ``console``/``stream`` is.
-        min_interval_s: seconds between log lines, > 0 (the issue's 30 s); no effect on a terminal.
+        min_interval_s: seconds between log lines, > 0 (default 30 s); no effect on a terminal.
         clock: monotonic seconds (injected by tests).
         unit: what is counted, plural (``"requests"``, ``"steps"``); :func:`advance` names it.
         heartbeat: in a log, also write a line every ``min_interval_s`` when no unit finished (a daemon

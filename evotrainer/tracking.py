@@ -1,4 +1,4 @@
-"""Experiment tracking: a run's per-generation metrics to TensorBoard and MLflow (issue 16, item 6).
+"""Experiment tracking: a run's per-generation metrics to TensorBoard and MLflow.
 
 Off by default (``tracking.tensorboard``, ``tracking.mlflow``). Nothing here decides anything: the
 :class:`Tracker` *subscribes* to what the run already archives. :class:`~evotrainer.archive.recorder.RunRecorder`
@@ -34,7 +34,7 @@ dropped: tracking never stops a run.
 
 Parallel jobs on one SQLite file (``tracking.mlflow_uri`` shared by a sweep's jobs): MLflow creates its
 schema with Alembic migrations on a file's first use, and two processes migrating the same fresh file at
-once fail ("duplicate column name", "table _alembic_tmp_... already exists"; issue 26, line 6). So the
+once fail ("duplicate column name", "table _alembic_tmp_... already exists"). So the
 first client calls (store and schema creation, the experiment) run under a :class:`filelock.FileLock` on
 ``<file>.lock`` beside the SQLite file; where that lock cannot be taken, they are retried once.
 """

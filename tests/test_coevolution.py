@@ -18,9 +18,9 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.config import PROJECT_ROOT, Config
 from evotrainer.evolve.coevolution import run_evolve, screening_subset
-from evotrainer.evolve.validation_split import split_validation
 from evotrainer.rollout import batch_id_for
 from evotrainer.run.runtime import build_family, load_validation
+from evotrainer.run.validation_split import split_validation
 from evotrainer.tasks.meeting_minutes import DEFAULT_REWARD_WEIGHTS
 
 DATA = Path(__file__).parent / "data"

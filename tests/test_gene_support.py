@@ -10,12 +10,12 @@ from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.backends.usage import Prices, RunUsage, usage_lines
 from evotrainer.config import Config, validate
 from evotrainer.errors import ConfigError
-from evotrainer.evolve.gene_support import check_policy_backend, refusals, remote_decoding_genes
 from evotrainer.evolve.llm_objective import inner_config
 from evotrainer.genome import PREFILL_SECTION, Policy
 from evotrainer.harness.stopping import BudgetLimits, Usage, budget_stop
 from evotrainer.model_schema import OpenAIConfig
 from evotrainer.run.control import RunControl
+from evotrainer.run.gene_support import check_policy_backend, refusals, remote_decoding_genes
 from evotrainer.search.decoding import DecodingGene
 from tests.backends._fake_openai import FakeServer
 

@@ -77,6 +77,20 @@ def test_import_direction(unit: str, forbidden: tuple[str, ...]) -> None:
         assert not bad, f"{path.relative_to(PKG)} imports {sorted(bad)}"
 
 
+def test_no_mode_imports_another_mode() -> None:
+    """The run modes are siblings: each ``mode=<name>`` (``config.MODES``) is a room of its own, and none imports
+    another mode's room (a lazy import inside a function included); what two modes share lives in ``run/``."""
+    from evotrainer.config import MODES as RUN_MODES
+
+    missing = [m for m in RUN_MODES if not (PKG / m / "__init__.py").is_file()]
+    assert not missing, f"modes without a room evotrainer/<mode>/: {missing}"
+    for mode in RUN_MODES:
+        others = tuple(f"evotrainer.{m}" for m in RUN_MODES if m != mode)
+        for path in _files(mode):
+            bad = _bad(path, others)
+            assert not bad, f"{path.relative_to(PKG)} (mode={mode}) imports another mode: {sorted(bad)}"
+
+
 def test_ground_modules_import_no_room() -> None:
     """The ground of the package (on the top, shared by every room) imports only other modules on the top."""
     rooms = tuple(f"evotrainer.{p.name}" for p in PKG.iterdir() if (p / "__init__.py").is_file())

@@ -11,8 +11,8 @@ import pytest
 
 from evotrainer.config import PACKAGE_DATA, Config, validate
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.evolve.validation_split import race_order, screening_subset, split_validation
 from evotrainer.run.runtime import build_family, load_transfer, load_validation
+from evotrainer.run.validation_split import race_order, screening_subset, split_validation
 
 CORE = "validation_set/meeting_minutes_core.txt"
 QMSUM = "validation_set/qmsum_meetings.jsonl"

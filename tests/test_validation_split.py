@@ -6,8 +6,8 @@ import pytest
 
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
-from evotrainer.evolve.validation_split import screening_subset, split_validation
 from evotrainer.run.runtime import build_family, load_validation
+from evotrainer.run.validation_split import screening_subset, split_validation
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
 

@@ -1,7 +1,7 @@
 """Replay-mixing batch plans for LoRA SFT: every batch holds a fixed share of replay rows.
 
 Replay (seed or earlier-round samples mixed into each batch) keeps self-training from drifting away from
-what the model already did well; the share is the issue's ``replay_ratio`` (default 0.3).
+what the model already did well; the share is ``replay_ratio`` (default 0.3).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ The base weights never change; afterwards ``GenerationRequest(adapter=out_dir)``
 
 Method: LoRA (Hu et al. 2021, https://arxiv.org/abs/2106.09685) through PEFT
 (https://huggingface.co/docs/peft/package_reference/lora). Defaults (rank 16, alpha 32, lr 2e-4, the
-attention projections, read off the architecture) are the common PEFT/QLoRA SFT settings the issue names.
+attention projections, read off the architecture) are the common PEFT/QLoRA SFT settings.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-"""How ``python -m evotrainer`` ends on an error: one line per bad key or failed job, no traceback (issue 26,
-item 11).
+"""How ``python -m evotrainer`` ends on an error: one line per bad key or failed job, no traceback.
 
 Hydra reports errors itself, in several lines: a bad override value gives "Error merging override ..." and
 OmegaConf's ``full_key`` / ``reference_type`` block, and a multirun whose jobs failed ends with "Error

@@ -15,7 +15,7 @@ uninterrupted run would have sent), and requests the log already held keep their
 call's new answers are written in one transaction, so a killed process leaves whole calls or nothing.
 The file is append-only (``INSERT OR IGNORE``: an answer is never replaced).
 
-A backend whose requests are independent of each other (``independent_requests``: a server, issue 28) is
+A backend whose requests are independent of each other (``independent_requests``: a server) is
 sent only the requests the log has no answer for, each distinct request once, so a resumed run never pays
 twice for a logged answer; when such a call fails part-way, the answers it did receive (the error's ``done``)
 are logged before the error goes on.

@@ -10,7 +10,7 @@ honest:
   ``_tied_weights_keys`` says what a model class *may* tie, not what this instance ties: a GGUF with its own
   ``output.weight`` (Llama-3.1-8B, Mistral-7B, Qwen2.5-7B instruct) loads untied, and dropping
   ``lm_head.weight`` on the strength of the class attribute made every cached load run a randomly
-  initialised output layer (transformers PR#42385, PR#43429, issue #48154; issue 26 here).
+  initialised output layer (transformers PR#42385, PR#43429, issue #48154).
 - **A logit fingerprint.** The converted model's next-token logits on a fixed probe prompt (the 16 largest,
   with their token ids) are written next to the weights; a cached load recomputes them, and an entry that
   does not give them back (or has none: written before the fingerprint existed) is reported with a warning

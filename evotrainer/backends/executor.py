@@ -1,7 +1,7 @@
 """Where policy rollouts run: in this process (``executor=local``) or on Ray actors (``executor=ray``).
 
 Both executors are an :class:`~evotrainer.backends.base.LLM` (``name`` and a batched ``generate``), so the
-rollout evaluator, the loops and the archive do not know which one they got (issue 16, item 3):
+rollout evaluator, the loops and the archive do not know which one they got:
 
 - **local**: the backend itself (:func:`evotrainer.run.runtime.build_llm`), unchanged.
 - **ray**: :class:`RayExecutor`. ``executor.ray.workers`` Ray actors each build their own backend once, with

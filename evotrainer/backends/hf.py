@@ -143,8 +143,8 @@ class HFBackend(AdapterSlots):
             tok_limit = getattr(self.tokenizer, "model_max_length", None)
             limit = tok_limit if tok_limit and tok_limit < 10**7 else 2048
         self.context_length = min(limit, cfg.max_context) if cfg.max_context else int(limit)
-        self._init_adapters()  # issue 6: one PEFT wrapper at most, one named adapter per distinct folder
-        # shared prefixes (issue 14): only for models whose cache is plain per-layer key/value tensors
+        self._init_adapters()  # one PEFT wrapper at most, one named adapter per distinct folder
+        # shared prefixes: only for models whose cache is plain per-layer key/value tensors
         self.stats = GenerationStats()
         self.prefix_store = PrefixStore(cfg.prefix_cache_mb * 2**20)
         self.prefix_sharing = cfg.prefix_sharing and _plain_kv_cache(self.model)
@@ -477,7 +477,7 @@ class HFBackend(AdapterSlots):
 
 
 def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:
-    """Write ``backend``'s model as a plain transformers folder another process can serve (issue 28), e.g.
+    """Write ``backend``'s model as a plain transformers folder another process can serve, e.g.
     ``transformers serve FOLDER`` or ``vllm serve FOLDER``: the embedded GGUF cannot be served as it is (its
     config names no architecture).
 

@@ -1,4 +1,4 @@
-"""PEFT LoRA adapters resident in :class:`~evotrainer.backends.hf.HFBackend`'s model (issue 6).
+"""PEFT LoRA adapters resident in :class:`~evotrainer.backends.hf.HFBackend`'s model.
 
 Each distinct adapter folder is loaded once, under its own name, into one PEFT wrapper; adapters are dormant
 (their layers disabled) outside ``generate``, so a direct call of the model runs the base model. A chunk of

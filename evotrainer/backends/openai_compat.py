@@ -1,5 +1,5 @@
 """The OpenAI-compatible backend: a role's model served by vLLM, llama.cpp, Ollama, ``transformers serve`` or a
-hosted API, through the official ``openai`` client (issue 28).
+hosted API, through the official ``openai`` client.
 
 Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`):
 
@@ -224,7 +224,7 @@ class OpenAIBackend:
         if client is None:
             try:
                 import openai
-            except ImportError as exc:  # a dependency since issue 28; an old environment may lack it
+            except ImportError as exc:  # a dependency; an environment may lack it
                 raise ModelError("the openai package is not installed: pip install openai") from exc
             client = openai.OpenAI(base_url=cfg.base_url, api_key=self._secret or _NO_KEY, timeout=cfg.timeout_s,
                                    max_retries=cfg.max_retries)

@@ -1,7 +1,7 @@
 """What an OpenAI-compatible server can do with a request, per kind of server, and the request fields of one.
 
 Pure tables and functions (no network): :mod:`evotrainer.backends.openai_compat` sends what they say, and
-:mod:`evotrainer.evolve.gene_support` refuses a run whose genes a server cannot honour. Each
+:mod:`evotrainer.run.gene_support` refuses a run whose genes a server cannot honour. Each
 :class:`~evotrainer.backends.base.SamplingParams` field is handled one of three ways per server:
 
 - **sent** as the request field of the same meaning: ``temperature``, ``top_p`` and ``seed`` (greedy ignores

@@ -1,4 +1,4 @@
-"""Compute threads chosen from the cores actually free (issue 14, item 3).
+"""Compute threads chosen from the cores actually free.
 
 A parallel region ends only when its slowest thread does: a torch thread whose core is taken by another
 process waits for a time slice, and its sibling waits for it. :func:`choose_threads` counts the cores left

@@ -44,7 +44,7 @@ class VLLMBackendConfig:
         max_context: cap on the context window (vLLM ``max_model_len``); None uses the model's.
         gpu_memory_utilization: fraction of GPU memory vLLM may reserve, in (0, 1].
         tensor_parallel_size: GPUs per model, >= 1.
-        enable_lora: start the engine with LoRA support (needed once adapters land, issue 6).
+        enable_lora: start the engine with LoRA support (for adapters; not wired yet).
         max_lora_rank: largest adapter rank the engine accepts.
         max_loras: adapters resident in one batch.
         seed: engine seed (per-request seeds come from SamplingParams).
@@ -158,9 +158,9 @@ class VLLMBackend:
 
     @staticmethod
     def _lora_request(adapter: str | None) -> Any:
-        """The vLLM ``LoRARequest`` for ``adapter``: the one place adapters plug in (issue 6)."""
+        """The vLLM ``LoRARequest`` for ``adapter``: the one place adapters plug in."""
         if adapter is not None:
-            raise NotImplementedError("adapters: issue 6")
+            raise NotImplementedError("model.backend=vllm: adapter genes are not wired yet; use model.backend=hf")
         return None
 
     def _sampling_params(self, request: GenerationRequest) -> Any:
@@ -186,7 +186,7 @@ class VLLMBackend:
 
         Raises:
             DataError: a malformed chat. ConfigError: ``max_new_tokens`` outside the context window.
-            NotImplementedError: a request names an adapter (issue 6).
+            NotImplementedError: a request names an adapter.
         """
         from evotrainer.backends.hf import ensure_system_turn, fit_messages
 

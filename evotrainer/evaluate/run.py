@@ -40,11 +40,11 @@ from evotrainer.evaluate.report import (
     summarise,
     write_results,
 )
-from evotrainer.evolve.gene_support import check_policy_backend
 from evotrainer.genome import load_population
 from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
+from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.runtime import build_family, build_llm, load_seed_population, sampling_from
 from evotrainer.stats.bootstrap import bootstrap_interval
 from evotrainer.tasks.base import MetaScore, Task, TaskFamily, family_texts
@@ -282,7 +282,7 @@ def run_evaluate(
 
 def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], console: Console) -> None:
     """How each item was read (a table when any was not read whole), and one warning line per item whose
-    input lost words, naming the item (issue 29: no cut goes unsaid)."""
+    input lost words, naming the item (no cut goes unsaid)."""
     table = render_handling(results, items, title="how each item was read (task.options.long)")
     if table is None:
         console.print(f"every item was read whole by every policy ({len(items)} items)")

@@ -1,4 +1,4 @@
-"""Typed, frozen archive events: one record class per event kind (issue 17, build item 4).
+"""Typed, frozen archive events: one record class per event kind.
 
 A run records what happened as events (``RunRecorder.emit``); the archive stores each as its ``kind`` and
 a JSON payload (:meth:`to_payload`), and readers rebuild the typed event (:func:`from_payload`,
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-# --- the co-evolution loop (evotrainer/evolve/coevolution.py, llm_objective.py) -------------------------------
+# --- the co-evolution loop (evotrainer/evolve/: coevolution, outer_loop, llm_objective) ----------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -505,8 +505,8 @@ class TrajectoriesEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputHandlingEvent(Event):
-    """How the items of one fresh evaluation were read when any was not read whole (issue 29: long transcripts
-    windowed or cut are never silent; docs/long_meetings.md)."""
+    """How the items of one fresh evaluation were read when any was not read whole (a long input windowed or
+    cut is never silent; docs/long_meetings.md)."""
 
     kind: ClassVar[str] = "input_handling"
     policy_id: str | None = None

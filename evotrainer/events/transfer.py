@@ -1,8 +1,7 @@
 """The ``transfer`` archive event (re-exported by :mod:`evotrainer.events.kinds`, which registers it).
 
-It lives beside :mod:`evotrainer.events.kinds` to keep that module under the style guide's ~600 lines; the same
-contract holds (frozen, slotted, every field defaulted so an older or partial payload still reads, key order =
-field order). :mod:`evotrainer.stats.transfer` builds it (``to_event``) and reads it back (``from_event``).
+The contract of :mod:`evotrainer.events.kinds` holds (frozen, slotted, every field defaulted so an older or
+partial payload still reads, key order = field order). :mod:`evotrainer.stats.transfer` builds it (``to_event``) and reads it back (``from_event``).
 """
 
 from __future__ import annotations

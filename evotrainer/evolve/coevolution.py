@@ -1,10 +1,11 @@
 """The two loops together: an outer CMA-ES over the harness, an inner DEAP loop over policies.
 
-Read top to bottom: :func:`run_evolve` sets up and wires the real model into :func:`run_outer_loop`.
+Read top to bottom: :func:`run_evolve` sets up and wires the real model into the outer loop
+(:mod:`evotrainer.evolve.outer_loop`: what is damped, how candidates are scored and promoted).
 
 1. set up: root seed → named RNG streams; task family; meta-validation set split into a *selection*
    part and a fixed *held-out* part (``outer.heldout_share``, stratified by length; see
-   ``validation_split``), a fixed screening subset of the selection part; seed population, policy
+   ``run.validation_split``), a fixed screening subset of the selection part; seed population, policy
    model (+ mutator), both metered for generated tokens; harness space named in config
    (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.evolve_reward_weights``); CMA-ES with
    a sigma floor; archive;
@@ -15,8 +16,8 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
    policy has to beat it) and the first archived (harness, population) pair; it is also the objective's
    first *lead*, whose mutants fill ``inner.lead_offspring`` slots of every inner generation (the lead
    moves to any policy that screens better);
-3. :func:`run_outer_loop`, per outer generation: ask CMA-ES for proposals; for each proposal ``x``
-   apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
+3. :func:`~evotrainer.evolve.outer_loop.run_outer_loop`, per outer generation: ask CMA-ES for proposals;
+   for each proposal ``x`` apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, race against the incumbent as of now); flag reward hacking; promote at once; then tell
    CMA-ES; check rollback and stopping (an ablation arm swaps CMA-ES for a frozen or random harness,
    ``outer.candidate_source``, ``harness/candidates.py``; ``outer.budget.rollouts`` stops every arm at the
@@ -27,35 +28,6 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into :fu
 ``report.html`` beside the archive is rewritten after generation 0, after each outer generation and at the
 end (``browse/live_report.py``; ``archive.live_report``), and generation 0's cost is estimated after its
 first call, with a warning when it alone would use most of ``outer.budget.seconds`` (``budget_check.py``).
-
-**What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
-the start the initial harness; after each generation the winner's applied vector; after a rollback
-the restored pair's). Each candidate applies ``a + damping * (x_j - a)`` (:func:`ema_toward`), so the
-applied harness is an exponential moving average of the winning proposals. CMA-ES is told its own
-proposals ``x_j`` (the arrays ``ask`` returned), each with the score obtained under its damped
-harness: CMA-ES searches the landscape as seen through the damping map, and its state (mean, sigma,
-covariance) is undamped. ``damping=1`` applies the proposals as they are.
-
-**Scores and promotions.** Each candidate's policies race the incumbent (``harness/racing.py``): on
-the screening items first, then on more selection items while undecided, dropped once confidently
-worse. CMA-ES is told the race's estimate of the leader's whole-set S_val (the incumbent's S_val plus
-the paired mean difference on the items raced; minus ``outer.hack_check.penalty`` for a candidate
-flagged by the reward-hacking check). Promotion is decided right after each candidate, in candidate
-order: a candidate whose estimate beats the incumbent's S_val is scored on the whole selection set
-(free when its race ran every item) and is *promoted* only when the paired difference to the incumbent
-on those same items is confidently positive: a one-sided Student-t lower bound above 0 at
-``outer.race.level``; ties and "not yet known" keep the incumbent (a ``promotion`` event archives the
-decision and its evidence, an ``incumbent`` event each promotion, in order). A promoted policy is the
-reference of every later race at once, also in its own generation (issue 25): a later candidate must beat
-it, not the generation's first incumbent. The run continues from the generation's best candidate by told
-score, promoted or not. Promoted pairs enter
-the top-k archive, whose first pair is always the incumbent: the run never ends worse than its best
-archived pair. An objective that gives no per-item values (synthetic test objectives) is promoted on a
-higher whole-set mean. Rollback semantics:
-``harness/rollback.py``. Stopping: ``harness/stopping.py`` (budget, plateau, ``outer.generations``).
-pycma's own termination flags (tolfun, tolflatfitness, ...) are logged but do not stop the run: with a
-few screening scores, often tied, they fire after one flat generation; the sigma floor keeps CMA-ES
-exploring and the plateau rule decides when more generations are not worth it.
 
 Meta-validation items never enter a task batch or inner fitness: batches are generated, and a batch
 sharing a transcript with the validation set is an error. Held-out items are never used to select.
@@ -69,12 +41,11 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
 from evotrainer.archive import archive_path
@@ -82,46 +53,30 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.threads import COMPUTE_PHASE, threads_in_use
 from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.browse.live_report import REPORT_NAME, LiveReport
-from evotrainer.config import Config, OuterConfig, resolve_roles
+from evotrainer.config import Config, resolve_roles
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events.kinds import (
     GeneralisationEvent,
-    IncumbentEvent,
     OperatorStatsEvent,
-    OuterGenerationEvent,
-    OuterSkippedEvent,
     PhaseEvent,
-    RewardHackingEvent,
-    RollbackEvent,
     SetupEvent,
     SummaryEvent,
     YardstickEvent,
 )
 from evotrainer.evolve.budget_check import check_gen0_budget
-from evotrainer.evolve.candidate_outcome import (
-    Outcome,
-    decide,
-    record_candidates,
-    run_candidate,
-    safe_full,
-    tell_incumbent,
-)
 from evotrainer.evolve.console_view import ConsoleView
-from evotrainer.evolve.gene_support import check_policy_backend
-from evotrainer.evolve.llm_objective import LLMObjective, TokenMeter, inner_config
-from evotrainer.evolve.report import fmt, fmt_harness, print_operator_stats, print_summary
+from evotrainer.evolve.llm_objective import LLMObjective, inner_config
+from evotrainer.evolve.outer_loop import run_outer_loop
+from evotrainer.evolve.report import print_operator_stats, print_summary
 from evotrainer.evolve.screening import planned_requests
-from evotrainer.evolve.validation_split import screening_subset, split_validation
 from evotrainer.genome import Policy
-from evotrainer.harness import Harness, HarnessSpace, ema_toward, space_from_specs, yardstick
-from evotrainer.harness.candidates import CandidateSource, candidate_source
-from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
-from evotrainer.harness.objective import CandidateResult, FullScore, Objective
-from evotrainer.harness.rollback import ArchivedPair, RollbackRule, rollback_cause
-from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
+from evotrainer.harness import space_from_specs, yardstick
+from evotrainer.harness.candidates import candidate_source
+from evotrainer.harness.objective import CandidateResult, FullScore
+from evotrainer.harness.rollback import ArchivedPair
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import RolloutEvaluator
-from evotrainer.run.control import RunControl, StopRequested
+from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.resume import ResumePlan, RunFiles, run_config
 from evotrainer.run.runtime import (
     build_family,
@@ -133,201 +88,16 @@ from evotrainer.run.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.run.validation_split import screening_subset, split_validation
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.stats.generalisation import Generalisation, compare, to_payload
 from evotrainer.stats.transfer import TransferReport, score_transfer
 from evotrainer.tracking import open_tracker
 
-__all__ = ["CandidateResult", "EvolveSummary", "FullScore", "OuterResult", "run_evolve", "run_outer_loop",
-           "screening_subset"]
+__all__ = ["CandidateResult", "EvolveSummary", "FullScore", "run_evolve", "screening_subset"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class OuterResult:
-    """What :func:`run_outer_loop` returns.
-
-    Attributes:
-        incumbent: the best archived pair (whole-selection-set S_val, higher is better).
-        pairs: the top-k archive, best first (``pairs[0] is incumbent``).
-        s_val_curve: incumbent S_val after each outer generation, generation 0 first (non-decreasing).
-        current_curve: current S_val (screening items) per outer generation, generation 0 first.
-        rollbacks: one dict per rollback (the ``rollback`` event payloads).
-        stop: which limit or criterion stopped the run.
-        usage: seconds, generated tokens and candidate evaluations spent (model load and generation 0
-            included).
-    """
-
-    incumbent: ArchivedPair
-    pairs: tuple[ArchivedPair, ...]
-    s_val_curve: list[float]
-    current_curve: list[float | None]
-    rollbacks: list[dict[str, Any]]
-    stop: StopReason
-    usage: Usage
-
-
-def run_outer_loop(
-    objective: Objective, start: CandidateResult, start_harness: Harness, space: HarnessSpace,
-    search: CandidateSource, cfg: OuterConfig, rec: RunRecorder, *, console: Console | None = None,
-    clock: Callable[[], float] = time.perf_counter, started_at: float | None = None,
-    control: RunControl | None = None, after_generation: Callable[[int], Any] | None = None,
-) -> OuterResult:
-    """The outer loop (module docstring, step 3), against any objective.
-
-    Args:
-        objective: scores a harness candidate from a population (``harness.objective.Objective``).
-        start: generation 0: the starting population, its best policy, ``full_score`` for the first
-            incumbent, and the tokens spent so far.
-        start_harness: the harness generation 0 ran under.
-        space: the harness space (decodes the applied vectors).
-        search: the candidate source over ``space`` (``outer.candidate_source``: CMA-ES, or an ablation arm's
-            frozen or random harness, ``harness/candidates.py``; maximising; asked, told, moved and shrunk here).
-        cfg: ``outer.*`` settings (generations, damping, rollback, budget, patience, hack check).
-        rec: the run's archive writer (events, candidate rows).
-        console: progress output (a quiet one when None).
-        clock: seconds, monotonic (injected for tests).
-        started_at: ``clock()`` at the run's start (budget seconds count from it); now when None.
-        control: stop decisions at each candidate boundary (budget, STOP file, a resumed run's replay;
-            ``run/control.py``); budget limits alone when None.
-        after_generation: called with the outer generation (0 = generation 0) once it is archived (the
-            live report, ``browse/live_report.py``); nothing when None.
-    """
-    console = console or Console(quiet=True)
-    t_start = clock() if started_at is None else started_at
-    limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations,
-                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd, prompt_tokens=cfg.budget.prompt_tokens)
-    r = cfg.rollback
-    rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
-    check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
-                      cfg.hack_check.penalty)
-    control = control or RunControl(rec, limits)
-    tokens, evaluations = start.generated_tokens, 0
-
-    def usage() -> Usage:
-        return Usage(clock() - t_start, tokens, evaluations)
-
-    # ---- generation 0: the first incumbent -------------------------------------------------------
-    full0 = safe_full(start)
-    tokens += full0.generated_tokens
-    incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
-                             start.best, 0, "h0", full0.per_item)
-    pairs: tuple[ArchivedPair, ...] = (incumbent,)
-    rec.emit(IncumbentEvent(outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0"))
-    tell_incumbent(objective, incumbent)
-    console.print(f"gen 0: best seed {incumbent.best.id} S_val {incumbent.s_val:.4f} (selection set)")
-    if after_generation is not None:
-        after_generation(0)
-    anchor = np.asarray(start_harness.vector, dtype=float)  # the applied harness `a` we damp from
-    population, current = tuple(start.population), incumbent.screen_s_val
-    history = [current]  # current S_val since the start or the last rollback
-    s_val_curve, current_curve = [incumbent.s_val], [current]
-    rollbacks: list[dict[str, Any]] = []
-    stop: StopReason | None = None
-
-    # ---- outer generations -----------------------------------------------------------------------
-    for g in range(1, cfg.generations + 1):
-        if (stop := control.check(usage(), outer_generation=g, harness_id=f"g{g}c0")) is not None:
-            break
-        t_outer = clock()
-        xs = search.ask()
-        outcomes: list[Outcome] = []
-        for j, x in enumerate(xs):
-            hid = f"g{g}c{j}"
-            if j and (stop := control.check(usage(), outer_generation=g, harness_id=hid)) is not None:
-                break
-            harness = space.decode(ema_toward(anchor, x, cfg.damping))
-            try:
-                res = run_candidate(objective, harness, population, hid, g, rec)
-            except StopRequested as req:  # a STOP file seen after an inner generation: this candidate is dropped
-                stop = req.reason
-                break
-            evaluations += 1
-            tokens += res.generated_tokens
-            delta = None if res.screen_s_val is None else res.screen_s_val - current
-            flagged = hacking_flag(res.inner_gain, delta, check)
-            outcome = Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check))
-            outcomes.append(outcome)
-            if flagged:
-                rec.emit(RewardHackingEvent(outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
-                                            s_val_delta=delta, penalty=check.penalty))
-            console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
-                          f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
-                          f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
-            # Promotion at once: the next candidate races the incumbent as of its turn (module docstring).
-            if math.isfinite(outcome.told) and res.screen_s_val > incumbent.screen_s_val:
-                incumbent, pairs = decide(objective, outcome, incumbent, pairs, g, cfg, rec)
-                tokens += outcome.full.generated_tokens if outcome.full is not None else 0
-                if outcome.promoted:
-                    console.print(f"  outer {g} cand {j}: {incumbent.best.id} promoted (whole-set S_val "
-                                  f"{incumbent.s_val:.4f}); later candidates race it")
-        if stop is not None and not outcomes:
-            break
-        if len(outcomes) == len(xs):
-            search.tell(xs, [o.told for o in outcomes])
-        scored = [o for o in outcomes if math.isfinite(o.told)]
-        if not scored:
-            record_candidates(rec, g, outcomes, None)
-            rec.emit(OuterSkippedEvent(outer_generation=g, reason="no candidate evaluated successfully"))
-            console.print(f"outer {g}: no candidate evaluated successfully; nothing promoted")
-            if stop is not None:
-                break
-            continue
-
-        # The run continues from the generation's best candidate by told score (promoted or not).
-        best = max(scored, key=lambda o: o.told)  # first on ties
-        full = best.full
-        record_candidates(rec, g, outcomes, best)
-        promoted = [o.harness_id for o in outcomes if o.promoted]
-        anchor = np.asarray(best.harness.vector, dtype=float)
-        population, current = tuple(best.result.population), float(best.result.screen_s_val)
-        history.append(current)
-
-        # Rollback: restore the best archived pair when the current S_val regresses or oscillates.
-        trigger = rollback_cause(history, incumbent.screen_s_val, rule) if r.enabled else None
-        if trigger is not None:
-            restored = pairs[0]
-            anchor = np.asarray(restored.harness.vector, dtype=float)
-            population, current = restored.population, restored.screen_s_val
-            history = [current]
-            search.set_mean(anchor)
-            search.shrink_sigma(r.sigma_shrink)
-            event = RollbackEvent(outer_generation=g, cause=trigger.cause, detail=trigger.detail,
-                                  restored_harness_id=restored.harness_id, restored_policy_id=restored.best.id,
-                                  s_val=restored.s_val, sigma=search.sigma)
-            rollbacks.append(event.to_payload())
-            rec.emit(event)
-            console.print(f"[yellow]rollback[/] at outer {g} ({trigger.cause}): {trigger.detail}; restored "
-                          f"{restored.harness_id}, sigma → {search.sigma:.3f}")
-        s_val_curve.append(incumbent.s_val)
-        current_curve.append(float(best.result.screen_s_val))
-        rec.emit(OuterGenerationEvent(
-            outer_generation=g, current_s_val=float(best.result.screen_s_val),
-            current_full_s_val=None if full is None else full.s_val, incumbent_s_val=incumbent.s_val,
-            incumbent_screen_s_val=incumbent.screen_s_val, incumbent_policy_id=incumbent.best.id,
-            best_harness_id=best.harness_id, rolled_back=trigger is not None, sigma=search.sigma,
-            told=tuple(o.told if math.isfinite(o.told) else None for o in outcomes),
-            archive=tuple((p.harness_id, p.s_val) for p in pairs),
-            cma_termination={k: str(v) for k, v in search.stop_reasons.items()}))
-        rec.emit(PhaseEvent(name="outer_generation", fields={"outer_generation": g, "seconds": clock() - t_outer}))
-        if after_generation is not None:
-            after_generation(g)
-        verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
-                   else f"screen {fmt(best.result.screen_s_val)}, no whole-set score")
-        new = f" [green](new: promoted {', '.join(promoted)})[/]" if promoted else ""
-        console.print(f"[bold]outer {g}/{cfg.generations}[/]: best candidate {best.harness_id}: {verdict}; incumbent "
-                      f"{incumbent.best.id} S_val {incumbent.s_val:.4f}{new}; CMA sigma {search.sigma:.3f}")
-        stop = stop or plateau_stop(s_val_curve, cfg.min_gain, cfg.patience)
-        if stop is not None:
-            break
-    stop = stop or StopReason("outer.generations", f"{cfg.generations} outer generation(s) run")
-    if pairs[0] is not incumbent:  # the invariant the rollback design rests on
-        raise EvoTrainerError("outer loop: the incumbent is not the best archived pair")
-    return OuterResult(incumbent, pairs, s_val_curve, current_curve, rollbacks, stop, usage())
-
-
 
 
 @dataclass
@@ -413,17 +183,16 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     inner_config(cfg).validate(generations=cfg.inner.generations)  # fail before any model loads
 
     t0 = time.perf_counter()
-    counter = [0]  # generated tokens of the policy model and the mutator together
     usage = RunUsage()  # prompt and completion tokens and cost per role (the summary, outer.budget.usd)
     policy_llm = build_llm(cfg.model, executor=cfg.executor)
     stack.callback(getattr(policy_llm, "close", lambda: None))  # Ray workers, server connections end with the run
-    llm = TokenMeter(usage.wrap(files.logged(policy_llm, cfg.model), "model", cfg.model), counter)  # calls logged
+    llm = usage.wrap(files.logged(policy_llm, cfg.model), "model", cfg.model)  # calls logged
     if cfg.mutator == cfg.model:
         mutator = llm
     else:
         mutator_llm = build_llm(cfg.mutator, role="mutator")
         stack.callback(getattr(mutator_llm, "close", lambda: None))
-        mutator = TokenMeter(usage.wrap(files.logged(mutator_llm, cfg.mutator), "mutator", cfg.mutator), counter)
+        mutator = usage.wrap(files.logged(mutator_llm, cfg.mutator), "mutator", cfg.mutator)
     timings["model load"] = time.perf_counter() - t0
     check_policy_backend(policy_llm, cfg, population, inner_config(cfg).genes)  # every gene works, or stop here
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
@@ -453,7 +222,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     for line in setup_probes.lines() if probes else ():
         console.print(line if setup_probes.ok else f"[red]{line}[/]", highlight=False)
     objective = LLMObjective(
-        evaluator=evaluator, mutator=mutator, meter=llm, family=family, rec=rec, console=console, timings=timings,
+        evaluator=evaluator, mutator=mutator, usage=usage, family=family, rec=rec, console=console, timings=timings,
         cfg=cfg, seeds=seeds, selection=selection, screen=screen_items,
         forbidden={t.content_hash for t in val_items}, phrase_bank=_phrase_bank(cfg, population),
         training=train_items,
@@ -485,7 +254,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
                             full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
-                            best_fitness=max(s for s, _ in scored), generated_tokens=llm.tokens)
+                            best_fitness=max(s for s, _ in scored), generated_tokens=usage.completion_tokens())
 
     # ---- 3. outer generations -------------------------------------------------------------------
     def after_generation(g: int) -> None:
@@ -510,14 +279,14 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
         selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
         stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=llm.tokens, generalisation=gen, transfer=transfer, usage=usage.as_dict(),
+        generated_tokens=usage.completion_tokens(), generalisation=gen, transfer=transfer, usage=usage.as_dict(),
     )
     rec.emit(SummaryEvent(
         initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,
         best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val, selection_items=len(selection),
         heldout_items=len(heldout), rollouts=evaluator.rollouts, s_val_curve=tuple(out.s_val_curve),
         current_curve=tuple(out.current_curve), rollbacks=len(out.rollbacks), stop_reason=out.stop.key,
-        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=llm.tokens,
+        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=summary.generated_tokens,
         archive=tuple((p.harness_id, p.s_val) for p in out.pairs)))
     rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **summary.usage}))
     if any(m.backend == "openai" for m in (cfg.model, cfg.mutator)):  # the fields each server was sent, in all

@@ -1,6 +1,6 @@
 """The real objective of the outer loop: one harness candidate run with the policy model.
 
-:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``coevolution.run_outer_loop``. Called
+:class:`LLMObjective` is what ``coevolution.run_evolve`` hands to ``outer_loop.run_outer_loop``. Called
 with a harness and a population, it runs one candidate, top to bottom in :meth:`LLMObjective.__call__`:
 
 1. draw a task batch at the harness' difficulty (:meth:`LLMObjective.draw_tasks`);
@@ -14,7 +14,7 @@ with a harness and a population, it runs one candidate, top to bottom in :meth:`
    leader's whole-set score only when the outer loop asks for it.
 
 The style library evolves between candidates (:class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
-Generated tokens are counted by wrapping the policy model and the mutator in :class:`TokenMeter`.
+Tokens are counted per role by the run's :class:`~evotrainer.backends.usage.RunUsage`.
 
 With ``inner.adapter_mutation_share > 0`` policies also carry LoRA adapter genes: each inner-loop call gets an
 :class:`~evotrainer.search.adapter_ops.AdapterWorkshop` (:func:`lora_workshop`) on the transformers policy
@@ -34,11 +34,10 @@ import numpy as np
 from rich.console import Console
 
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.backends.base import Generation, GenerationRequest
+from evotrainer.backends.usage import RunUsage
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.events.kinds import InnerGenerationEvent, OperatorStatsEvent, PhaseEvent, TaskBatchEvent
-from evotrainer.evolve.gene_support import remote_decoding_genes
 from evotrainer.evolve.lead import LeadState
 from evotrainer.evolve.screening import Screening, planned_requests
 from evotrainer.evolve.style_evolution import StyleLibrary
@@ -52,6 +51,7 @@ from evotrainer.rollout import (
     RolloutEvaluator,
     batch_id_for,
 )
+from evotrainer.run.gene_support import remote_decoding_genes
 from evotrainer.run.runtime import sampling_from
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
@@ -65,40 +65,7 @@ from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
 from evotrainer.tasks.base import Task, TaskFamily, family_texts
 
-__all__ = ["LLMObjective", "TokenMeter", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
-
-
-class TokenMeter:
-    """An LLM wrapper that counts generated tokens (everything else is passed through).
-
-    Args:
-        llm: any object with ``name`` and ``generate(requests) -> list[Generation]``.
-
-    Attributes:
-        tokens: generated tokens of every call so far (a shared counter when two meters share ``counter``).
-    """
-
-    def __init__(self, llm: Any, counter: list[int] | None = None) -> None:
-        self._llm = llm
-        self._counter = counter if counter is not None else [0]
-        self.name = getattr(llm, "name", type(llm).__name__)
-
-    @property
-    def tokens(self) -> int:
-        return self._counter[0]
-
-    @property
-    def wrapped(self) -> Any:
-        """The metered backend itself (e.g. the ``HFBackend`` that adapter training needs)."""
-        return self._llm
-
-    def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
-        out = self._llm.generate(requests)
-        self._counter[0] += sum(max(int(g.generated_tokens), 0) for g in out)
-        return out
-
-    def __getattr__(self, item: str) -> Any:
-        return getattr(self._llm, item)
+__all__ = ["LLMObjective", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
 
 
 def inner_config(cfg: Config, family: Any = None) -> InnerConfig:
@@ -119,7 +86,7 @@ def lora_workshop(
     """The adapter operators' mechanics on a transformers policy model (``evotrainer.adapters``).
 
     Args:
-        backend: the policy model's ``HFBackend`` (unwrapped from any :class:`TokenMeter`).
+        backend: the policy model's ``HFBackend`` (unwrapped from its :class:`~evotrainer.backends.usage.UsageMeter`).
         root: folder for new adapters (created; made absolute so archived paths stay valid).
         cfg: the run config: ``inner.adapter_lora`` (the short fine-tune; its rank is also the crossover rank)
             and ``inner.adapter_noise_scale``.
@@ -173,7 +140,7 @@ class LLMObjective:
     Args:
         evaluator: rollouts and scoring on the (metered) policy model.
         mutator: the (metered) mutator model for LLM variation, or None.
-        meter: the token meter shared by the policy model and the mutator.
+        usage: the run's token meters, one per role (the policy model's and the mutator's among them).
         family: the task family (generates task batches).
         rec: the run's archive writer.
         console: where progress is shown (inner generations, races and style changes are printed by a
@@ -206,13 +173,13 @@ class LLMObjective:
     operators: OperatorRegistry = DEFAULT_REGISTRY
 
     def __init__(
-        self, *, evaluator: RolloutEvaluator, mutator: Any, meter: TokenMeter, family: TaskFamily,
+        self, *, evaluator: RolloutEvaluator, mutator: Any, usage: RunUsage, family: TaskFamily,
         rec: RunRecorder, console: Console, timings: MutableMapping[str, float], cfg: Config, seeds: Seeds,
         selection: Sequence[Task], screen: Sequence[Task], forbidden: set[str],
         phrase_bank: PhraseBank | None = None, adapters_root: str | Path | None = None,
         training: Sequence[Task] = (),
     ) -> None:
-        self.evaluator, self.mutator, self.meter, self.family = evaluator, mutator, meter, family
+        self.evaluator, self.mutator, self.usage, self.family = evaluator, mutator, usage, family
         self.rec, self.console, self.timings, self.cfg, self.seeds = rec, console, timings, cfg, seeds
         self.forbidden = forbidden
         self.training = tuple(training)
@@ -221,13 +188,13 @@ class LLMObjective:
         self.operator_stats = OperatorStats()
         self.experience = ExperiencePool()
         self.leads = LeadState(rec, seeds)
-        self.screening = Screening(evaluator=evaluator, meter=meter, rec=rec, console=console, timings=timings,
+        self.screening = Screening(evaluator=evaluator, usage=usage, rec=rec, console=console, timings=timings,
                                    selection=selection, screen=screen, outer=cfg.outer, on_scored=self.leads.add)
         self.style_library = StyleLibrary(mutator, self.inner_cfg, rec, seeds)
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
             backend = evaluator.llm
-            while (inner := getattr(backend, "wrapped", None)) is not None:  # TokenMeter, UsageMeter
+            while (inner := getattr(backend, "wrapped", None)) is not None:  # the UsageMeter
                 backend = inner
             self.adapter_backend = backend
             self.adapters_root = Path(adapters_root) if adapters_root is not None else (
@@ -247,7 +214,7 @@ class LLMObjective:
         the paired mean difference on the items raced), and ``full_score`` is free when the leader ran
         every item.
         """
-        tokens0 = self.meter.tokens
+        tokens0 = self.usage.completion_tokens()
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
         lead = self.leads.choose(population, self.screening, harness_id, outer_generation)
         result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
@@ -262,7 +229,7 @@ class LLMObjective:
         return CandidateResult(
             best=best, population=tuple(result.population), screen_s_val=estimate,
             full_score=partial(self.screening.full_score, best, harness_id, outer_generation),
-            inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.meter.tokens - tokens0,
+            inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.usage.completion_tokens() - tokens0,
         )
 
     def draw_tasks(self, harness: Harness, harness_id: str, outer_generation: int) -> list[Task]:

@@ -2,7 +2,7 @@
 
 :class:`Screening` is one of the named parts of a harness candidate's run (:mod:`evotrainer.evolve.llm_objective`):
 
-- it keeps the selection set in *race order* (the screening items first, :func:`~evotrainer.evolve.validation_split.race_order`)
+- it keeps the selection set in *race order* (the screening items first, :func:`~evotrainer.run.validation_split.race_order`)
   and, per genome, the S_val value of every item scored so far, so no policy is scored twice on an item;
 - :meth:`Screening.race` races a candidate's fittest policies against a reference on growing item prefixes
   (:func:`~evotrainer.harness.racing.run_race`: paired differences with confidence bounds, dropping policies
@@ -23,15 +23,16 @@ import numpy as np
 from rich.console import Console
 
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.backends.usage import RunUsage
 from evotrainer.config import OuterConfig
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events.kinds import RaceEvent
-from evotrainer.evolve.validation_split import race_order
 from evotrainer.genome import Policy
 from evotrainer.harness.objective import FullScore
 from evotrainer.harness.racing import Race, race_stages, run_race
 from evotrainer.progress import task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
+from evotrainer.run.validation_split import race_order
 
 __all__ = ["Screening", "planned_requests"]
 
@@ -49,7 +50,7 @@ class Screening:
 
     Args:
         evaluator: rollouts and scoring on the (metered) policy model.
-        meter: the token meter around the policy model (``tokens``: generated so far).
+        usage: the run's token meters (``completion_tokens()``: generated so far).
         rec: the run's archive writer.
         console: where progress is shown (races are printed by a subscriber to the ``race`` event,
             :class:`~evotrainer.evolve.console_view.ConsoleView`).
@@ -66,11 +67,11 @@ class Screening:
     """
 
     def __init__(
-        self, *, evaluator: RolloutEvaluator, meter: Any, rec: RunRecorder, console: Console,
+        self, *, evaluator: RolloutEvaluator, usage: RunUsage, rec: RunRecorder, console: Console,
         timings: MutableMapping[str, float], selection: Sequence[Any], screen: Sequence[Any], outer: OuterConfig,
         on_scored: Callable[[Policy], None] | None = None,
     ) -> None:
-        self.evaluator, self.meter, self.rec, self.console, self.timings = evaluator, meter, rec, console, timings
+        self.evaluator, self.usage, self.rec, self.console, self.timings = evaluator, usage, rec, console, timings
         self.selection, self.screen, self.outer, self.on_scored = list(selection), list(screen), outer, on_scored
         self.order = race_order(self.selection, self.screen)
         self._position = {id(t): i for i, t in enumerate(self.order)}
@@ -128,19 +129,19 @@ class Screening:
         """``policy`` on the whole selection set: only items not yet scored are evaluated; the whole-set
         value is archived as one ``meta_val`` row. ``screen_s_val`` is on the same scale (the race's
         estimates are whole-set estimates), ``per_item`` in race order."""
-        tokens0 = self.meter.tokens
+        tokens0 = self.usage.completion_tokens()
         missing = [t for i, t in enumerate(self.order) if i not in self._items.get(policy.genome_hash, {})]
         if missing:
             evaluation = self.meta_many([policy], missing, "meta_screen", harness_id, outer_generation,
                                         words="whole selection set, items not yet scored:")[0]
             if evaluation.s_val is None:
                 self.rec.meta(evaluation, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
-                return FullScore(None, None, self.meter.tokens - tokens0)
+                return FullScore(None, None, self.usage.completion_tokens() - tokens0)
         vec = self.vector(policy) or [0.0] * len(self.order)
         s_val = float(np.mean(vec)) if vec else 0.0
         self.rec.meta(self._whole_set(policy, vec), kind="meta_val", harness_id=harness_id,
                       outer_generation=outer_generation)
-        return FullScore(s_val, s_val, self.meter.tokens - tokens0, tuple(vec))
+        return FullScore(s_val, s_val, self.usage.completion_tokens() - tokens0, tuple(vec))
 
     def _whole_set(self, policy: Policy, vec: Sequence[float]) -> MetaEvaluation:
         """One whole-selection-set evaluation assembled from the per-item values scored so far."""
@@ -153,10 +154,6 @@ class Screening:
         stderr = float(np.std(vec, ddof=1) / np.sqrt(n)) if n >= 2 else None
         return MetaEvaluation(policy.id, policy.genome_hash, batch_id_for(self.selection), mean, stderr, parts,
                               tuple(vec), (), 0, 0.0, True, None)
-
-    def heldout(self, policy: Policy, items: Sequence[Any], outer_generation: int) -> MetaEvaluation:
-        """``policy`` on the held-out items (archived as ``meta_heldout``; never used to select)."""
-        return self.meta_many([policy], items, "meta_heldout", None, outer_generation)[0]
 
     # --- the race -----------------------------------------------------------------------------------
 

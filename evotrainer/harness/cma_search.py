@@ -241,11 +241,6 @@ class CMASearch:
         """The current overall step size, in the units of x."""
         return float(self._es.sigma)
 
-    @property
-    def iteration(self) -> int:
-        """Number of completed ask/tell rounds."""
-        return int(self._es.countiter)
-
     def shrink_sigma(self, factor: float) -> None:
         """Multiply sigma by ``factor`` in (0, 1] (e.g. on rollback), then apply the sigma floor."""
         if not (math.isfinite(factor) and 0 < factor <= 1):

@@ -3,7 +3,7 @@
 An *objective* is any callable ``objective(harness, population, harness_id, outer_generation) ->
 CandidateResult``: it runs the inner loop from ``population`` under ``harness`` and screens the best
 policy. The real one is :class:`evotrainer.evolve.llm_objective.LLMObjective`; tests pass synthetic ones.
-The outer loop (``coevolution.run_outer_loop``) knows nothing about policies beyond an ``id``.
+The outer loop (``outer_loop.run_outer_loop``) knows nothing about policies beyond an ``id``.
 """
 
 from __future__ import annotations

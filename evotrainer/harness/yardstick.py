@@ -12,8 +12,8 @@ scores them with the family's own ``meta_score`` and checks, on the means over i
 3. with a real policy's minutes (the run's best seed on the selection items, known after generation 0):
    policy > ``lead_lines``.
 
-Two *targets* are reported beside the rules, not enforced (issue 24 sets them for the default model;
-a weak policy can miss them while the order holds): ``skeleton`` ≤ :attr:`YardstickRules.skeleton_share`
+Two *targets* are reported beside the rules, not enforced (set for the default model; a weak
+policy can miss them while the order holds): ``skeleton`` ≤ :attr:`YardstickRules.skeleton_share`
 and ``wrong_meeting`` ≤ :attr:`YardstickRules.wrong_share` of the policy's S_val (10 % and 25 %).
 
 A failed rule does not stop a run: it is archived and printed at start, so whoever reads the results

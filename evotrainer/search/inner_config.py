@@ -155,7 +155,7 @@ class InnerConfig:
             0 disables; needs a mutator.
         style_min_trials: rewrites a style needs before its success rate counts, >= 1.
 
-    Adapter genes (issue 6):
+    Adapter genes:
         adapter_noise_share: share of the adapter mutations of adapter-carrying parents done by noise instead
             of a fine-tune, in [0, 1].
         adapter_noise_scale: relative Gaussian noise on the LoRA factors (0.05 = 5 % of the norm), > 0.

@@ -25,8 +25,6 @@ from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
 from evotrainer.events.kinds import PhaseEvent, SelfEvolveSetupEvent, SelfEvolveSummaryEvent
-from evotrainer.evolve.llm_objective import TokenMeter
-from evotrainer.evolve.validation_split import screening_subset
 from evotrainer.genome import Policy
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
@@ -38,6 +36,7 @@ from evotrainer.run.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.run.validation_split import screening_subset
 from evotrainer.seeding import Seeds
 from evotrainer.selfevolve.curriculum import curriculum_bounds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
@@ -160,12 +159,11 @@ def run_selfevolve(
     from evotrainer.backends.embedder import shared_embedder
 
     t0 = time.perf_counter()
-    counter = [0]
     usage = RunUsage()  # prompt and completion tokens per role (a selfevolve.judge server's usage)
     backend = build_llm(cfg.model)  # progress: evotrainer.progress tasks around each phase
-    llm = TokenMeter(usage.wrap(backend, "model", cfg.model), counter)
-    judge = llm if s.judge is None else TokenMeter(
-        usage.wrap(build_llm(s.judge, role="selfevolve.judge"), "selfevolve.judge", s.judge), counter)
+    llm = usage.wrap(backend, "model", cfg.model)
+    judge = llm if s.judge is None else usage.wrap(build_llm(s.judge, role="selfevolve.judge"), "selfevolve.judge",
+                                                   s.judge)
     embedder = shared_embedder()
     load_seconds = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
@@ -221,13 +219,13 @@ def run_selfevolve(
                       + (f"; {r.note}" if r.note else ""))
 
     # ---- 5. summary -------------------------------------------------------------------------------
-    seconds = time.perf_counter() - t_run
+    seconds, tokens = time.perf_counter() - t_run, usage.completion_tokens()
     summary = SelfEvolveSummary(run_id, db_path, tuple(rows), baseline_dev, baseline_val, state.policy, seconds,
-                                llm.tokens)
+                                tokens)
     rec.emit(SelfEvolveSummaryEvent(
         baseline_dev=baseline_dev, baseline_val=baseline_val, final_policy=state.policy.id,
         final_adapter=_rel_or_none(state.policy.adapter, run_dir),
-        rounds=tuple((r.round, r.status, r.dev_score, r.val_score) for r in rows), generated_tokens=llm.tokens))
+        rounds=tuple((r.round, r.status, r.dev_score, r.val_score) for r in rows), generated_tokens=tokens))
     rec.emit(PhaseEvent(name="selfevolve totals", fields={"seconds": seconds}))
     rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **usage.as_dict()}))
     if s.judge is not None and s.judge.backend == "openai":  # what the judge's server was sent
@@ -235,7 +233,7 @@ def run_selfevolve(
     store.close()
     console.print(round_table(rows, baseline_dev))
     console.print(f"final policy {state.policy.id} (adapter {_rel_or_none(state.policy.adapter, run_dir)}); "
-                  f"{seconds:.0f} s, {llm.tokens} generated tokens; archive {db_path}")
+                  f"{seconds:.0f} s, {tokens} generated tokens; archive {db_path}")
     for line in usage.lines():
         console.print(f"model usage: {line}", markup=False, highlight=False)
     return summary

@@ -1,4 +1,4 @@
-"""The ablation study's table: arms × seeds at an equal rollout budget, pooled over seeds (issue 25).
+"""The ablation study's table: arms × seeds at an equal rollout budget, pooled over seeds.
 
 Does the outer loop earn its place? ``python -m evotrainer -m +study=ablation`` runs the same job under each
 *arm* (``outer.candidate_source``: ``coevolve``, ``frozen_harness``, ``random_harness``; a peer optimiser such

@@ -172,8 +172,8 @@ def source_of(item_id: str) -> str:
 def by_source(c: SplitComparison, *, level: float = 0.95, n_resamples: int = 2000) -> tuple[SplitComparison, ...]:
     """``c`` restricted to each item source's items (:func:`source_of`), sources in sorted order.
 
-    A gain on a mixed set can hide a loss on one of its sources (issue 29: the long real meetings of a mix that is
-    mostly short ones). Each part is a paired bootstrap of its own items with the generator
+    A gain on a mixed set can hide a loss on one of its sources (the long items of a mix that is mostly
+    short ones). Each part is a paired bootstrap of its own items with the generator
     ``rng_for(0, "generalisation", "source", source, split)``.
 
     Returns:
@@ -354,7 +354,7 @@ def pool(
 ) -> PooledDifference | None:
     """The final-best-minus-best-seed difference pooled over runs (a sweep over seeds), with its interval.
 
-    Runs of one sweep share the held-out items (:func:`~evotrainer.evolve.validation_split.split_validation`
+    Runs of one sweep share the held-out items (:func:`~evotrainer.run.validation_split.split_validation`
     depends only on the items, never on the seed), so the per-item differences of different seeds
     are not independent: they repeat the same items. Concatenating them and resampling (run, item)
     pairs would treat ``runs x items`` draws as independent and give an interval too narrow by about

@@ -1,7 +1,7 @@
 """Which harness knobs move a candidate's score? A rank-correlation sensitivity study over archived candidates.
 
-Issue 25 asks which harness parameters measurably move S_val before the outer loop's dimension is changed. Every
-run archives each harness candidate's named values and its score on the screening items (``screen_s_val``: the
+Which harness parameters measurably move S_val, before the outer loop's dimension is changed? Every run
+archives each harness candidate's named values and its score on the screening items (``screen_s_val``: the
 best of its racers, the fitness CMA-ES is told, in [0, 1], higher is better). This module pools those
 (values, score) pairs over runs and, per knob, reports Spearman's rank correlation between the knob's value and
 the score, with a percentile bootstrap interval over candidates (``scipy.stats.bootstrap``, paired resampling;

@@ -16,7 +16,7 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.backends.hf import HFBackend
 from evotrainer.config import Config, LoraSettings
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.evolve.llm_objective import TokenMeter, lora_workshop
+from evotrainer.evolve.llm_objective import lora_workshop
 from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutEvaluator, batch_id_for
@@ -113,7 +113,7 @@ def _samples(policy: Policy) -> list:
 
 
 def _workshop(backend, root: Path, samples=_samples) -> AdapterWorkshop:
-    return lora_workshop(TokenMeter(backend).wrapped, root, _cfg(), samples)
+    return lora_workshop(backend, root, _cfg(), samples)
 
 
 def _check_child(child: Policy, parent: Policy, operator: str, root: Path) -> None:
@@ -354,6 +354,7 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
 
     from evotrainer.archive import ArchiveStore
     from evotrainer.archive.recorder import RunRecorder
+    from evotrainer.backends.usage import RunUsage
     from evotrainer.evolve.llm_objective import LLMObjective
     from evotrainer.harness.space import Harness
     from evotrainer.seeding import Seeds
@@ -361,14 +362,15 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
     cfg = _cfg()
     cfg.inner.population_size, cfg.inner.generations, cfg.inner.elites, cfg.inner.tournament_size = 4, 1, 1, 2
     cfg.inner.cx_prob, cfg.inner.mut_prob, cfg.inner.adapter_mutation_share = 0.0, 1.0, 1.0
-    meter = TokenMeter(backend)
+    usage = RunUsage()
+    llm = usage.wrap(backend, "model")
     family = AnyOutputFamily()
     store = ArchiveStore(tmp_path / "archive.db")
     rec = RunRecorder(store, "run-a")
     rec.start(0, {"seed": 0})
     objective = LLMObjective(
-        evaluator=RolloutEvaluator(meter, family, sampling=SamplingParams(max_new_tokens=6)), mutator=None,
-        meter=meter, family=family, rec=rec, console=Console(file=io.StringIO()), timings={}, cfg=cfg,
+        evaluator=RolloutEvaluator(llm, family, sampling=SamplingParams(max_new_tokens=6)), mutator=None,
+        usage=usage, family=family, rec=rec, console=Console(file=io.StringIO()), timings={}, cfg=cfg,
         seeds=Seeds(0), selection=[], screen=[], forbidden={"not-a-task"})
     pop = [_policy(f"s{i}", r) for i, r in enumerate(("Name every owner.", "Keep dates.", "Be brief.", "No chat."))]
     harness = Harness({}, {}, {"topic": 1.0}, {}, ())

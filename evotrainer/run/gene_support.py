@@ -1,4 +1,4 @@
-"""Every gene works on the policy's backend or the run is refused before it starts (issue 28).
+"""Every gene works on the policy's backend or the run is refused before it starts.
 
 The in-process backends honour every :class:`~evotrainer.backends.base.SamplingParams` field, answer prefills
 and adapters. A server may not (:mod:`evotrainer.backends.openai_fields`): a policy whose genes the server
@@ -20,21 +20,36 @@ there and the archive counts it (``backend`` phase event), since those settings 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from evotrainer.backends.usage import unwrap
 from evotrainer.config import Config, ModelConfig
 from evotrainer.errors import ConfigError
 from evotrainer.genome import PREFILL_SECTION, READING_GENES, Policy
-from evotrainer.search.decoding import DecodingGene
 
-__all__ = ["check_policy_backend", "refusals", "remote_decoding_genes"]
+__all__ = ["DecodingRange", "check_policy_backend", "refusals", "remote_decoding_genes"]
+
+
+class DecodingRange(Protocol):
+    """A decoding gene's name and range, as :class:`~evotrainer.search.decoding.DecodingGene` has them."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def low(self) -> float: ...
+    @property
+    def default(self) -> float: ...
+    @property
+    def high(self) -> float: ...
+
+
+_Gene = TypeVar("_Gene", bound=DecodingRange)
 
 _SERVER_GENES = ("max_new_tokens", "temperature", "top_p")
 """Decoding genes every OpenAI-compatible server takes as a request field of the same meaning."""
 
 
-def remote_decoding_genes(genes: Iterable[DecodingGene], model: ModelConfig) -> list[DecodingGene]:
+def remote_decoding_genes(genes: Iterable[_Gene], model: ModelConfig) -> list[_Gene]:
     """``genes`` without those a ``model.backend=openai`` server cannot honour (``repetition_penalty`` stays when
     ``model.openai.approximate`` lists it; reading genes go); ``genes`` as they are for the other backends."""
     genes = list(genes)
@@ -44,11 +59,11 @@ def remote_decoding_genes(genes: Iterable[DecodingGene], model: ModelConfig) -> 
     return [g for g in genes if g.name in keep]
 
 
-def _values(gene: DecodingGene) -> tuple[float, ...]:
+def _values(gene: DecodingRange) -> tuple[float, ...]:
     return (gene.low, gene.default, gene.high)
 
 
-def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequence[DecodingGene] | None) -> list[str]:
+def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequence[DecodingRange] | None) -> list[str]:
     """Reasons the policy backend ``llm`` cannot run this configuration (empty: it can, or it cannot tell).
 
     Args:
@@ -97,7 +112,7 @@ def refusals(llm: Any, cfg: Config, population: Sequence[Policy], genes: Sequenc
 
 
 def check_policy_backend(llm: Any, cfg: Config, population: Sequence[Policy],
-                         genes: Sequence[DecodingGene] | None = None) -> None:
+                         genes: Sequence[DecodingRange] | None = None) -> None:
     """Raise the :func:`refusals` of ``llm`` (unwrapped from any meter or call log) as one ConfigError line
     (``genes`` None: nothing mutates, as in ``mode=evaluate``).
 

@@ -128,7 +128,7 @@ def screening_subset(items: Sequence[Task], k: int) -> list[Task]:
         ranked = _ranked(group)
         idx = np.linspace(0, len(ranked) - 1, m).round().astype(int)
         picked |= {id(ranked[i]) for i in sorted(set(idx.tolist()))}
-    if len(groups) == 1:  # the single-source order (by length rank) of earlier versions
+    if len(groups) == 1:  # one source: by length rank
         ranked = _ranked(items)
         return [t for t in ranked if id(t) in picked]
     return [t for t in items if id(t) in picked]
