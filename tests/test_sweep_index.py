@@ -257,11 +257,13 @@ def test_joblib_launcher_runs_two_jobs_in_parallel_with_threads_divided(tiny_mod
         assert "2 parallel jobs" in log  # each job counts its sibling (threads.sweep_jobs)
 
 
-def _running_pid(sweep: Path, num: int, proc: subprocess.Popen) -> int | None:
-    """The pid of job ``num`` once the index lists it as running; None when the sweep ended first."""
+def _running_pid(sweep: Path, num: int, proc: subprocess.Popen, listed: int = 1) -> int | None:
+    """The pid of job ``num`` once the index lists it as running and lists at least ``listed`` jobs; None when the
+    sweep ended first."""
     while proc.poll() is None:
         try:
-            for job in read_index(sweep)["jobs"]:
+            jobs = read_index(sweep)["jobs"]
+            for job in jobs if len(jobs) >= listed else ():
                 if job["num"] == num and job["status"] == "running" and job.get("pid"):
                     return int(job["pid"])
         except (OSError, ValueError):  # not written yet
@@ -277,7 +279,7 @@ def test_a_parallel_sweep_job_killed_by_the_os_is_reported_killed_not_running(ti
     sweep = tmp_path / "s"
     proc = _start("-m", *_tiny(tiny_model_dir), "seed=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
                   f"hydra.sweep.dir={sweep}")
-    pid = _running_pid(sweep, 1, proc)
+    pid = _running_pid(sweep, 1, proc, listed=2)  # both jobs started: one is killed beside a running sibling
     assert pid is not None, "job 1 never ran"
     os.kill(pid, signal.SIGKILL)  # what the out-of-memory killer does to a joblib worker
     _, err = proc.communicate(timeout=300)
