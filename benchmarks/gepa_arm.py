@@ -11,9 +11,10 @@ item evaluations. This script plugs EvoTrainer into it through ``gepa.optimize``
 - the config (model, decoding, task family, meta-validation split, transfer items, budget);
 - the seed prompt: that run's best seed (its generation-0 winner, the start of every product arm); GEPA evolves
   its instruction sections (``role``, ``format``, ``rules``), its prefill and decoding genes stay;
-- the model: the run's policy model (the embedded SmolLM2-135M by default) as the task model, and the same model
-  as GEPA's reflection model, sampled with the run's mutator settings (``inner.mutator_*``);
-- training tasks: generated at the run's start harness (difficulty and reward weights of its generation 0),
+- the model: the run's policy model (the embedded default unless the study sets another) as the task model,
+  and the same model as GEPA's reflection model, sampled with the run's mutator settings (``inner.mutator_*``);
+- training tasks: drawn at the run's start harness (difficulty, reward weights and share of real training meetings
+  of its generation 0),
   scored by the harness reward, as the inner loop scores them; GEPA reflects on these only;
 - GEPA's validation set: the run's selection items, scored by S_val (its meta metric), as the racing does;
 - the budget: ``outer.budget.rollouts`` less the rollouts the paired run spent in generation 0 to find the best
@@ -52,13 +53,16 @@ from evotrainer.browse.views import run_generalisation
 from evotrainer.config import Config, to_config
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.events.kinds import SetupEvent
+from evotrainer.evolve.llm_objective import task_batch
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.harness import space_from_specs
 from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run.resume import RunFiles
 from evotrainer.run.runtime import (
     build_family,
     build_llm,
     load_seed_population,
+    load_training,
     load_transfer,
     load_validation,
     sampling_from,
@@ -265,12 +269,17 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
                              reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras)
     harness0 = space.decode(space.initial_vector())
     seeds = Seeds(cfg.seed)
-    train = family.generate(seeds.numpy("gepa/train"), harness0.difficulty, train_tasks)
+    # the product arms' training mix: the start harness' share of real training meetings (outer.extras.real_share)
+    train = task_batch(family, seeds.numpy("gepa/train"), harness0, train_tasks,
+                       load_training(cfg, family, val_items, transfer_items))
     forbidden = {t.content_hash for t in [*val_items, *transfer_items]}
     if any(t.content_hash in forbidden for t in train):
         raise DataError("gepa arm: a generated training task equals a meta-validation or transfer item")
 
     llm = build_llm(cfg.model)
+    if cfg.archive.call_log:  # the study's shared call log: the seeds' held-out and transfer calls are paid already
+        run_dir = pair if pair.is_dir() else pair.parent
+        llm = RunFiles.open(cfg, run_dir, None).logged(llm, cfg.model)
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     adapter = MinutesAdapter(evaluator, seed_policy, harness0.reward_weights)
     reflection = ReflectionModel(llm, _mutator_params(cfg), seeds.int("gepa/reflection"))

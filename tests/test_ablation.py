@@ -189,7 +189,8 @@ def test_the_study_configs_compose_with_one_budget_and_a_sweep_over_arms_and_see
     assert dcfg.hydra.callbacks.study_table._target_ == "evotrainer.app.study_callback.StudyTableCallback"
     assert cfg.outer.budget.rollouts and cfg.outer.budget.seconds is None and cfg.mode == "evolve"
     assert cfg.outer.patience >= 100 and cfg.outer.generations >= 100  # the rollout budget alone stops an arm
-    assert cfg.task.transfer_path and cfg.task.transfer_limit
+    assert cfg.task.transfer_path  # every transfer window (ablation) or the first few (smoke)
+    assert cfg.archive.call_log == "../llm_calls.db"  # one call log in the sweep folder for every job
     if name == "ablation":  # 12 selection items: the race promotes at 0.6, not the main job's 0.95 (docs/outer_loop_budget.md)
         assert cfg.outer.race.level == 0.6 and cfg.outer.race.sizes == []
 

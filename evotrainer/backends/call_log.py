@@ -1,7 +1,8 @@
 """A persisted log of every generation a backend answered, so that a resumed run replays them.
 
 A run's LLM calls (policy rollouts, mutations, reflections, merges) go through :class:`LoggedLLM`, which
-stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`), keyed by
+stores each answer in a SQLite file beside the archive (:data:`CALL_LOG_NAME`; or the file ``archive.call_log``
+names, which several runs may share: a study's runs then serve each other's identical calls), keyed by
 :func:`call_key`: the request (messages, decoding settings with the seed, adapter) and the model's identity
 (:func:`model_identity`; for a server, its URL and the weights it reports serving, so a resume against another
 server, or two runs sharing the file, never replay one server's answers as another's: a :class:`LoggedLLM`
@@ -29,6 +30,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -120,7 +122,13 @@ def _server_change(before: str, now: str) -> str:
 
 
 def call_key(identity: str, request: GenerationRequest) -> str:
-    """sha256 hex of ``identity`` (:func:`model_identity`) and the request's own hash (``request_hash``)."""
+    """sha256 hex of ``identity`` (:func:`model_identity`) and the request's own hash (``request_hash``).
+
+    A greedy request (temperature 0) is keyed with seed 0, since the backends ignore its seed: runs with other
+    root seeds that share a log (``archive.call_log``) share its greedy answers. A sampled request keeps its seed.
+    """
+    if request.params.temperature == 0 and request.params.seed != 0:
+        request = replace(request, params=replace(request.params, seed=0))
     return hashlib.sha256(f"{identity}\n{request_hash(request)}".encode()).hexdigest()
 
 

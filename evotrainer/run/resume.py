@@ -340,7 +340,8 @@ class RunFiles:
 
     @classmethod
     def open(cls, cfg: Any, run_dir: str | Path, resume: ResumePlan | None) -> RunFiles:
-        """Open the call log beside ``cfg.archive.path`` (under ``run_dir``).
+        """Open the call log: ``cfg.archive.call_log``, or ``llm_calls.db`` beside ``cfg.archive.path`` (relative
+        paths under ``run_dir``).
 
         Raises:
             ConfigError: ``resume`` with adapter genes on (``inner.adapter_mutation_share > 0``).
@@ -349,7 +350,10 @@ class RunFiles:
         if resume is not None and adapters:
             raise ConfigError("resume: runs with adapter genes (inner.adapter_mutation_share > 0) cannot be "
                               "resumed (adapter training is not logged)")
-        calls = None if adapters else CallLog(archive_path(cfg.archive.path, run_dir).parent / CALL_LOG_NAME)
+        shared = cfg.archive.call_log
+        log_path = (archive_path(shared, run_dir) if shared else
+                    archive_path(cfg.archive.path, run_dir).parent / CALL_LOG_NAME)
+        calls = None if adapters else CallLog(log_path)
         return cls(run_dir, resume, calls)
 
     def logged(self, llm: Any, model_cfg: Any) -> Any:

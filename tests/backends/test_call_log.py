@@ -100,3 +100,31 @@ def test_a_server_serving_other_weights_at_the_same_url_is_not_replayed(tmp_path
         assert server.attempts == 2  # qwen-b was asked, not answered from qwen-a's log; qwen-a again was replayed
     (line,) = [r.getMessage() for r in caplog.records]
     assert "qwen-a" in line and "qwen-b" in line
+
+
+def test_greedy_answers_are_shared_across_root_seeds_and_sampled_ones_are_not() -> None:
+    """A study's runs differ in their root seed, which reaches every request's decoding seed; greedy decoding
+    ignores it, so a shared log must serve one run's greedy answer to another."""
+    ident = model_identity(ModelConfig(path="m"))
+    greedy = [GenerationRequest(({"role": "user", "content": "a"},), SamplingParams(temperature=0.0, seed=s))
+              for s in (0, 7)]
+    assert call_key(ident, greedy[0]) == call_key(ident, greedy[1])
+    assert call_key(ident, _req("a", seed=0)) != call_key(ident, _req("a", seed=7))
+
+
+def test_runs_naming_one_call_log_share_it(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    from evotrainer.run.resume import RunFiles
+
+    def cfg(call_log):
+        return SimpleNamespace(inner=SimpleNamespace(adapter_mutation_share=0.0),
+                               archive=SimpleNamespace(path="archive.db", call_log=call_log))
+
+    own = RunFiles.open(cfg(None), tmp_path / "run0", None)
+    assert own.calls.path == tmp_path / "run0" / "llm_calls.db"
+    a = RunFiles.open(cfg("../shared_calls.db"), tmp_path / "run1", None)
+    b = RunFiles.open(cfg("../shared_calls.db"), tmp_path / "run2", None)
+    assert a.calls.path.resolve() == b.calls.path.resolve() == (tmp_path / "shared_calls.db").resolve()
+    for files in (own, a, b):
+        files.calls.close()
