@@ -14,8 +14,7 @@ item evaluations. This script plugs EvoTrainer into it through ``gepa.optimize``
 - the model: the run's policy model (the embedded default unless the study sets another) as the task model,
   and the same model as GEPA's reflection model, sampled with the run's mutator settings (``inner.mutator_*``);
 - training tasks: drawn at the run's start harness (difficulty, reward weights and share of real training meetings
-  of its generation 0),
-  scored by the harness reward, as the inner loop scores them; GEPA reflects on these only;
+  of its generation 0), scored by the harness reward as the inner loop scores them; GEPA reflects on these only;
 - GEPA's validation set: the run's selection items, scored by S_val (its meta metric), as the racing does;
 - the budget: ``outer.budget.rollouts`` less the rollouts the paired run spent in generation 0 to find the best
   seed (GEPA starts from it without paying for it again), counted as GEPA counts metric calls: one per
@@ -274,7 +273,7 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
                        load_training(cfg, family, val_items, transfer_items))
     forbidden = {t.content_hash for t in [*val_items, *transfer_items]}
     if any(t.content_hash in forbidden for t in train):
-        raise DataError("gepa arm: a generated training task equals a meta-validation or transfer item")
+        raise DataError("gepa arm: a training task equals a meta-validation or transfer item")
 
     llm = build_llm(cfg.model)
     if cfg.archive.call_log:  # the study's shared call log: the seeds' held-out and transfer calls are paid already
