@@ -13,7 +13,7 @@ to add one is ``docs/adding_a_task_family.md``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -368,7 +368,8 @@ class EmbeddingMeta(Protocol):
         """Called before a batch is meta-scored (e.g. to embed every sentence in one call)."""
         ...
 
-    def with_embedder(self, embedder: Any, items: Sequence[Any]) -> TaskFamily | None:
-        """This family with its meta metric reading with ``embedder`` (its ``spec.scorer_version`` says so), or
-        None when ``items`` need none; ``mode=evaluate`` asks it when ``inner.use_embedder`` is on."""
+    def with_embedder(self, items: Sequence[Any], load: Callable[[], Any]) -> TaskFamily | None:
+        """This family with its meta metric reading with the run's embedder ``load()`` (its ``spec.scorer_version``
+        says so), or None when ``items`` need none (then ``load`` is not called); ``mode=evaluate`` asks it when
+        ``inner.use_embedder`` is on."""
         ...

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
+from evotrainer.backends.base import LLM, Generation, Message
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import render_system_prompt
 from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, RolloutRequest
@@ -34,8 +34,6 @@ __all__ = ["SCORER_VERSION", "ToolAgent"]
 
 SCORER_VERSION = "tool_agent-2"
 """Changes whenever reward, answer checking or meta-metric code changes scores."""
-
-_GREEDY = SamplingParams()
 
 
 class ToolAgent:
@@ -107,13 +105,6 @@ class ToolAgent:
         """The opening chat of an episode: the policy's system prompt, then the tools, the reply format and
         the question (:func:`~evotrainer.tasks.tool_agent.rollout.build_messages`)."""
         return _build_messages(render_system_prompt(sections), task)
-
-    def episodes(self, llm: LLM, system_prompts: Sequence[tuple[str, str]], tasks: Sequence[ToolTask], *,
-                 sampling: SamplingParams = _GREEDY) -> list[Trajectory]:
-        """Every (policy id, system prompt) on every task, policy-major: ``len(system_prompts) * len(tasks)``
-        scored trajectories (see :func:`~evotrainer.tasks.tool_agent.rollout.run_episodes`)."""
-        episodes = [Episode(pid, prompt, task) for pid, prompt in system_prompts for task in tasks]
-        return run_episodes(llm, episodes, self.rollout_cfg, sampling=sampling)
 
     def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
         """Each request as one multi-step episode (all episodes advance together: one batched ``generate``

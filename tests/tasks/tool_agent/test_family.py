@@ -11,6 +11,7 @@ from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.tool_agent import ToolAgent, ToolRolloutConfig
+from evotrainer.tasks.tool_agent.rollout import Episode, run_episodes
 from evotrainer.tasks.tool_agent.tasks import task_to_dict
 
 
@@ -46,7 +47,8 @@ class _Answers:
 def test_rollout_is_policy_major_and_meta_score_is_correctness() -> None:
     fam = ToolAgent(ToolRolloutConfig(max_steps=2))
     tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=3)
-    trajs = fam.episodes(_Answers(), [("a", "x"), ("b", "y")], tasks)
+    trajs = run_episodes(_Answers(), [Episode(p, s, t) for p, s in (("a", "x"), ("b", "y")) for t in tasks],
+                         fam.rollout_cfg)
     assert [(t.policy_id, t.task_id) for t in trajs] == [(p, t.task_id) for p in "ab" for t in tasks]
     for traj, task in zip(trajs, tasks * 2, strict=True):
         meta = fam.meta_score(json.dumps(traj.to_dict()), task)
