@@ -43,6 +43,20 @@ def test_no_family_member_is_looked_up_by_name() -> None:
     assert not hits, "family members looked up by name (use a capability protocol and isinstance):\n" + "\n".join(hits)
 
 
+def test_generic_code_reads_only_contract_members() -> None:
+    """Outside ``tasks/``, a family is read through the core and the capability protocols only (e.g. never a
+    family's own option such as the meeting family's ``long``)."""
+    protocols = (base.TaskFamily, base.Datasets, base.SelfEvolving, base.Exemplars, base.Probes, base.EmbeddingMeta)
+    allowed = set().union(*(_members(p) for p in protocols))
+    read = re.compile(r"\b(?:self\.)?_?family\.(\w+)")
+    hits = [f"{p.relative_to(ROOT)}:{n}: family.{m.group(1)}"
+            for folder in ("evotrainer", "benchmarks") for p in sorted((ROOT / folder).rglob("*.py"))
+            if p.relative_to(ROOT).parts[:2] != ("evotrainer", "tasks")
+            for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+            for m in read.finditer(line) if m.group(1) not in allowed]
+    assert not hits, "family members outside the contract:\n" + "\n".join(hits)
+
+
 def test_shipped_families_declare_their_capabilities_as_protocols() -> None:
     meeting, tool = get_task_family("meeting_minutes"), get_task_family("tool_agent")
     both = (base.Datasets, base.SelfEvolving, base.Exemplars)
