@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from evotrainer.backends.base import LLM, Embedder
+from evotrainer.backends.embedder import shared_embedder
 from evotrainer.config import Config, resolve_path
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.evaluate.refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
@@ -160,12 +161,6 @@ def select_policies(cfg: Config) -> tuple[list[PolicyRef], PolicyRef | None]:
     return refs, target
 
 
-def _shared_embedder() -> Embedder:
-    from evotrainer.backends.embedder import shared_embedder
-
-    return shared_embedder()
-
-
 def _run_dir(run_dir: str | Path | None) -> Path | None:
     if run_dir is not None:
         return Path(run_dir)
@@ -213,7 +208,7 @@ def run_evaluate(
     # The run's embedder (inner.use_embedder) goes to the metric when the family takes one for these items.
     embedded = None
     if cfg.inner.use_embedder and isinstance(family, EmbeddingMeta):
-        embedded = family.with_embedder(items, (lambda: embedder) if embedder is not None else _shared_embedder)
+        embedded = family.with_embedder(items, (lambda: embedder) if embedder is not None else shared_embedder)
     family = embedded or family
     t0 = time.perf_counter()
     if llm is None:
