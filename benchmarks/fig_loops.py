@@ -140,7 +140,7 @@ def candidate_run(bench: Bench) -> CandidateRun:
     population = load_seed_population(cfg)[: cfg.inner.population_size]
     o = cfg.outer
     ts = task_settings(cfg, family)
-    space = space_from_specs(ts.space, family.difficulty_bounds, ts.difficulty, ts.reward_weights,
+    space = space_from_specs(ts.space, family.spec.difficulty_bounds, ts.difficulty, ts.reward_weights,
                              knobs=o.knobs, evolve_reward_weights=o.evolve_reward_weights,
                              reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras)
     bank = None

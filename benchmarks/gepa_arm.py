@@ -71,9 +71,9 @@ from evotrainer.run.validation_split import split_validation
 from evotrainer.seeding import Seeds
 from evotrainer.stats.ablation import ArmRun, ItemScores, write_arm_result
 from evotrainer.stats.transfer import plain_policy, read_report
-from evotrainer.tasks.meeting_minutes.texts import REFLECTION_HINTS
+from evotrainer.tasks.base import SelfEvolving
 
-__all__ = ["MinutesAdapter", "ReflectionModel", "run_gepa_arm"]
+__all__ = ["FamilyAdapter", "ReflectionModel", "run_gepa_arm"]
 
 _CLIP_INPUT, _CLIP_OUTPUT, _CLIP_TRUTH = 900, 500, 500  # characters shown to the reflection model per example
 
@@ -91,15 +91,16 @@ class _Item:
     task: Any
 
 
-class MinutesAdapter:
-    """GEPA's adapter (``gepa.core.adapter.GEPAAdapter``) over EvoTrainer's evaluator.
+class FamilyAdapter:
+    """GEPA's adapter (``gepa.core.adapter.GEPAAdapter``) over EvoTrainer's evaluator and its task family.
 
     A candidate is ``{section name: text}`` of the seed's instruction sections; :meth:`policy` puts the texts
     back into the seed's genome (prefill and decoding genes kept). Training items score the harness reward under
     ``weights``, selection items S_val; a failed item scores 0.0 (GEPA: an example never raises).
 
     Args:
-        evaluator: the run's rollout evaluator (its ``rollouts`` counts the requests sent).
+        evaluator: the run's rollout evaluator (its ``rollouts`` counts the requests sent; its ``family`` gives the
+            reflection hints, ``spec.texts``, and with the self-evolution capability the items' truth).
         seed_policy: the best seed (its non-text genes are kept).
         weights: the start harness's reward weights, by component, on the simplex.
     """
@@ -143,26 +144,35 @@ class MinutesAdapter:
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
                                 components_to_update: list[str]) -> dict[str, list[dict[str, Any]]]:
-        """Per component, the minibatch's examples: the transcript (clipped), the output (clipped, untrusted model
-        text shown to the reflection model only) and feedback: the score, its low reward parts in plain words,
-        and the meeting's ground truth. Training tasks only: GEPA never reflects on its validation set."""
+        """Per component, the minibatch's examples: the input (clipped), the output (clipped, untrusted model
+        text shown to the reflection model only) and feedback: the score, its low reward parts in plain words
+        (the family's reflection hints), and the item's reference answer or ground truth. Training tasks only:
+        GEPA never reflects on its validation set."""
+        family = self.evaluator.family
+        hints_of = family.spec.texts.reflection_hints
         records = []
         for trace, output, score in zip(eval_batch.trajectories or [], eval_batch.outputs, eval_batch.scores,
                                         strict=False):
             task = trace.get("task")
             low = sorted((v, k) for k, v in (trace.get("parts") or {}).items() if v < 0.5)
-            hints = "; ".join(f"{k} {v:.2f}: {REFLECTION_HINTS.get(k, k)}" for v, k in low)
-            truth = getattr(task, "reference_minutes", "") or "; ".join(
-                [*(f"topic: {t}" for t in getattr(task, "topics", ())),
-                 *(f"decision: {d}" for d in getattr(task, "decisions", ())),
-                 *(f"action item: {a.owner}: {a.task}" for a in getattr(task, "action_items", ()))])
+            hints = "; ".join(f"{k} {v:.2f}: {hints_of.get(k, k)}" for v, k in low)
+            truth = _truth(family, task) if task is not None else ""
             records.append({
-                "Inputs": {"transcript": _clip(getattr(task, "text", ""), _CLIP_INPUT)},
+                "Inputs": {"input": _clip(task.text if task is not None else "", _CLIP_INPUT)},
                 "Generated Outputs": _clip(output, _CLIP_OUTPUT) or "(empty)",
                 "Feedback": f"score {score:.3f} of 1." + (f" Low parts: {hints}." if hints else "")
-                            + (f" The meeting's ground truth: {_clip(truth, _CLIP_TRUTH)}" if truth else ""),
+                            + (f" The item's ground truth: {_clip(truth, _CLIP_TRUTH)}" if truth else ""),
             })
         return {name: records for name in components_to_update}
+
+
+def _truth(family: Any, task: Any) -> str:
+    """The task's reference answer, else its ground truth as ``key: value`` pairs; "" for a family without the
+    self-evolution capability."""
+    if not isinstance(family, SelfEvolving):
+        return ""
+    return family.reference_answer(task) or "; ".join(
+        f"{k}: {json.dumps(v, ensure_ascii=False)}" for k, v in family.ground_truth(task).items())
 
 
 class ReflectionModel:
@@ -263,7 +273,7 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
         raise DataError(f"{pair}: best seed {p.seed_id!r} is not in evaluation.population_path")
     settings = task_settings(cfg, family)
     o = cfg.outer
-    space = space_from_specs(settings.space, family.difficulty_bounds, settings.difficulty, settings.reward_weights,
+    space = space_from_specs(settings.space, family.spec.difficulty_bounds, settings.difficulty, settings.reward_weights,
                              knobs=o.knobs, evolve_reward_weights=o.evolve_reward_weights,
                              reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras)
     harness0 = space.decode(space.initial_vector())
@@ -280,7 +290,7 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
         run_dir = pair if pair.is_dir() else pair.parent
         llm = RunFiles.open(cfg, run_dir, None).logged(llm, cfg.model)
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
-    adapter = MinutesAdapter(evaluator, seed_policy, harness0.reward_weights)
+    adapter = FamilyAdapter(evaluator, seed_policy, harness0.reward_weights)
     reflection = ReflectionModel(llm, _mutator_params(cfg), seeds.int("gepa/reflection"))
     seed_candidate = dict(instruction_sections(seed_policy.sections))
     t_search = time.perf_counter()

@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = resolve_roles(compose_config("meeting_minutes", [f"seed={args.seed}", *args.overrides]))
     family = build_family(cfg)
     settings = task_settings(cfg, family)
-    space = space_from_specs(settings.space, family.difficulty_bounds, settings.difficulty, settings.reward_weights)
+    space = space_from_specs(settings.space, family.spec.difficulty_bounds, settings.difficulty, settings.reward_weights)
     harness = space.decode(space.initial_vector())
     seeds = Seeds(cfg.seed)
     population = load_seed_population(cfg)

@@ -238,7 +238,7 @@ class Bench:
         import numpy as np
 
         family = MeetingMinutes()
-        return family.generate(np.random.default_rng(0), {**family.default_difficulty, "length": length}, n)
+        return family.generate(np.random.default_rng(0), {**family.spec.difficulty, "length": length}, n)
 
     def timings(self, fn: Callable[[], Run]) -> list[Run]:
         """``fn`` run :attr:`repeats` times (one warm-up call first is the caller's business)."""

@@ -6,7 +6,7 @@
 
 Figure 1, probes: on the main job's selection items (``+experiment=meeting_minutes``, held-out split
 removed), the mean S_val of the reference minutes, the ``--policy`` seed's minutes and the probes of
-:mod:`evotrainer.tasks.meeting_minutes.probes` (lead lines, skeleton, another meeting's reference), under the
+:mod:`evotrainer.tasks.meeting_minutes.probes` (baseline: the lead lines; skeleton; wrong item: another meeting's reference), under the
 old metric (mm-4: 0 if degenerate, else the mean of ROUGE-Lsum and action-item F1 when the item has action
 items) and the new (mm-5, ``meta_score().value``), each as a share of the policy's. Targets: skeleton <= 10 %
 and wrong meeting <= 25 % of the policy's S_val.
@@ -54,7 +54,7 @@ __all__ = ["main", "old_value", "round_robin", "spearman", "status"]
 
 ROOT = Path(__file__).resolve().parent.parent
 QMSUM = ROOT.parent / "shared" / "data" / "qmsum_meetings.jsonl"
-ROWS = ("reference", "policy", "lead_lines", "skeleton", "wrong_meeting")
+ROWS = ("reference", "policy", "baseline", "skeleton", "wrong_item")
 METRICS = ("mm-4", "mm-5")
 TARGET_ITEMS, TARGET_SEEDS, TARGET_RHO = 60, 14, 0.5
 
@@ -313,7 +313,7 @@ def targets(probes: dict[str, Any], rank: dict[str, Any]) -> list[dict[str, Any]
     full = len(rank["seeds"]) >= TARGET_SEEDS and min(rank["items"].values()) >= TARGET_ITEMS
     out = []
     for metric in METRICS:
-        for name, limit in (("skeleton", 0.10), ("wrong_meeting", 0.25)):
+        for name, limit in (("skeleton", 0.10), ("wrong_item", 0.25)):
             v = probes[metric]["shares"].get(name)
             out.append({"metric": f"yardstick.{name}_share.{metric}", "measured": v,
                         "target": f"<= {limit:.0%}", "status": status(v, v is not None and v <= limit)})
@@ -391,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sha, dirty = git_revision(ROOT)
         command = " ".join(["python -m benchmarks.yardstick", *(sys.argv[1:] if argv is None else argv)])
         meta = {"commit": sha, "dirty": dirty, "started": started.isoformat(timespec="seconds"),
-                "command": command, "scorer": family.scorer_version, "from_json": args.from_json,
+                "command": command, "scorer": family.spec.scorer_version, "from_json": args.from_json,
                 "seconds": time.perf_counter() - t0}
         path = result_path(args.out, f"yardstick-{sha}{'-dirty' if dirty else ''}", started)
         write_results(path, {"meta": meta, "plan": plan, "probes": probes, "ranking": rank, "targets": tgts,

@@ -1,7 +1,7 @@
-"""``python -m evotrainer +experiment=meeting_minutes [key=value ...]`` — the Hydra app.
+"""``python -m evotrainer +experiment=<name> [key=value ...]`` — the Hydra app.
 
 Modes: ``mode=evaluate`` scores the seed population on the meta-validation set and prints a
-ranked table; ``mode=evolve`` (the default of ``+experiment=meeting_minutes``) runs the co-evolution
+ranked table; ``mode=evolve`` (the default mode) runs the co-evolution
 and writes a lineage archive under the Hydra run dir; ``mode=selfevolve`` runs LoRA self-evolution
 rounds (``selfevolve.*``) and archives each. Errors print one line naming the key or
 file and exit with status 2; ``debug=true`` shows the full traceback.

@@ -280,10 +280,10 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
         _check(k.low >= 0 and k.high <= 1, "outer.extras.real_share", "bounds inside [0, 1]", [k.low, k.high])
         _check(task.train_path is not None, "outer.extras.real_share",
                "task.train_path set (the training items it draws)", task.train_path)
-    if o.knobs:  # against the harness space: outer.space over the task family's default_space
+    if o.knobs:  # against the harness space: outer.space over the task family's spec.space
         from evotrainer.tasks import get_task_family
 
-        names = set(o.space) | set(getattr(get_task_family(task.name, task), "default_space", {}))
+        names = set(o.space) | set(get_task_family(task.name, task).spec.space)
         unknown = [k for k in o.knobs if k not in names]
         _check(not unknown, "outer.knobs", f"names from outer.space {sorted(names)}", o.knobs)
     r = o.rollback
@@ -346,7 +346,7 @@ def find_data_path(path: str) -> Path | None:
     """Find a configured file or folder: absolute as given; relative, in the current folder first, then
     in the shipped data (:data:`PACKAGE_DATA`: the checkout's root, or the installed package).
 
-    So ``validation_set/meeting_minutes.jsonl`` means the user's own file when the current folder has one,
+    So ``validation_set/<name>.jsonl`` means the user's own file when the current folder has one,
     and the shipped copy otherwise (the repository's ``validation_set/`` in a checkout, the wheel's copy
     when installed anywhere; Hydra keeps the launch folder as the current folder: ``hydra.job.chdir: false``).
 

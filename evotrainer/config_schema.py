@@ -56,43 +56,42 @@ class DecodingConfig:
 class TaskConfig:
     """The task family and its data (``task.*``). The family's own defaults (difficulty, reward weights,
     harness space) come from the ``task`` config group (``conf/task/<name>.yaml``, picked by
-    ``task=<name>``); a key missing there takes the family's default (``TaskFamily.default_*``)."""
+    ``task=<name>``); a key missing there takes the family's default (``TaskFamily.spec``)."""
 
-    # a registered family (meeting_minutes, tool_agent) or a class path "my_pkg.my_family.MyFamily"
+    # a registered family (evotrainer.tasks.TASK_FAMILIES) or a class path "my_pkg.my_family.MyFamily"
     # (evotrainer.tasks.get_task_family; docs/adding_a_task_family.md)
     name: str = "meeting_minutes"
     # the family's own options, declared and checked by the family (its from_config; conf/task/<name>.yaml lists
-    # them): meeting_minutes: action_band, prompt_layout, long.* (docs/long_meetings.md); tool_agent: max_steps, ...
+    # them)
     options: dict[str, Any] = field(default_factory=dict)
     validation_path: str = "validation_set/meeting_minutes.jsonl"  # meta-validation set (JSONL)
-    # more meta-validation JSONL files, appended (e.g. validation_set/qmsum_meetings.jsonl: real meetings); the
+    # more meta-validation JSONL files, appended (e.g. a file of real items); the
     # held-out split, the screening subset and the race order are stratified by each item's `source`
     validation_extra: list[str] = field(default_factory=list)
     validation_limit: int | None = None  # first N items only (of each file)
     # text file of item ids (one a line, '#' comments): only these items of task.validation_path are used, in
-    # file order (validation_extra files are whole); null = all (e.g. validation_set/meeting_minutes_core.txt:
-    # 40 of the 100 hand-written meetings, stratified by style and length)
+    # file order (validation_extra files are whole); null = all (e.g. a stratified
+    # core of the hand-written items)
     validation_subset: str | None = None
-    # real meetings no selection uses, for the run's transfer report (e.g. validation_set/qmsum_transfer.jsonl);
-    # loaded by runtime.load_transfer, which refuses an item sharing a meeting or transcript with the
+    # real items no selection uses, for the run's transfer report; loaded by runtime.load_transfer, which
+    # refuses an item sharing a group (Task.group) or an input with the
     # meta-validation set; null = none
     transfer_path: str | None = None
     transfer_limit: int | None = None  # first N items of task.transfer_path only; null = all
-    # training items with references (e.g. validation_set/qmsum_train.jsonl: real meetings that neither selection
-    # nor the transfer report uses); the harness knob outer.extras.real_share is the share of each task batch drawn
-    # from them, the rest generated. runtime.load_training refuses an item sharing a meeting or transcript with the
+    # training items with references (real items that neither selection nor the transfer report uses); the harness knob outer.extras.real_share is the share of each task batch drawn
+    # from them, the rest generated. runtime.load_training refuses an item sharing a group or an input with the
     # meta-validation or transfer items; null = generated batches only
     train_path: str | None = None
     train_limit: int | None = None  # first N items of task.train_path only; null = all
     field_map: dict[str, str] = field(default_factory=dict)  # our field name -> name in the file
-    # generator knobs (natural units) the harness starts from; unset knobs: the family's default_difficulty
+    # generator knobs (natural units) the harness starts from; unset knobs: the family's spec.difficulty
     difficulty: dict[str, float] = field(default_factory=dict)
-    # reward weights by component (on the simplex after normalising); unset: the family's default_reward_weights
+    # reward weights by component (on the simplex after normalising); unset: the family's spec.reward_weights
     reward_weights: dict[str, float] = field(default_factory=dict)
     tasks_per_generation: int = 4  # generated tasks per inner generation batch (common random numbers)
     # the family's plain instruction, the whole system prompt of the "plain prompt" policy the run's transfer
     # report compares the final best and the best seed with (stats/transfer.py); domain text, so it comes from the
-    # task group (conf/task/meeting_minutes.yaml: "Summarize the meeting."); null = no plain-prompt policy
+    # task group (conf/task/<name>.yaml); null = no plain-prompt policy
     plain_prompt: str | None = None
 
 
@@ -170,7 +169,7 @@ class BudgetConfig:
 
     seconds: float | None = None  # wall-clock seconds since the run started (model load included)
     tokens: int | None = None  # generated tokens (policy rollouts + mutator calls)
-    # prompt tokens read (policy model + mutator; a long meeting read in N windows counts every window and the
+    # prompt tokens read (policy model + mutator; a long input read in N windows counts every window and the
     # merge): the budget that follows what a rollout costs when one item is 10x longer than another
     prompt_tokens: int | None = None
     evaluations: int | None = None  # harness-candidate evaluations (one inner run + screening each)
@@ -206,7 +205,7 @@ class OuterConfig:
     screen_top_k: int = 3  # per candidate, screen its fittest policy and its k-1 fittest new genomes
     heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
     knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`
-    # bounds/scaling per difficulty knob (conf/task/<name>.yaml); unset knobs: the family's default_space
+    # bounds/scaling per difficulty knob (conf/task/<name>.yaml); unset knobs: the family's spec.space
     space: dict[str, KnobSpec] = field(default_factory=dict)
     extras: dict[str, KnobSpec] = field(default_factory=dict)  # extra knobs (need init), e.g. pass_threshold
     evolve_reward_weights: bool = True  # false: reward weights fixed at task.reward_weights (normalised)
@@ -244,7 +243,7 @@ class SelfEvolveConfig:
     seed_tasks: int = 4  # generated once at the start; their references are round 1's replay data
     new_tasks_per_round: int = 4  # generated each round at the current difficulty
     pool_cap: int = 16  # most tasks in the pool (seed tasks stay; the oldest generated ones leave first)
-    dedup_cosine: float = 0.85  # a new task this close (MiniLM cosine of transcripts) to a pool task is dropped
+    dedup_cosine: float = 0.85  # a new task this close (MiniLM cosine of task inputs) to a pool task is dropped
     samples_per_task: int = 4  # rollouts per pool task and round
     temperature: float = 0.7  # rollout sampling temperature (> 0)
     judge_repeats: int = 3  # model-judge grades per sample, averaged

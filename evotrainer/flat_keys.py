@@ -3,7 +3,7 @@
 - :func:`flatten`: nested config mappings as flat dotted keys (``{"outer": {"race": {"level": 0.95}}}`` ->
   ``outer.race.level``), shared by the resume check (which compares two configs key by key) and experiment
   tracking (which logs each key as an MLflow param).
-- The deprecation path of moved keys. The meeting-minutes family's own keys moved from the generic ``task.*``
+- The deprecation path of moved keys. The default family's own keys moved from the generic ``task.*``
   schema to its options: ``task.long.*``, ``task.action_band`` and ``task.prompt_layout`` are now
 ``task.options.long.*``, ``task.options.action_band`` and ``task.options.prompt_layout``
 (:data:`MOVED_KEYS`). Old spellings keep working for a while:
@@ -90,7 +90,7 @@ def migrate_overrides(overrides: Sequence[str], warn: Callable[[str], None] | No
         if m is None or new is None:
             out.append(arg)
             continue
-        say(f"{m.group('key')} is deprecated: use {new} (the meeting-minutes family's options)")
+        say(f"{m.group('key')} is deprecated: use {new} (the family's options)")
         out.append(f"{m.group('op') or ''}{new}{m.group('rest') or ''}")
     return out
 

@@ -21,21 +21,21 @@ REQUIRED_SECTIONS: tuple[str, ...] = ("role", "format", "rules")
 PREFILL_SECTION = "prefill"
 """Optional section whose text starts the assistant's answer instead of joining the system prompt.
 
-The model continues from it (e.g. ``"## Topics\n-"`` makes a small model write minutes rather than
-continue the transcript); the answer scored is prefill + continuation. Pre-filling the assistant turn
+The model continues from it (e.g. a first heading makes a small model write the answer's format rather than
+continue its input); the answer scored is prefill + continuation. Pre-filling the assistant turn
 is a documented prompting technique (e.g. Anthropic's "prefill Claude's response" guide); measured here
-on 10 meta-validation items with SmolLM2-135M, a ``## Topics`` prefill raised S_val of three seeds by
+on 10 meta-validation items with SmolLM2-135M, a heading prefill raised S_val of three seeds by
 +0.005 to +0.028. Text operators leave it alone; :func:`evotrainer.search.prefill.mut_prefill` edits it."""
 
 MERGE_SECTION = "merge"
-"""Optional section holding the instruction of the merge call that joins the partial minutes of a windowed long
-transcript into one set (docs/long_meetings.md); not part of the system prompt. Text operators may
-edit it like any instruction section, so evolution can improve how long meetings are merged; a policy without
+"""Optional section holding the instruction of the merge call that joins the partial answers of a long input
+read in windows into one; not part of the system prompt. Text operators may
+edit it like any instruction section, so evolution can improve how long inputs are merged; a policy without
 it merges with the family's default instruction."""
 
 WINDOW_GENE = "window_tokens"
-"""Reading gene: transcript tokens per window (model tokenizer) when a long transcript is read in windows
-(docs/long_meetings.md); it replaces ``task.options.long.window_tokens`` for the policy that carries it, and is
+"""Reading gene: input tokens per window (model tokenizer) when a long input is read in windows by a
+family that reads so; it replaces ``task.options.long.window_tokens`` for the policy that carries it, and is
 still capped by the context budget as that option is."""
 
 READING_GENES: tuple[str, ...] = (WINDOW_GENE,)

@@ -2,7 +2,7 @@
 
 A compact *code* travels with each generation (``Generation.handling``), each evaluation record, the results
 files and the archive: ``"whole"``, ``"windowed:N"`` (N windows, then a merge call), ``"cut:S"`` (the backend
-cut the middle of the prompt; S is the share of the transcript's words the model saw, in [0, 1], 3 decimals)
+cut the middle of the prompt; S is the share of the input's words the model saw, in [0, 1], 3 decimals)
 or ``"windowed:N:S"`` (windowed, but some window or the merge prompt was still cut; S as before, the least
 share of any of its prompts); a bare ``"cut"`` is a cut of unknown share (a backend that does not count the
 words it dropped). An empty code means the family did not say (read as ``whole`` unless the
@@ -24,8 +24,8 @@ class InputHandling:
 
     Attributes:
         how: ``"whole"``, ``"windowed"`` or ``"cut"``.
-        windows: windows the transcript was read in (1 unless windowed), >= 1.
-        share_seen: share of the transcript's words the model saw, in [0, 1] (1.0 unless words were cut);
+        windows: windows the input was read in (1 unless windowed), >= 1.
+        share_seen: share of the input's words the model saw, in [0, 1] (1.0 unless words were cut);
             None: words were cut but the backend did not say how many.
     """
 
@@ -35,7 +35,7 @@ class InputHandling:
 
     @property
     def lost_words(self) -> bool:
-        """True when the model did not see every word of the transcript."""
+        """True when the model did not see every word of the input."""
         return self.share_seen is None or self.share_seen < 1.0
 
     def code(self) -> str:

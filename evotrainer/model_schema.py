@@ -61,7 +61,7 @@ class ModelConfig:
     # auto = bfloat16 where the hardware computes it natively (a CPU with AMX or AVX512-BF16; most GPUs), else
     # float32 on a CPU and float16 on a GPU (evotrainer/backends/numerics.py); or float32 | bfloat16 | float16
     dtype: str = "auto"
-    batch_size: int = 32  # requests per forward batch (8 policies x 3 meetings fit one batch)
+    batch_size: int = 32  # requests per forward batch (8 policies x 3 items fit one batch)
     max_context: int | None = 4096  # tokens; None = the model config's max_position_embeddings
     # torch CPU threads (an override); None = auto: the cores other processes leave free (1-minute load
     # average and a 0.5 s CPU sample) and this job's share of a parallel Hydra sweep, >= 1 (evotrainer.backends.threads)

@@ -22,7 +22,7 @@ from evotrainer.input_handling import InputHandling
 from evotrainer.search.decoding import sampling_for
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
-from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
+from evotrainer.tasks.base import EmbeddingMeta, RolloutRequest, SelfEvolving, Task, TaskFamily
 
 __all__ = [
     "FeedbackRecorder",
@@ -160,7 +160,7 @@ class RolloutEvaluator:
 
     Args:
         llm: the policy model backend.
-        family: the task family (messages, rewards, meta metric, ``scorer_version``).
+        family: the task family (messages, rewards, meta metric, ``spec.scorer_version``).
         sampling: default decoding (a policy's decoding genes override fields); greedy by default.
         cache: shared fitness cache (a fresh one when None).
         adapter_version: version of the policy model's weights/base adapter (bump it when the
@@ -322,7 +322,7 @@ class RolloutEvaluator:
             "adapter_version": self.adapter_version,
         }
         if kind != "rollout":
-            parts.update(kind=kind, scorer_version=getattr(self.family, "scorer_version", ""), **extra)
+            parts.update(kind=kind, scorer_version=self.family.spec.scorer_version, **extra)
         return settings_key(**parts)
 
     def _roll_out(self, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str) -> dict[str, _Job]:
@@ -424,9 +424,8 @@ class RolloutEvaluator:
         parts: list[Mapping[str, float]] = []
         degenerate: list[str | None] = []
         errors: list[str | None] = []
-        prepare = getattr(self.family, "prepare_meta", None) if kind == "meta" else None
-        if prepare is not None:  # e.g. embed every sentence of the batch in one call
-            prepare(rollout.outputs, tasks)
+        if kind == "meta" and isinstance(self.family, EmbeddingMeta):  # e.g. embed every sentence of the batch at once
+            self.family.prepare_meta(rollout.outputs, tasks)
         for output, task in zip(rollout.outputs, tasks, strict=True):
             try:
                 if kind == "meta":
@@ -488,7 +487,7 @@ class FeedbackRecorder:
 
     Call it with a policy to get its :class:`~evotrainer.search.reflection.TaskFeedback` (None when its
     genome was not evaluated on this batch). Built on the training batch only; it refuses a batch that
-    holds any transcript whose content hash is in ``forbidden`` (the meta-validation set), so no
+    holds any input whose content hash is in ``forbidden`` (the meta-validation set), so no
     meta-validation item can reach the mutator.
 
     Args:
@@ -497,7 +496,7 @@ class FeedbackRecorder:
         low_below: see :func:`worst_task_feedback`.
 
     Raises:
-        DataError: a task of ``tasks`` is a meta-validation transcript.
+        DataError: a task of ``tasks`` is a meta-validation input.
     """
 
     def __init__(
@@ -506,7 +505,7 @@ class FeedbackRecorder:
     ) -> None:
         leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
         if leaked:
-            raise DataError(f"feedback recorder: tasks {leaked} are meta-validation transcripts")
+            raise DataError(f"feedback recorder: tasks {leaked} are meta-validation inputs")
         self.tasks = tuple(tasks)
         self.batch_id = batch_id_for(tasks)
         self.low_below, self.reference_of = low_below, reference_of
@@ -537,26 +536,26 @@ class PassingSampleRecorder:
     a fine-tune learns only the model's own tokens); empty when its genome was not evaluated on this batch
     or nothing passed. An output passes when its
     task's total reward is >= ``threshold``, the degenerate-output guard did not fire and it is not blank.
-    Like :class:`FeedbackRecorder` it refuses a batch holding a meta-validation transcript, so no
+    Like :class:`FeedbackRecorder` it refuses a batch holding a meta-validation input, so no
     meta-validation item can become training data.
 
     Args:
         tasks: the training batch.
-        family: the task family (builds the chat of a policy on a task).
+        family: the task family (builds the chats of a policy on a task: ``SelfEvolving.training_chats``).
         threshold: pass threshold on the task's total reward, in [0, 1], higher is stricter.
         forbidden: content hashes of the meta-validation items.
 
     Raises:
-        DataError: a task of ``tasks`` is a meta-validation transcript.
+        DataError: a task of ``tasks`` is a meta-validation input.
     """
 
     def __init__(
-        self, tasks: Sequence[Task], family: TaskFamily, *, threshold: float,
+        self, tasks: Sequence[Task], family: SelfEvolving, *, threshold: float,
         forbidden: frozenset[str] | set[str] = frozenset(),
     ) -> None:
         leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
         if leaked:
-            raise DataError(f"passing-sample recorder: tasks {leaked} are meta-validation transcripts")
+            raise DataError(f"passing-sample recorder: tasks {leaked} are meta-validation inputs")
         self.tasks = tuple(tasks)
         self.family = family
         self.threshold = threshold

@@ -24,11 +24,11 @@ def test_spearman_needs_three_varying_values():
 
 
 def test_targets_measured_only_at_full_size():
-    probes = {m: {"shares": {"skeleton": 0.05, "wrong_meeting": 0.3}} for m in ("mm-4", "mm-5")}
+    probes = {m: {"shares": {"skeleton": 0.05, "wrong_item": 0.3}} for m in ("mm-4", "mm-5")}
     rank = {"seeds": list("abcdefghijklmn"), "items": {"selection": 60, "unseen": 60},
             **{m: {"spearman": 0.6} for m in ("mm-4", "mm-5")}}
     got = {t["metric"]: t["status"] for t in targets(probes, rank)}
-    assert got["yardstick.skeleton_share.mm-5"] == "MET" and got["yardstick.wrong_meeting_share.mm-5"] == "NOT MET"
+    assert got["yardstick.skeleton_share.mm-5"] == "MET" and got["yardstick.wrong_item_share.mm-5"] == "NOT MET"
     assert got["yardstick.spearman.mm-5"] == "MET"
     rank["items"]["unseen"] = 59
     assert {t["metric"]: t["status"] for t in targets(probes, rank)}["yardstick.spearman.mm-4"] == "NOT MEASURED"

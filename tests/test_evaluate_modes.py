@@ -18,12 +18,13 @@ from evotrainer.browse.policy_export import export_policy
 from evotrainer.config import Config, validate
 from evotrainer.errors import ArchiveError, ConfigError
 from evotrainer.evaluate.refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
-from evotrainer.evaluate.report import compare, shown_kinds, summarise
+from evotrainer.evaluate.report import compare, item_strata, shown_kinds, summarise
 from evotrainer.evaluate.run import run_evaluate, select_policies
 from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation
 from evotrainer.stats.bootstrap import paired_difference, rng_for
-from evotrainer.tasks.meeting_minutes.task import MeetingTask
+from evotrainer.tasks.meeting_minutes.family import MeetingMinutes
+from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 SEEDS = [Policy.seed("terse", {"role": "R", "format": "F", "rules": "X"}),
          Policy.seed("wordy", {"role": "You write minutes.", "format": "## Topics", "rules": "Be exact."})]
@@ -143,13 +144,15 @@ def test_per_source_and_length_bucket_aggregation() -> None:
              MeetingTask("b", "A: x " * 200, "r", source="s1", meta={"domain": "d2"}),
              MeetingTask("c", "A: x " * 600, "r", source="s2", meta={"domain": "d1"})]
     refs = resolve_policy_refs(["terse", "wordy"], seeds=SEEDS)
-    results = summarise(refs, [_ev("terse", [0.2, 0.4, None]), _ev("wordy", [0.1, 0.1, 0.7])], items, seed=1)
+    strata = item_strata(items, MeetingMinutes())
+    results = summarise(refs, [_ev("terse", [0.2, 0.4, None]), _ev("wordy", [0.1, 0.1, 0.7])], items, seed=1,
+                        strata=strata)
     groups = {(g.kind, g.group): (g.n, round(g.mean, 6)) for g in results[0].groups}
     assert groups[("source", "s1")] == (2, 0.3) and groups[("source", "s2")] == (1, 0.0)  # a failed item counts 0
     assert groups[("length", "<300")] == (1, 0.2) and groups[("length", "300-600")] == (1, 0.4)
     assert groups[("length", ">=1000")] == (1, 0.0) and groups[("domain", "d1")] == (2, 0.1)
     assert [g.group for g in results[0].groups if g.kind == "length"] == ["<300", "300-600", ">=1000"]
-    comp = compare(results[0], results[1], items, seed=1, n_resamples=200)
+    comp = compare(results[0], results[1], items, seed=1, n_resamples=200, strata=strata)
     assert comp.rows[0].kind == "all" and comp.rows[0].diff.mean == pytest.approx(0.3 / 3 - 0.0)
 
 
@@ -218,35 +221,19 @@ def test_compare_adds_all_seeds_and_bad_keys_fail_early(tmp_path: Path) -> None:
             validate(bad)
 
 
-def test_metric_gets_the_embedder_when_it_takes_one() -> None:
-    from evotrainer.evaluate.run import _EmbedderFamily, _metric_with_embedder
-    from evotrainer.tasks.base import MetaScore
+def test_metric_gets_the_embedder_when_items_need_one() -> None:
+    """``EmbeddingMeta.with_embedder``: the run's embedder reaches the metric only for items with action items."""
+    family, emb, loads = MeetingMinutes(), FakeEmbedder(), []
 
-    seen = []
+    def load() -> FakeEmbedder:
+        loads.append(1)
+        return emb
 
-    class Family:
-        name = "other"
-        scorer_version = "v"
-
-        def meta_score(self, output, task, *, embedder=None):
-            seen.append(embedder)
-            return MetaScore(1.0, {})
-
-        def build_messages(self, sections, task):
-            return ()
-
-    fam, emb = Family(), FakeEmbedder()
-    wrapped = _EmbedderFamily(fam, _metric_with_embedder(fam), emb)
-    wrapped.meta_score("x", MeetingTask("t", "A: b"))
-    assert seen == [emb] and wrapped.scorer_version == "v+embedder" and wrapped.build_messages((), None) == ()
-
-    class Plain:
-        name = "other"
-
-        def meta_score(self, output, task):
-            return MetaScore(0.0, {})
-
-    assert _metric_with_embedder(Plain()) is None
+    assert family.with_embedder([MeetingTask("t", "A: b", "- b")], load) is None and not loads
+    task = MeetingTask("t", "Ann: I send it.", "- Ann: send it", action_items=(ActionItem("Ann", "send it"),))
+    wrapped = family.with_embedder([task], load)
+    assert wrapped is not None and loads == [1] and wrapped.spec.scorer_version == family.spec.scorer_version + "+embedder"
+    assert wrapped._embedder is emb and family._embedder is None  # the original family is unchanged
 
 
 def test_domain_table_only_when_domains_group_items() -> None:

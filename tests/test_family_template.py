@@ -79,9 +79,9 @@ def test_task_group_equals_the_family_defaults(name: str) -> None:
     family = build_family(cfg)
     assert family.name == name
     assert repr(family) == repr(type(family)())  # the group's task.options are the constructor's defaults
-    assert dict(cfg.task.difficulty) == dict(family.default_difficulty)
-    assert dict(cfg.task.reward_weights) == dict(family.default_reward_weights)
+    assert dict(cfg.task.difficulty) == dict(family.spec.difficulty)
+    assert dict(cfg.task.reward_weights) == dict(family.spec.reward_weights)
     got = {k: {f: getattr(v, f) for f in ("low", "high", "log", "integer")} for k, v in cfg.outer.space.items()}
     want = {k: {"low": v["low"], "high": v["high"], "log": v.get("log", False), "integer": v.get("integer", False)}
-            for k, v in family.default_space.items()}
+            for k, v in family.spec.space.items()}
     assert got == want

@@ -1,5 +1,6 @@
-"""The generic rooms name no domain (issue 27, item 1): ``search/``, ``selfevolve/``, ``evaluate/`` and
-``tasks/base.py`` ask the task family for every domain text (``FamilyTexts``) instead of spelling one out."""
+"""The generic rooms name no domain: every module outside ``evotrainer/tasks/`` (and ``tasks/``'s own generic modules)
+asks the task family for every domain text (``FamilySpec.texts``) and reads items through ``Task`` (its ``group``,
+``text``, ``size``) instead of spelling a domain out."""
 
 from __future__ import annotations
 
@@ -7,19 +8,28 @@ import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "evotrainer"
-ROOMS = (*sorted((PACKAGE / "search").rglob("*.py")), *sorted((PACKAGE / "selfevolve").rglob("*.py")),
-         *sorted((PACKAGE / "evaluate").rglob("*.py")), PACKAGE / "tasks" / "base.py")
-DOMAIN_WORDS = re.compile(r"\bminutes?\b|meeting|transcript|action[ _-]?items?|agenda|\bdecisions\b|\btopics\b",
+ROOMS = (*sorted(p for p in PACKAGE.rglob("*.py") if "tasks" not in p.relative_to(PACKAGE).parts[:1]),
+         *sorted(p for p in (PACKAGE / "tasks").glob("*.py") if p.name != "__init__.py"))  # the registry names families
+DOMAIN_WORDS = re.compile(r"(?<!in )(?<!\d )\bminutes\b|meeting|transcript|action[ _-]?items?|agenda|\btopics\b",
                           re.IGNORECASE)
+"""Words of the meeting-minutes domain. ``minutes`` as a time unit (``in minutes``, ``5 minutes``, ``1-minute``) and
+``decisions`` (a stop or promotion decision) are ordinary words in a generic room."""
 
 # (file, text on the line) that may still name a domain, each with why:
 ALLOWED = (
-    # item_strata's fallback for callers that pass no family, and the length buckets' order, are still the
-    # meeting strata; the evaluate/ room (issue 27 item 2) moved the file unchanged: they leave when
-    # summarise/compare take the family's strata instead of a default
-    ("evaluate/report.py", "from evotrainer.tasks.meeting_minutes.datasets.strata import"),
-    ("evaluate/report.py", "source, domain, length), else the meeting-minutes labels"),
-    ("evaluate/report.py", "(:func:`evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)"),
+    # schema 2's pool columns, which the migration to version 3 renames and a read-only open still reads
+    *(("archive/schema.py", t) for t in ("transcript TEXT NOT NULL", "domain-named columns get neutral names",
+                                         "RENAME COLUMN transcript TO task_input", "(its ``transcript`` / ``reference_minutes``",
+                                         "transcript AS task_input, reference_minutes AS reference",
+                                         "column ``transcript`` before")),
+    # the converted-model fingerprint's fixed text: another text would invalidate every cached conversion
+    ("backends/converted.py", '_PROBE = "Minutes of the budget meeting'),
+    # probe names archived before the probes were named by role, read under the role names
+    ("browse/yardstick_view.py", 'OLD_PROBE_NAMES = {"lead_lines": "baseline", "wrong_meeting": "wrong_item"}'),
+    # the default family and its files: the config's defaults choose the domain a plain run uses
+    ("config_schema.py", 'name: str = "meeting_minutes"'),
+    ("config_schema.py", 'validation_path: str = "validation_set/meeting_minutes.jsonl"'),
+    ("config_schema.py", 'population_path: str = "populations/meeting_minutes.yaml"'),
 )
 
 

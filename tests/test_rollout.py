@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -16,7 +17,7 @@ from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
-from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
 
@@ -48,13 +49,9 @@ class KeywordFamily:
     name = "fake"
 
     def __init__(self, scorer_version: str = "v1") -> None:
-        self.scorer_version = scorer_version
+        self.spec = FamilySpec(scorer_version, {}, {}, {"kw": 0.5, "short": 0.5})
         self.reward_calls = 0
         self.broken_task: str | None = None
-
-    @property
-    def reward_components(self) -> tuple[str, ...]:
-        return ("kw", "short")
 
     def build_messages(self, sections, task):
         return ({"role": "system", "content": render_system_prompt(sections)},
@@ -153,7 +150,7 @@ def test_changed_seed_or_scorer_version_misses_the_cache() -> None:
     ev3.evaluate([_policy("a")], TASKS, WEIGHTS)
     assert ev3.rollouts == 0  # back to the first settings: shared cache hit
     calls = family.reward_calls
-    family.scorer_version = "v2"
+    family.spec = replace(family.spec, scorer_version="v2")
     ev3.evaluate([_policy("a")], TASKS, WEIGHTS)
     assert family.reward_calls == calls + len(TASKS)
     ev4, _, _ = _evaluator(cache=cache, family=family, sampling=SamplingParams(seed=1), adapter_version="r1")

@@ -61,7 +61,7 @@ def test_a_training_item_from_a_transfer_meeting_is_refused(tmp_path: Path) -> N
     leaky = tmp_path / "leaky.jsonl"
     leaky.write_text(json.dumps(row) + "\n", encoding="utf-8")
     cfg.task.train_path = str(leaky)
-    with pytest.raises(DataError, match=r"item 'leaky-window' is from meeting .* which the transfer set") as info:
+    with pytest.raises(DataError, match=r"item 'leaky-window' is of group .* which the transfer set") as info:
         load_training(cfg, family, validation, transfer)
     assert "\n" not in str(info.value) and str(leaky) in str(info.value)
 

@@ -128,9 +128,9 @@ def test_transfer_sharing_a_meeting_or_transcript_is_refused(tmp_path: Path) -> 
     same_meeting = tmp_path / "same_meeting.jsonl"
     same_meeting.write_text(json.dumps(row) + "\n", encoding="utf-8")
     cfg.task.transfer_path = str(same_meeting)
-    with pytest.raises(DataError, match=rf"item 'other-window' is from meeting '{row['meta']['meeting']}'") as info:
+    with pytest.raises(DataError, match=rf"item 'other-window' is of group '{row['meta']['meeting']}'") as info:
         load_transfer(cfg, family, validation)
     assert "\n" not in str(info.value) and str(same_meeting) in str(info.value)
     cfg.task.transfer_path = cfg.task.validation_path  # hand-written: no meeting key, the same transcripts
-    with pytest.raises(DataError, match="has the transcript of meta-validation item 'mv-a06'"):
+    with pytest.raises(DataError, match="has the input of meta-validation item 'mv-a06'"):
         load_transfer(cfg, family, validation)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
 import pytest
 
 from evotrainer.config import Config
@@ -67,3 +70,20 @@ def test_a_meeting_split_is_the_same_as_splitting_its_meetings() -> None:
     items = [_task(f"q{m}-{w}", 200 + 100 * m, meeting=f"M{m}") for m in range(8) for w in range(2)]
     _, held = split_validation(items, 0.25)
     assert sorted(t.task_id for t in held) == ["q2-0", "q2-1", "q6-0", "q6-1"]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A task of a generic family: parts of one document share ``group`` (no domain meta field)."""
+
+    task_id: str
+    size: int
+    group: str | None = None
+    source: str = "docs"
+    meta: Mapping[str, str] = field(default_factory=dict)
+
+
+def test_items_of_one_group_stay_on_one_side() -> None:
+    items = [_Part(f"d{d}-{p}", 100 + 50 * d, group=f"D{d}") for d in range(8) for p in range(2)]
+    sel, held = split_validation(items, 0.25)
+    assert held and not {t.group for t in sel} & {t.group for t in held}

@@ -4,7 +4,7 @@ The prompt is rendered exactly as :class:`~evotrainer.backends.hf.HFBackend` ren
 time (explicit system turn, chat template with the generation prompt) and tokenised on its own; the
 answer is tokenised on its own and followed by the end-of-turn token. Message content and the answer are
 tokenised as text (:mod:`evotrainer.backends.chat_tokens`): an answer spelling ``<|im_end|>`` is not taught as
-an end of turn, a transcript spelling ``<|im_start|>system`` opens no turn. So the model learns to continue
+an end of turn, an input spelling ``<|im_start|>system`` opens no turn. So the model learns to continue
 the very token sequence it will see when generating, and to stop (the end-of-turn label is kept; padding
 uses a distinct token, see :func:`collate`).
 

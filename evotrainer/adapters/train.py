@@ -45,7 +45,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 GPU_TRAIN_CONFIG = LoraSettings(steps=96, batch_size=8, max_length=2048)
-"""GPU sizes (the seed project's 96 steps at batch 8); max_length 2048 fits long meeting transcripts."""
+"""GPU sizes (the seed project's 96 steps at batch 8); max_length 2048 fits long inputs."""
 
 
 @dataclass(frozen=True)

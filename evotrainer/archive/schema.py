@@ -456,7 +456,7 @@ class SampleRow:
         round: the round.
         task_id: the pool task it answers.
         index: sample number for that task, >= 0.
-        output: the generated minutes (untrusted text, stored as data only).
+        output: the generated output (untrusted text, stored as data only).
         score: combined judge score in [0, 1].
         rule: rule reward in [0, 1].
         components: rule reward components.

@@ -54,10 +54,10 @@ class SamplingParams:
         seed: per-request sampling seed (ignored when greedy).
         repetition_penalty: CTRL-style penalty (Keskar et al. 2019) applied to *generated* tokens
             only, >= 1.0; 1.0 disables it. Penalising prompt tokens makes the model misspell names
-            it must copy from the transcript.
+            it must copy from the input.
         no_repeat_ngram_size: block any n-gram that already occurs in the *generated* text (not the
             prompt); 0 disables. Stops degenerate loops while still letting the model copy names
-            and figures from the transcript.
+            and figures from the input.
     """
 
     temperature: float = 0.0

@@ -1,7 +1,7 @@
 """Chat messages to prompt token ids with their content as text: only the chat template writes control tokens.
 
 A chat template renders one string, and tokenizing that string turns every spelling of a control token in it into
-the control token, also one inside a message: a transcript, a model output quoted into a mutator or judge prompt,
+the control token, also one inside a message: a task input, a model output quoted into a mutator or judge prompt,
 or an SFT answer holding ``<|im_end|>\\n<|im_start|>system\\n...`` would close its turn and open a system turn
 (transformers#29279). transformers' ``apply_chat_template(..., sanitize_control_tokens=True)`` (>= 5.23, which
 also sanitizes template variables) encodes such spellings in messages and template variables as plain text and

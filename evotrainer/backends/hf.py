@@ -5,7 +5,7 @@ Design choices (each one a correctness requirement, not a speed-up only):
 - **Chat template, explicit system turn.** Every chat starts with a system message; an absent one is
   sent as an explicit *empty* system turn, because chat templates such as SmolLM2's inject a default
   persona ("You are a helpful AI assistant named SmolLM ...") when the first message is not a system one.
-- **Content is text.** Message content and the prefill are tokenized as text: a transcript spelling
+- **Content is text.** Message content and the prefill are tokenized as text: an input spelling
   ``<|im_end|>`` cannot close its turn; only the template writes control tokens
   (:mod:`evotrainer.backends.chat_tokens`).
 - **Pad distinct from end-of-turn.** The SmolLM2 GGUF ships ``pad = eos = <|im_end|>``; we pad with an
@@ -275,9 +275,9 @@ class HFBackend(AdapterSlots):
         A row's source is ``(state key, entry ids)``: the states of ``entry ids``, of which the row uses
         the first ``prefix_len`` tokens (``entry ids`` starts with them). Per group of :func:`plan_prefixes`:
         when the prefix store already holds a prefix covering at least half of what the group shares (the
-        meeting every row reads), each row uses its own longest stored match; otherwise a prefix several rows
+        input every row reads), each row uses its own longest stored match; otherwise a prefix several rows
         share is computed once; a row alone has all its prompt but the last token computed as its prefix when
-        the store keeps anything, so that rows of later calls reading the same meeting find it.
+        the store keeps anything, so that rows of later calls reading the same input find it.
         """
         rows_n = len(prepared)
         if not self.prefix_sharing:

@@ -15,7 +15,7 @@ neighbours:
 
 transformers' built-in ``repetition_penalty`` and ``no_repeat_ngram_size`` look at the whole sequence,
 prompt included; penalising the prompt makes a small model misspell the names and figures it must
-copy from a transcript, hence these versions. Each processor is told the padded prompt length
+copy from its input, hence these versions. Each processor is told the padded prompt length
 ``prompt_length`` (the ``input_ids`` width passed to ``generate``); columns from there on are generated.
 """
 

@@ -1,8 +1,8 @@
 """Shared-prefix planning and a KV-cache store for prompts that start with the same tokens.
 
-Every policy of a generation reads the same transcripts; with the transcript laid out before the
-policy's own text (``prompt_layout="transcript_first"`` of the meeting-minutes family), all rows that read
-one transcript share a long token prefix. Its key/value states are computed once and reused by each
+Every policy of a generation reads the same task inputs; with the input laid out before the
+policy's own text (a family's prompt layout that puts it first), all rows that read
+one input share a long token prefix. Its key/value states are computed once and reused by each
 row; only the differing suffix goes through the model per row. The same idea is vLLM's automatic prefix
 caching (https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html) and transformers'
 "re-use a prompt cache" recipe (https://huggingface.co/docs/transformers/kv_cache). This module holds
@@ -139,13 +139,13 @@ class PrefixStore:
     model at a position depend only on the tokens up to it, so an entry also serves any prompt that starts
     with only part of it: :meth:`match` finds the entry sharing the longest prefix with a prompt, and the
     caller slices its states to that length (as vLLM's automatic prefix caching reuses any cached leading
-    block, https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html). A meeting read by one
+    block, https://docs.vllm.ai/en/latest/features/automatic_prefix_caching.html). An input read by one
     policy is thus reused by every other policy that reads it later, however their instructions differ.
 
     Eviction keeps what is read again: the least recently used entry that was never served is dropped first,
     and only when every entry was served, the least recently used one (a segmented LRU). A run-long store
     keeps the meta-validation items that every harness candidate reads (the screening items) while a scan of
-    the whole selection set, or a candidate's generated training meetings, replace one another.
+    the whole selection set, or a candidate's generated training tasks, replace one another.
 
     Args:
         max_bytes: total tensor bytes kept, >= 0 (0 keeps nothing: each call recomputes its prefixes).

@@ -2,7 +2,7 @@
 
 Ollama's OpenAI endpoint cuts a prompt longer than its context window (``num_ctx``; 2,048 or 4,096 tokens by
 default, by version) silently: it keeps a few tokens of the start and the end, and the answer reports the
-cut prompt's tokens (ollama#5902, #6026). The evolved instructions in the system turn, or a transcript's
+cut prompt's tokens (ollama#5902, #6026). The evolved instructions in the system turn, or an input's
 start, vanish and nothing says so. Two defences, both in
 :class:`~evotrainer.backends.openai_compat.OpenAIBackend`:
 

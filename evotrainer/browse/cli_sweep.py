@@ -38,8 +38,7 @@ def sweep(
         "--html", help="also write the ablation study's table and figure to this HTML file")] = None,
     items: Annotated[str | None, typer.Option(
         "--items", help="also pool the held-out and selection differences on the items whose task id matches this "
-                        "shell pattern alone, e.g. 'elitr-*' for the long real meetings of +experiment="
-                        "meeting_minutes_long")] = None,
+                        "shell pattern alone, e.g. 'elitr-*' for the items of one source")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Several seeds or settings: each job side by side, each run's final best vs best seed, and the

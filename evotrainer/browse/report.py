@@ -317,8 +317,7 @@ def _transfer_html(r: TransferReport | None, problem: str | None) -> str:
         out = [_e(x) for x in cells]
         rows.append([*out[:2], f"<span class='{tone}'>{out[2]}</span>" if tone else out[2], out[3]])
     return (f"<p class='note'>The final best, the best seed and a plain prompt (the family's plain instruction as "
-            f"the whole system prompt) on {len(r.item_ids)} items of task.transfer_path that no selection used (real "
-            "meetings in the main job), item by item; a "
+            f"the whole system prompt) on {len(r.item_ids)} items of task.transfer_path that no selection used, item by item; a "
             "difference is the first policy − the second, with a paired bootstrap interval over items.</p>"
             f"{_table(list(transfer_columns(r)), rows)}<p class='{'ok' if r.transfers else 'bad'}'>{_e(r.verdict)}</p>")
 
@@ -345,8 +344,8 @@ def _yardstick_html(y: ArchivedYardstick) -> str:
     failed = "" if y.ok else ("<p class='bad'>The yardstick failed: S_val did not keep its probes in order, so "
                               "S_val gains in this run may reward a template rather than better outputs.</p>")
     return ("<p class='note'>S_val must score the reference at least 2x every other probe and the policy, the "
-            "skeleton and another meeting's minutes at most 5% of the reference, and the policy above the lead lines "
-            "(<code>harness/yardstick.py</code>); skeleton &le; 10% and wrong meeting &le; 25% of the policy are "
+            "skeleton and another item's answer (wrong item) at most 5% of the reference, and the policy above the "
+            "baseline (<code>harness/yardstick.py</code>); skeleton &le; 10% and wrong item &le; 25% of the policy are "
             f"targets, reported, not enforced. {_e(y.title())}.</p>"
             f"<div class='row'><div>{_table(['probe', 'mean S_val', y.share_header()], rows)}</div>"
             f"<div style='flex:1 1 420px;min-width:0'>{plot}</div></div>"

@@ -1,8 +1,10 @@
 """A run's S_val yardstick in the archive (:mod:`evotrainer.harness.yardstick`): ``archive show`` and the report.
 
-Read from the run's last ``yardstick`` event (the probes against the best seed's minutes on the selection
+Read from the run's last ``yardstick`` event (the probes against the best seed's outputs on the selection
 items, written after generation 0), or, before that event exists, from the ``setup`` event's model-free
-``probes`` (all meta-validation items, no policy yet). Runs written before the probes existed have neither.
+``probes`` (all meta-validation items, no policy yet). Runs written before the probes existed have neither;
+runs written before the probes were named by role show their old names under the role names
+(:data:`OLD_PROBE_NAMES`).
 
 Probe names, policy ids and the failure lines come from the archive and are untrusted: the rich printer
 here shows them as plain ``Text`` (terminal-safe), the HTML report escapes them (``browse/report.py``).
@@ -11,7 +13,7 @@ here shows them as plain ``Text`` (terminal-safe), the HTML report escapes them 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -25,6 +27,9 @@ from evotrainer.events.base import decode
 from evotrainer.events.kinds import YardstickEvent
 
 __all__ = ["ArchivedYardstick", "print_yardstick", "read_yardstick"]
+
+OLD_PROBE_NAMES = {"lead_lines": "baseline", "wrong_meeting": "wrong_item"}
+"""Probe names archived before the probes were named by role -> the role names (``harness/yardstick.py``)."""
 
 OLDER_CODE = "yardstick: not recorded (made by older code)"
 """The line for runs archived before every evolve run checked its probes."""
@@ -60,7 +65,7 @@ class ArchivedYardstick:
             return (f"yardstick: S_val probes vs the best seed {r.policy_id} on {r.items} selection items "
                     "(after generation 0; higher is better)")
         return (f"yardstick: model-free S_val probes on {r.items} meta-validation items (the check against the "
-                "best seed's minutes comes after generation 0)")
+                "best seed's outputs comes after generation 0)")
 
     def share_header(self) -> str:
         """Header of the share column of :meth:`rows`."""
@@ -132,7 +137,10 @@ def read_yardstick(store: ArchiveStore, run_id: str) -> ArchivedYardstick:
 def _event(payload: Any, what: str) -> YardstickEvent:
     if not isinstance(payload, Mapping):
         raise DataError(f"{what}: a {type(payload).__name__}, expected an object")
-    return decode(YardstickEvent, "yardstick", payload)
+    event = decode(YardstickEvent, "yardstick", payload)
+    if event.means is None:
+        return event
+    return replace(event, means={OLD_PROBE_NAMES.get(n, n): m for n, m in event.means.items()})
 
 
 def print_yardstick(console: Console, y: ArchivedYardstick) -> None:

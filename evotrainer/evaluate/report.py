@@ -31,7 +31,7 @@ from evotrainer.stats.bootstrap import (
     paired_difference,
     rng_for,
 )
-from evotrainer.tasks.meeting_minutes.datasets.strata import LENGTH_BUCKETS, STRATA, strata_of
+from evotrainer.tasks.base import Datasets
 
 __all__ = [
     "Comparison",
@@ -48,7 +48,8 @@ __all__ = [
     "write_results",
 ]
 
-_ORDER = {"length": [b[0] for b in LENGTH_BUCKETS]}
+STRATA: tuple[str, ...] = ("source", "domain", "length")
+"""Stratum kinds an evaluation groups items by, in report order (:meth:`~evotrainer.tasks.base.Datasets.strata`)."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +104,19 @@ class Comparison:
 
 
 def item_strata(items: Sequence[Any], family: Any = None) -> list[dict[str, str]]:
-    """Stratum labels per item: ``family.strata(task)`` when the family has it (keys from ``STRATA``:
-    source, domain, length), else the meeting-minutes labels
-    (:func:`evotrainer.tasks.meeting_minutes.datasets.strata.strata_of`)."""
-    label = getattr(family, "strata", None) or strata_of
-    return [dict(label(t)) for t in items]
+    """Stratum labels per item (keys from :data:`STRATA`): ``family.strata(task)`` for a family with the datasets
+    capability (:class:`~evotrainer.tasks.base.Datasets`), else the item's source alone."""
+    if isinstance(family, Datasets):
+        return [dict(family.strata(t)) for t in items]
+    return [{"source": t.source, "domain": "", "length": ""} for t in items]
+
+
+def _order(items: Sequence[Any], strata: Sequence[Mapping[str, str]]) -> dict[str, list[str]]:
+    """Length groups from the smallest items to the largest (mean ``Task.size`` of a group's items)."""
+    sizes: dict[str, list[int]] = {}
+    for t, s in zip(items, strata, strict=True):
+        sizes.setdefault(s.get("length", ""), []).append(t.size)
+    return {"length": sorted(sizes, key=lambda g: (sum(sizes[g]) / len(sizes[g]), g))}
 
 
 def shown_kinds(strata: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
@@ -137,12 +146,12 @@ def summarise(
     if len(refs) != len(evaluations):
         raise ValueError(f"summarise: {len(refs)} policies, {len(evaluations)} evaluations")
     strata = list(strata) if strata is not None else item_strata(items)
-    kinds = shown_kinds(strata)
+    kinds, order = shown_kinds(strata), _order(items, strata)
     out = []
     for ref, ev in zip(refs, evaluations, strict=True):
         values = _values(ev, len(items))
         lo, hi = bootstrap_interval(values, rng=rng_for(seed, ref.label, "all"), n_resamples=n_resamples, level=level)
-        groups = group_scores(values, strata, kinds=kinds, order=_ORDER, seed=seed, name=ref.label,
+        groups = group_scores(values, strata, kinds=kinds, order=order, seed=seed, name=ref.label,
                               n_resamples=n_resamples, level=level)
         out.append(PolicyResult(ref, ev, values, lo, hi, tuple(groups)))
     return out
@@ -157,7 +166,8 @@ def compare(base: PolicyResult, other: PolicyResult, items: Sequence[Any], *, se
     """
     strata = list(strata) if strata is not None else item_strata(items)
     groups: list[tuple[str, str, list[int]]] = [("all", "all", list(range(len(items))))]
-    for g in group_scores([0.0] * len(items), strata, kinds=shown_kinds(strata), order=_ORDER, n_resamples=1):
+    for g in group_scores([0.0] * len(items), strata, kinds=shown_kinds(strata), order=_order(items, strata),
+                             n_resamples=1):
         groups.append((g.kind, g.group, [i for i, s in enumerate(strata) if s.get(g.kind) == g.group]))
     rows = []
     for kind, group, idx in groups:

@@ -1,6 +1,7 @@
 """``mode=evaluate``: score policies on a dataset; overall, per-source and per-length tables.
 
-Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape the family reads, ``TaskFamily.load_dataset``)
+Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape a family with the datasets capability
+reads, :class:`~evotrainer.tasks.base.Datasets`; else its validation loader)
 -> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.evaluate.refs`)
 -> one batched rollout of every policy x item -> per-policy intervals and per-stratum means
 (:mod:`evotrainer.evaluate.report`) -> optional generalisation comparison (best seed vs a policy,
@@ -12,11 +13,10 @@ Defaults keep the old behaviour: with no ``evaluate.*`` keys it ranks the seed p
 
 from __future__ import annotations
 
-import inspect
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from evotrainer.backends.base import LLM, Embedder
+from evotrainer.backends.embedder import shared_embedder
 from evotrainer.config import Config, resolve_path
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.evaluate.refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
@@ -47,7 +48,7 @@ from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.runtime import build_family, build_llm, load_seed_population, sampling_from
 from evotrainer.stats.bootstrap import bootstrap_interval
-from evotrainer.tasks.base import MetaScore, Task, TaskFamily, family_texts
+from evotrainer.tasks.base import Datasets, EmbeddingMeta, Task, TaskFamily
 
 __all__ = ["EvaluateOutcome", "bootstrap_interval", "load_eval_items", "render_table", "run_evaluate",
            "select_policies"]
@@ -72,25 +73,24 @@ class EvaluateOutcome:
     files: tuple[Path, ...]
 
 
-def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
-    """A ranked rich table: rank, policy, S_val with its bootstrap interval, parts, tokens, seconds, and how its
-    items were read (``6 whole, 2 windowed, 1 cut``; :mod:`evotrainer.input_handling`)."""
+def render_table(results: Sequence[PolicyResult], *, title: str, parts: Sequence[tuple[str, str]] = ()) -> Table:
+    """A ranked rich table: rank, policy, S_val with its bootstrap interval, the meta score's ``parts`` (``(part,
+    column title)``, a column when some result has that part; ``FamilySpec.report_parts``), tokens, seconds, and
+    how its items were read (``6 whole, 2 windowed, 1 cut``; :mod:`evotrainer.input_handling`)."""
     table = Table(title=title)
-    lsum = any("rouge_lsum" in r.evaluation.parts for r in results)
-    cols = ("rank", "policy", "S_val", "interval", *(("ROUGE-Lsum",) if lsum else ()), "ROUGE-L", "action F1",
-            "degenerate", "tokens", "seconds", "items read")
+    shown = [(p, t) for p, t in parts if any(p in r.evaluation.parts for r in results)]
+    cols = ("rank", "policy", "S_val", "interval", *(t for _, t in shown), "degenerate", "tokens", "seconds",
+            "items read")
     for col in cols:
         table.add_column(col, justify="left" if col == "policy" else "right", no_wrap=col == "policy")
     for rank, r in enumerate(sorted(results, key=lambda r: -r.mean), 1):
-        ev, parts = r.evaluation, r.evaluation.parts
+        ev, got = r.evaluation, r.evaluation.parts
         table.add_row(
             str(rank), escape(r.label),
             "failed" if ev.s_val is None else f"{ev.s_val:.4f}",
             f"[{r.low:.3f}, {r.high:.3f}]",
-            *((f"{parts.get('rouge_lsum', float('nan')):.4f}",) if lsum else ()),
-            f"{parts.get('rouge_l', float('nan')):.4f}",
-            f"{parts['action_f1']:.4f}" if "action_f1" in parts else "-",
-            f"{parts.get('degenerate', 0.0):.2f}",
+            *(f"{got[p]:.4f}" if p in got else "-" for p, _ in shown),
+            f"{got.get('degenerate', 0.0):.2f}",
             str(ev.generated_tokens), f"{ev.seconds:.1f}", escape(handling_summary(ev.handling)) or "-",
         )
     return table
@@ -98,7 +98,8 @@ def render_table(results: Sequence[PolicyResult], *, title: str) -> Table:
 
 def load_eval_items(cfg: Config, family: TaskFamily) -> tuple[list[Task], Path, str]:
     """The dataset of ``evaluate.dataset`` (else ``task.validation_path``), first N items, read by the
-    family (``TaskFamily.load_dataset``, e.g. JSONL files or a folder).
+    family (``Datasets.load_dataset``, e.g. JSONL files or a folder; a family without that capability reads
+    JSONL with ``TaskFamily.load_validation``).
 
     N is ``evaluate.limit``, else ``task.validation_limit``; the field map is ``evaluate.field_map``,
     else ``task.field_map``.
@@ -115,9 +116,17 @@ def load_eval_items(cfg: Config, family: TaskFamily) -> tuple[list[Task], Path, 
     path = resolve_path(e.dataset or cfg.task.validation_path, key)
     field_map = dict(e.field_map) or dict(cfg.task.field_map)
     limit = e.limit if e.limit is not None else cfg.task.validation_limit
-    items, shape = family.load_dataset(path, fmt=e.format, field_map=field_map, limit=limit,
-                                       field_map_key="evaluate.field_map" if e.field_map else "task.field_map")
-    return items, path, shape
+    if isinstance(family, Datasets):
+        items, shape = family.load_dataset(path, fmt=e.format, field_map=field_map, limit=limit,
+                                           field_map_key="evaluate.field_map" if e.field_map else "task.field_map")
+        return items, path, shape
+    if e.format not in ("auto", "jsonl") or path.is_dir():
+        raise ConfigError(f"evaluate.format: the {family.name!r} family reads JSONL files only, got "
+                          f"{'a folder' if path.is_dir() else repr(e.format)}")
+    items = family.load_validation(path, limit=limit, field_map=field_map)
+    if not items:
+        raise DataError(f"{path}: no items (the file is empty or blank)")
+    return items, path, "jsonl"
 
 
 def select_policies(cfg: Config) -> tuple[list[PolicyRef], PolicyRef | None]:
@@ -152,28 +161,6 @@ def select_policies(cfg: Config) -> tuple[list[PolicyRef], PolicyRef | None]:
     return refs, target
 
 
-def _metric_with_embedder(family: TaskFamily) -> Callable[..., MetaScore] | None:
-    """The family's meta metric when it accepts ``embedder=``, or None."""
-    try:
-        return family.meta_score if "embedder" in inspect.signature(family.meta_score).parameters else None
-    except (TypeError, ValueError):
-        return None
-
-
-class _EmbedderFamily:
-    """The task family with its meta metric given an embedder; everything else is forwarded."""
-
-    def __init__(self, family: TaskFamily, metric: Callable[..., MetaScore], embedder: Embedder) -> None:
-        self._family, self._metric, self._embedder = family, metric, embedder
-        self.scorer_version = f"{getattr(family, 'scorer_version', '')}+embedder"
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._family, name)
-
-    def meta_score(self, output: str, task: Task) -> MetaScore:
-        return self._metric(output, task, embedder=self._embedder)
-
-
 def _run_dir(run_dir: str | Path | None) -> Path | None:
     if run_dir is not None:
         return Path(run_dir)
@@ -195,9 +182,9 @@ def run_evaluate(
         cfg: the run config (``evaluate.*``, ``task.*``, ``evaluation.*``, ``decoding.*``, ``model``).
         run_dir: where result files go (default: the Hydra run folder; none outside Hydra).
         llm: the policy model (built from ``cfg.model`` when None).
-        embedder: passed to the meta metric when it accepts ``embedder=``, ``inner.use_embedder`` is
-            true and the family wants it for these items (its optional ``wants_embedder(items)``; MiniLM is
-            loaded then when None).
+        embedder: the meta metric's embedder when ``inner.use_embedder`` is true and the family takes one for
+            these items (:meth:`~evotrainer.tasks.base.EmbeddingMeta.with_embedder`; MiniLM is loaded then when
+            None).
         console: where tables go (default: stdout; 200 columns when not a terminal).
 
     Returns:
@@ -214,21 +201,15 @@ def run_evaluate(
     refs, target = select_policies(cfg)
     console.print(f"[bold]evaluate[/]: {len(refs)} policies × {len(items)} items from {escape(str(path))} "
                   f"({shape}; max {cfg.decoding.max_new_tokens} new tokens)")
-    notes, data_facts = family.describe_items(items)  # e.g. how ground-truth owners were read
+    notes, data_facts = family.describe_items(items) if isinstance(family, Datasets) else ([], {})
     for line in notes:
         console.print(escape(line))
 
-    # The run's embedder (inner.use_embedder) goes to the metric when it takes one and the family wants it
-    # for these items (default: yes).
-    wants_embedder = getattr(family, "wants_embedder", None)
-    wants = cfg.inner.use_embedder and (bool(wants_embedder(items)) if callable(wants_embedder) else True)
-    metric = _metric_with_embedder(family) if wants else None
-    if metric is not None:
-        if embedder is None:
-            from evotrainer.backends.embedder import shared_embedder
-
-            embedder = shared_embedder()
-        family = _EmbedderFamily(family, metric, embedder)  # type: ignore[assignment]
+    # The run's embedder (inner.use_embedder) goes to the metric when the family takes one for these items.
+    embedded = None
+    if cfg.inner.use_embedder and isinstance(family, EmbeddingMeta):
+        embedded = family.with_embedder(items, (lambda: embedder) if embedder is not None else shared_embedder)
+    family = embedded or family
     t0 = time.perf_counter()
     if llm is None:
         llm = build_llm(cfg.model, executor=cfg.executor)  # progress: the evotrainer.progress task below
@@ -247,9 +228,9 @@ def run_evaluate(
     results = summarise(refs, evaluations, items, strata=strata, **stats)
     pct = f"{round(e.level * 100)}%"
     console.print(render_table(results, title=f"S_val on {len(items)} items (higher is better; {pct} bootstrap "
-                                              "intervals over items)"))
+                                              "intervals over items)", parts=family.spec.report_parts))
     for kind in shown_kinds(strata):
-        title = _KIND_TITLES.get(kind, f"per {family_texts(family).size_name}")
+        title = _KIND_TITLES.get(kind, f"per {family.spec.texts.size_name}")
         console.print(render_groups(results, kind, title=f"S_val {title} (mean; best in bold)"))
     _report_handling(results, items, console)
     comparison = _comparison(results, target, items, strata, stats, console)
@@ -270,9 +251,7 @@ def run_evaluate(
         header = {"dataset": str(path), "format": shape, "seed": cfg.seed, "bootstrap": e.bootstrap,
                   "level": e.level, "model": getattr(llm, "name", cfg.model.path),
                   "max_new_tokens": cfg.decoding.max_new_tokens,
-                  "metric": {"scorer_version": getattr(family, "scorer_version", ""), "embedder": metric is not None},
-                  # task.options.long: how inputs longer than the context were read (families that have it)
-                  "long_input": asdict(family.long) if is_dataclass(getattr(family, "long", None)) else None,
+                  "metric": {"scorer_version": family.spec.scorer_version, "embedder": embedded is not None},
                   **data_facts}
         files = tuple(write_results(folder, e.results, header=header, results=results, items=items,
                                     comparison=comparison, strata=strata))
@@ -283,7 +262,7 @@ def run_evaluate(
 def _report_handling(results: Sequence[PolicyResult], items: Sequence[Task], console: Console) -> None:
     """How each item was read (a table when any was not read whole), and one warning line per item whose
     input lost words, naming the item (no cut goes unsaid)."""
-    table = render_handling(results, items, title="how each item was read (task.options.long)")
+    table = render_handling(results, items, title="how each item was read")
     if table is None:
         console.print(f"every item was read whole by every policy ({len(items)} items)")
         return

@@ -479,11 +479,11 @@ class YardstickEvent(Event):
     policy: float | None = None
     """The policy's mean S_val on the same items."""
     policy_id: str | None = None
-    """Whose minutes."""
+    """Whose outputs ``policy`` scores."""
     failures: tuple[str, ...] = ()
     """Broken probe rules, one line each; empty: the yardstick passed."""
     misses: tuple[str, ...] = ()
-    """Missed targets (skeleton and wrong meeting as shares of the policy's S_val), reported only."""
+    """Missed targets (skeleton and wrong item as shares of the policy's S_val), reported only."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -506,7 +506,7 @@ class TrajectoriesEvent(Event):
 @dataclass(frozen=True, slots=True, kw_only=True)
 class InputHandlingEvent(Event):
     """How the items of one fresh evaluation were read when any was not read whole (a long input windowed or
-    cut is never silent; docs/long_meetings.md)."""
+    cut is never silent)."""
 
     kind: ClassVar[str] = "input_handling"
     policy_id: str | None = None
@@ -519,7 +519,7 @@ class InputHandlingEvent(Event):
     """The candidate, None outside one."""
     handling: tuple[str, ...] = ()
     """One :class:`~evotrainer.input_handling.InputHandling` code per item, in batch order: ``whole``,
-    ``windowed:N``, ``cut:S`` (S: share of the transcript's words the model saw, in [0, 1])."""
+    ``windowed:N``, ``cut:S`` (S: share of the input's words the model saw, in [0, 1])."""
 
 
 # --- registry -----------------------------------------------------------------------------------------

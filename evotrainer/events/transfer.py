@@ -17,7 +17,7 @@ __all__ = ["TransferEvent"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TransferEvent(Event):
-    """The final best, the best seed and a plain prompt on real meetings no selection used (the transfer
+    """The final best, the best seed and a plain prompt on real items no selection used (the transfer
     report, written after the ``generalisation`` event; none when ``task.transfer_path`` gives no items)."""
 
     kind: ClassVar[str] = "transfer"

@@ -10,11 +10,11 @@ call's measured rate and prints one warning line when generation 0 alone is expe
 :data:`WARN_SHARE` of the budget.
 
 The estimate: the seconds spent so far (model load, set-up, the first call), plus, for each request still
-to come, the first call's seconds per request, scaled by how much longer the transcripts to come are
+to come, the first call's seconds per request, scaled by how much longer the inputs to come are
 (mean words; never scaled down: prefill dominates the cost, see the README's speed section). It is
-rough: a batch whose policies share transcripts reuses their prefix, so the per-request rate of the
-first call (14 seeds on each transcript) is lower than that of the selection scoring (one policy per
-transcript), and the estimate runs low on the main job (the README's speed section gives the check
+rough: a batch whose policies share inputs reuses their prefix, so the per-request rate of the
+first call (14 seeds on each input) is lower than that of the selection scoring (one policy per
+input), and the estimate runs low on the main job (the README's speed section gives the check
 against a measured run); read it as "most of the budget", not as a forecast to the minute.
 """
 
@@ -45,7 +45,7 @@ class Gen0Estimate:
         seconds: expected seconds from the run's start to the end of generation 0 (>= ``elapsed``).
         elapsed: seconds spent so far: model load, set-up and the measured first call.
         per_request: the first call's seconds per generation request (> 0).
-        length_factor: mean transcript words of the requests to come over those of the measured call,
+        length_factor: mean input words of the requests to come over those of the measured call,
             at least 1.
         remaining_requests: generation requests still to come in generation 0 (>= 0).
         budget: ``outer.budget.seconds`` (> 0).
@@ -71,9 +71,9 @@ def estimate_gen0(*, elapsed: float, batch_seconds: float, batch_requests: int, 
         elapsed: seconds since the run started, the measured call included (>= 0).
         batch_seconds: wall-clock seconds of the measured call (> 0).
         batch_requests: generation requests it made (>= 1).
-        batch_words: transcript words over those requests (a transcript counted once per request).
+        batch_words: input words over those requests (an input counted once per request).
         remaining_requests: requests generation 0 still makes (>= 0).
-        remaining_words: transcript words over those requests.
+        remaining_words: input words over those requests.
         budget: ``outer.budget.seconds`` (> 0).
     """
     per_request = batch_seconds / batch_requests
@@ -86,7 +86,7 @@ def estimate_gen0(*, elapsed: float, batch_seconds: float, batch_requests: int, 
 
 
 def _requests(policies: Sequence[Policy], items: Sequence[Task]) -> tuple[int, int]:
-    """(requests, transcript words over them) of ``policies`` x ``items``; identical genomes run once."""
+    """(requests, input words over them) of ``policies`` x ``items``; identical genomes run once."""
     n = len({p.genome_hash for p in policies})
     return n * len(items), n * sum(t.size for t in items)
 

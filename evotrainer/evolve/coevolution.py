@@ -30,7 +30,7 @@ end (``browse/live_report.py``; ``archive.live_report``), and generation 0's cos
 first call, with a warning when it alone would use most of ``outer.budget.seconds`` (``budget_check.py``).
 
 Meta-validation items never enter a task batch or inner fitness: batches are generated, and a batch
-sharing a transcript with the validation set is an error. Held-out items are never used to select.
+sharing an input with the validation set is an error. Held-out items are never used to select.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     # ---- 1. set up ------------------------------------------------------------------------------
     family = build_family(cfg)
     val_items = load_validation(cfg, family)
-    transfer_items = load_transfer(cfg, family, val_items)  # real meetings no selection uses; [] when none
+    transfer_items = load_transfer(cfg, family, val_items)  # real items no selection uses; [] when none
     train_items = load_training(cfg, family, val_items, transfer_items)  # drawn by the knob real_share; [] when none
     selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
     screen_items = screening_subset(selection, cfg.outer.screen_size)
@@ -173,7 +173,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     o = cfg.outer
     settings = task_settings(cfg, family)
     space = space_from_specs(
-        settings.space, family.difficulty_bounds, settings.difficulty, settings.reward_weights, knobs=o.knobs,
+        settings.space, family.spec.difficulty_bounds, settings.difficulty, settings.reward_weights, knobs=o.knobs,
         evolve_reward_weights=o.evolve_reward_weights, reward_logit_bounds=tuple(o.reward_weight_bounds),
         extras=o.extras,
     )
@@ -202,7 +202,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     store = files.archive(db_path, run_id)
     stack.callback(store.close)
     rec = RunRecorder(store, run_id, tracker=tracker,
-                      episodes=getattr(family, "rollout_style", "single_turn") == "multi_step",
+                      episodes=family.spec.multi_step,
                       subscribers=[ConsoleView(console)])  # inner generations, races, style changes
     rec.start(cfg.seed, config_dict)
     rec.policies(population)
@@ -258,7 +258,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
 
     # ---- 3. outer generations -------------------------------------------------------------------
     def after_generation(g: int) -> None:
-        if g == 0 and probes:  # the probes against the best seed's minutes on the selection items
+        if g == 0 and probes:  # the probes against the best seed's outputs on the selection items
             _probe_gen0(probes, val_items, selection, objective, keep[0], rec, console)
         rec.emit(PhaseEvent(name="usage", fields={"outer_generation": g, **usage.as_dict()}))
         live.refresh(g)
@@ -324,7 +324,7 @@ def _generalisation(objective: LLMObjective, baseline: Policy, inc: ArchivedPair
 
 def _probe_gen0(probes: dict, val_items: Sequence[Any], selection: Sequence[Any], objective: LLMObjective,
                 best_seed: Policy, rec: RunRecorder, console: Console) -> None:
-    """Check and print the S_val probes against the best seed's minutes; archived as a ``yardstick`` event."""
+    """Check and print the S_val probes against the best seed's outputs; archived as a ``yardstick`` event."""
     chosen = {id(t) for t in selection}
     report = yardstick.check(probes, objective.screening.vector(best_seed), best_seed.id,
                              keep=[id(t) in chosen for t in val_items])

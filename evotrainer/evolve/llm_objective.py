@@ -63,17 +63,21 @@ from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegis
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
-from evotrainer.tasks.base import Task, TaskFamily, family_texts
+from evotrainer.tasks.base import Exemplars, SelfEvolving, Task, TaskFamily
 
 __all__ = ["LLMObjective", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
 
 
+def _no_exemplar(task: Task, max_items: int = 2) -> None:
+    return None
+
+
 def inner_config(cfg: Config, family: Any = None) -> InnerConfig:
-    """``cfg.inner`` with its unset domain texts filled in from ``family`` (``family.texts``,
+    """``cfg.inner`` with its unset domain texts filled in from ``family`` (``family.spec.texts``,
     :meth:`~evotrainer.search.inner_config.InnerConfig.with_texts`; none when ``family`` is None) and its null
     ``decoding_genes`` the defaults centred on ``cfg.decoding`` (those the policy's server honours with
     ``model.backend=openai``: ``gene_support.remote_decoding_genes``)."""
-    inner = cfg.inner if family is None else cfg.inner.with_texts(family_texts(family))
+    inner = cfg.inner if family is None else cfg.inner.with_texts(family.spec.texts)
     if inner.decoding_genes is not None:
         return inner
     genes = remote_decoding_genes(decoding_genes_for(sampling_from(cfg.decoding)), cfg.model)
@@ -153,7 +157,7 @@ class LLMObjective:
         forbidden: content hashes of every meta-validation item (never allowed in a task batch).
         phrase_bank: the run's phrase bank (grows across candidates), or None without an embedder.
         training: items with references that task batches may draw (``task.train_path``; the harness knob
-            ``real_share`` sets how many), apart from every meta-validation and transfer meeting.
+            ``real_share`` sets how many), apart from every meta-validation and transfer item.
         adapters_root: where new adapter folders go when ``inner.adapter_mutation_share > 0`` (default:
             ``adapters/`` next to the archive file, i.e. in the run dir for the default archive path).
 
@@ -193,6 +197,9 @@ class LLMObjective:
         self.style_library = StyleLibrary(mutator, self.inner_cfg, rec, seeds)
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
+            if not isinstance(family, SelfEvolving):
+                raise ConfigError(f"config key 'inner.adapter_mutation_share': the {family.name!r} family gives no "
+                                  "training chats (the SelfEvolving capability); set it to 0")
             backend = evaluator.llm
             while (inner := getattr(backend, "wrapped", None)) is not None:  # the UsageMeter
                 backend = inner
@@ -279,7 +286,7 @@ class LLMObjective:
         inner_gen = (g - 1) * self.cfg.inner.generations
         calls = iter(range(inner_gen, inner_gen + 10**6))
         rec, timings, console = self.rec, self.timings, self.console
-        experience_of = getattr(self.family, "experience", None)
+        exemplars_of = self.family if isinstance(self.family, Exemplars) else None
         passing = None if self.adapter_backend is None else PassingSampleRecorder(
             tasks, self.family, threshold=self.cfg.inner.adapter_pass_threshold, forbidden=self.forbidden)
 
@@ -287,10 +294,10 @@ class LLMObjective:
             rec.fitness(evaluations, harness_id=hid, outer_generation=g, inner_generation=next(calls))
             if passing is not None:  # the Lamarckian adapter mutation learns from these
                 passing.record(evaluations)
-            if experience_of is not None:  # solved training episodes become exemplars of later batches
+            if exemplars_of is not None:  # solved training episodes become exemplars of later batches
                 for e in (e for e in evaluations if not e.cached):  # a cached one was seen when made
                     for t, out in zip(tasks, e.outputs, strict=False):
-                        self.experience.add(t.size, experience_of(t, out))
+                        self.experience.add(t.size, exemplars_of.experience(t, out))
 
         def on_generation(report: GenerationReport) -> None:
             rec.policies([*report.intermediates, *report.children])
@@ -309,8 +316,8 @@ class LLMObjective:
             if self.stop_check is not None:  # a STOP file: end the run at this boundary
                 self.stop_check(outer_generation=g, harness_id=hid, inner_generation=report.generation)
 
-        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden,
-                                    reference_of=getattr(self.family, "reference_answer", None))
+        feedback = FeedbackRecorder(tasks, forbidden=self.forbidden, reference_of=self.family.reference_answer
+                                    if isinstance(self.family, SelfEvolving) else None)
         workshop = None
         if passing is not None:
             from evotrainer.adapters import SFTExample
@@ -318,8 +325,8 @@ class LLMObjective:
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
         max_words = self.inner_cfg.max_prompt_words // 3
-        exemplars = exemplars_from_tasks(tasks, self.family.exemplar, forbidden=self.forbidden,
-                                         max_words=max_words)
+        exemplars = exemplars_from_tasks(tasks, exemplars_of.exemplar if exemplars_of is not None else _no_exemplar,
+                                         forbidden=self.forbidden, max_words=max_words)
         exemplars = tuple(dict.fromkeys(self.experience.retrieve(tasks, max_words=max_words) + exemplars))
         fitness = self.evaluator.fitness_function(
             tasks, harness.reward_weights, on_evaluations=on_evaluations, feedback=feedback)

@@ -321,7 +321,7 @@ def build_default_space(
     """The usual harness: chosen difficulty knobs, then one logit per reward component, then extras.
 
     Args:
-        difficulty_bounds: each knob's (low, high) in natural units (``TaskFamily.difficulty_bounds``).
+        difficulty_bounds: each knob's (low, high) in natural units (``FamilySpec.difficulty_bounds``).
         difficulty_init: each knob's starting value (clipped into its bounds).
         reward_init_weights: starting reward weights by component, each >= 0 (need not sum to 1);
             turned into centred logits (see :func:`weights_to_logits`).
@@ -381,7 +381,7 @@ def space_from_specs(
     Args:
         specs: knob name -> an object with ``low``, ``high``, ``log``, ``integer`` (e.g.
             ``config.KnobSpec``); natural units, inside ``family_bounds``.
-        family_bounds: what the task generator accepts (``TaskFamily.difficulty_bounds``).
+        family_bounds: what the task generator accepts (``FamilySpec.difficulty_bounds``).
         difficulty_init: each knob's start value (clipped into its spec's bounds).
         reward_init_weights: starting (or fixed) reward weights by component, each >= 0.
         knobs: difficulty knobs the harness moves; empty = every knob of ``specs``. May be empty with

@@ -22,7 +22,7 @@ class BudgetLimits:
         seconds: wall-clock seconds since the run started.
         tokens: generated tokens (policy rollouts and mutator calls), not prompt tokens.
         prompt_tokens: prompt tokens read by the policy model and the mutator (every window and merge call of
-            a long meeting counted), the cost measure when items differ 10x in length.
+            a long input counted), the cost measure when items differ 10x in length.
         evaluations: harness-candidate evaluations (one inner run + screening each).
         rollouts: policy rollouts as the archive counts them (``archive.schema.BUDGET_KINDS``): one per
             task or selection item of every uncached training and meta-validation evaluation.

@@ -1,20 +1,20 @@
 """The yardstick's own reward-hacking check: probes that S_val must order before a run trusts it.
 
 A meta-objective is tested like a reward (DESIGN.md, turn 3): if a text that says nothing about the
-meeting scores like real minutes, the outer loop optimises the template, not the task (the seed
-article's sections 4.1 and 4.3). The task family supplies probe texts per item
-(``family.probe_outputs(items)``, e.g. :mod:`evotrainer.tasks.meeting_minutes.probes`); this module
-scores them with the family's own ``meta_score`` and checks, on the means over items:
+item scores like a real answer, the outer loop optimises the template, not the task (the seed
+article's sections 4.1 and 4.3). A family with the probes capability
+(:class:`~evotrainer.tasks.base.Probes`) supplies probe texts per item; this module scores them with the
+family's own ``meta_score`` and checks, on the means over items:
 
 1. ``reference`` ≫ everything else: at least :attr:`YardstickRules.reference_margin` times every other
    probe and the policy;
-2. ``skeleton`` and ``wrong_meeting`` ≈ 0: at most :attr:`YardstickRules.near_zero` of the reference;
-3. with a real policy's minutes (the run's best seed on the selection items, known after generation 0):
-   policy > ``lead_lines``.
+2. ``skeleton`` and ``wrong_item`` ≈ 0: at most :attr:`YardstickRules.near_zero` of the reference;
+3. with a real policy's outputs (the run's best seed on the selection items, known after generation 0):
+   policy > ``baseline``.
 
 Two *targets* are reported beside the rules, not enforced (set for the default model; a weak
 policy can miss them while the order holds): ``skeleton`` ≤ :attr:`YardstickRules.skeleton_share`
-and ``wrong_meeting`` ≤ :attr:`YardstickRules.wrong_share` of the policy's S_val (10 % and 25 %).
+and ``wrong_item`` ≤ :attr:`YardstickRules.wrong_share` of the policy's S_val (10 % and 25 %).
 
 A failed rule does not stop a run: it is archived and printed at start, so whoever reads the results
 knows the yardstick was not trusted.
@@ -26,10 +26,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evotrainer.tasks.base import EmbeddingMeta, Probes
+
 __all__ = ["PROBES", "YardstickReport", "YardstickRules", "check", "probe_values"]
 
-PROBES = ("reference", "lead_lines", "skeleton", "wrong_meeting")
-"""Probe names, in the order they are shown; a family may supply a subset."""
+PROBES = ("reference", "baseline", "skeleton", "wrong_item")
+"""Probe names by role, in the order they are shown (:class:`~evotrainer.tasks.base.Probes`): the item's own
+answer, a lazy answer a policy must beat, the output format with no content, another item's answer of the same
+source. A family may supply a subset."""
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class YardstickReport:
         means: probe name -> mean S_val over the items that have that probe, in [0, 1].
         items: items scored.
         policy: the real policy's mean S_val on the same items (None before one is known).
-        policy_id: whose minutes ``policy`` is.
+        policy_id: whose outputs ``policy`` scores.
         failures: one line per broken rule; empty when the yardstick passes.
         misses: one line per missed target (reported, not a failure).
     """
@@ -92,7 +96,7 @@ def probe_values(family: Any, items: Sequence[Any],
     """Every probe's S_val on every item.
 
     Args:
-        family: a task family with ``probe_outputs(items) -> list[dict[name, text]]`` and ``meta_score``.
+        family: a task family; one without the :class:`~evotrainer.tasks.base.Probes` capability has none.
         items: meta-validation items.
         score: ``(output, item) -> value`` in [0, 1]; None uses ``family.meta_score(output, item).value``.
 
@@ -100,14 +104,12 @@ def probe_values(family: Any, items: Sequence[Any],
         Probe name -> one value per item (None where the family gave no text for that item); empty when
         the family has no probes.
     """
-    make = getattr(family, "probe_outputs", None)
-    if make is None or not items:
+    if not isinstance(family, Probes) or not items:
         return {}
     score = score or (lambda output, item: family.meta_score(output, item).value)
-    texts = make(items)
-    prepare = getattr(family, "prepare_meta", None)
-    if prepare is not None:
-        prepare([t for ts in texts for t in ts.values()], items)
+    texts = family.probe_outputs(items)
+    if isinstance(family, EmbeddingMeta):
+        family.prepare_meta([t for ts in texts for t in ts.values()], items)
     names = [n for n in PROBES if any(n in t for t in texts)]
     return {n: [score(t[n], item) if n in t else None for t, item in zip(texts, items, strict=True)]
             for n in names}
@@ -147,13 +149,13 @@ def check(values: Mapping[str, Sequence[float | None]], policy: Sequence[float] 
         for name, m in others.items():
             if ref < rules.reference_margin * m:
                 fail.append(f"reference {ref:.4f} is not >= {rules.reference_margin:g}x {name} {m:.4f}")
-        for name in ("skeleton", "wrong_meeting"):
+        for name in ("skeleton", "wrong_item"):
             if name in means and means[name] > rules.near_zero * ref:
                 fail.append(f"{name} {means[name]:.4f} > {rules.near_zero:.0%} of the reference's {ref:.4f}")
     if pol is not None:
-        if "lead_lines" in means and pol <= means["lead_lines"]:
-            fail.append(f"policy {pol:.4f} is not above lead_lines {means['lead_lines']:.4f}")
-        for name, share in (("skeleton", rules.skeleton_share), ("wrong_meeting", rules.wrong_share)):
+        if "baseline" in means and pol <= means["baseline"]:
+            fail.append(f"policy {pol:.4f} is not above baseline {means['baseline']:.4f}")
+        for name, share in (("skeleton", rules.skeleton_share), ("wrong_item", rules.wrong_share)):
             if name in means and means[name] > share * pol:
                 miss.append(f"{name} {means[name]:.4f} > {share:.0%} of the policy's {pol:.4f}")
     return YardstickReport(means, n_items, pol, policy_id, tuple(fail), tuple(miss))

@@ -90,23 +90,28 @@ class TaskSettings:
 
 
 def task_settings(cfg: Config, family: TaskFamily) -> TaskSettings:
-    """``task.difficulty``, ``task.reward_weights`` and ``outer.space`` over the family's defaults (its
-    ``default_difficulty``, ``default_reward_weights`` and ``default_space``): the ``task`` config group
-    (``conf/task/<name>.yaml``) sets them for Hydra runs; a config built in code gets the family's.
+    """``task.difficulty``, ``task.reward_weights`` and ``outer.space`` over the family's defaults
+    (:class:`~evotrainer.tasks.base.FamilySpec`): the ``task`` config group (``conf/task/<name>.yaml``) sets them
+    for Hydra runs; a config built in code gets the family's.
 
-    The one check of the reward weights (:func:`~evotrainer.tasks.reward_weights.check_reward_weights`).
+    The one check of the difficulty knobs (names and the family's bounds) and of the reward weights
+    (:func:`~evotrainer.tasks.reward_weights.check_reward_weights`).
 
     Raises:
         ConfigError: an unknown reward component or difficulty knob, or a bad value (names the key).
     """
-    difficulty = {**dict(family.default_difficulty), **dict(cfg.task.difficulty)}
-    resolve = getattr(family, "resolve_difficulty", None)
-    if resolve is not None:
-        resolve(difficulty)
-    weights = check_reward_weights({**dict(family.default_reward_weights), **dict(cfg.task.reward_weights)},
-                                   family.reward_components)
-    defaults = {k: KnobSpec(**dict(v)) for k, v in dict(getattr(family, "default_space", {})).items()}
-    space = {**defaults, **dict(cfg.outer.space)}
+    spec = family.spec
+    difficulty = {**dict(spec.difficulty), **dict(cfg.task.difficulty)}
+    for key, value in difficulty.items():
+        if key not in spec.difficulty_bounds:
+            raise ConfigError(f"task.difficulty.{key}: unknown difficulty knob; expected one of "
+                              f"{sorted(spec.difficulty_bounds)}")
+        lo, hi = spec.difficulty_bounds[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
+            raise ConfigError(f"task.difficulty.{key}: expected a number in [{lo:g}, {hi:g}], got {value!r}")
+    weights = check_reward_weights({**dict(spec.reward_weights), **dict(cfg.task.reward_weights)},
+                                   tuple(spec.reward_weights))
+    space = {**{k: KnobSpec(**dict(v)) for k, v in spec.space.items()}, **dict(cfg.outer.space)}
     return TaskSettings(difficulty, weights, space)
 
 
@@ -144,16 +149,15 @@ def load_validation(cfg: Config, family: TaskFamily) -> list[Task]:
 
 def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None = None) -> list[Task]:
     """The transfer items of ``task.transfer_path`` (the first ``task.transfer_limit``, all when null; ``[]`` when
-    the path is null): real meetings no selection uses, for the run's transfer report (DESIGN: a gain counts
+    the path is null): real items no selection uses, for the run's transfer report (DESIGN: a gain counts
     only when it transfers).
 
     Args:
         validation: the run's meta-validation items (:func:`load_validation`); loaded here when None.
 
     Raises:
-        DataError: the file is a folder, not UTF-8 or empty; or an item shares ``meta["meeting"]`` or a
-            transcript (content hash) with a meta-validation item: a meeting must not straddle selection
-            and transfer.
+        DataError: the file is a folder, not UTF-8 or empty; or an item shares a group (``Task.group``) or an
+            input (content hash) with a meta-validation item: a group must not straddle selection and transfer.
     """
     if cfg.task.transfer_path is None:
         return []
@@ -168,9 +172,8 @@ def load_training(cfg: Config, family: TaskFamily, validation: list[Task], trans
     path is null): tasks with references that task batches may draw (``outer.extras.real_share``).
 
     Raises:
-        DataError: the file is a folder, not UTF-8 or empty; or an item shares ``meta["meeting"]`` or a
-            transcript (content hash) with a meta-validation or transfer item: what trains never selects or
-            reports.
+        DataError: the file is a folder, not UTF-8 or empty; or an item shares a group (``Task.group``) or an
+            input (content hash) with a meta-validation or transfer item: what trains never selects or reports.
     """
     if cfg.task.train_path is None:
         return []
@@ -181,17 +184,16 @@ def load_training(cfg: Config, family: TaskFamily, validation: list[Task], trans
 
 
 def _check_apart(path: Path, items: Sequence[Task], others: Sequence[Task], their: str, ours: str) -> None:
-    """Raise DataError naming ``path`` when an item of ``items`` shares a meeting or a transcript with ``others``."""
-    meetings = {str(m): t.task_id for t in others if (m := t.meta.get("meeting")) is not None}
+    """Raise DataError naming ``path`` when an item of ``items`` shares a group or an input with ``others``."""
+    groups = {t.group: t.task_id for t in others if t.group is not None}
     hashes = {t.content_hash: t.task_id for t in others}
     for t in items:
-        meeting = t.meta.get("meeting")
-        if meeting is not None and str(meeting) in meetings:
-            raise DataError(f"{path}: item {t.task_id!r} is from meeting {meeting!r}, which the {their} set also "
-                            f"holds (item {meetings[str(meeting)]!r}); {ours} items must be other meetings")
+        if t.group is not None and t.group in groups:
+            raise DataError(f"{path}: item {t.task_id!r} is of group {t.group!r}, which the {their} set also "
+                            f"holds (item {groups[t.group]!r}); {ours} items must be of other groups")
         if t.content_hash in hashes:
-            raise DataError(f"{path}: item {t.task_id!r} has the transcript of {their} item "
-                            f"{hashes[t.content_hash]!r}; {ours} items must be other meetings")
+            raise DataError(f"{path}: item {t.task_id!r} has the input of {their} item "
+                            f"{hashes[t.content_hash]!r}; {ours} items must be other inputs")
 
 
 def _subset_ids(value: str | None) -> list[str] | None:

@@ -1,21 +1,21 @@
 """Fixed splits of the meta-validation set: selection vs held-out, and the screening subset.
 
 * :func:`split_validation` holds out a share of the items for the final report only: no selection
-  (screening, promotion, rollback, early stopping) ever sees them. It splits whole *meetings*: items with
-  the same ``meta["meeting"]`` (QMSum windows of one meeting) form one group, every other item is a group
-  of its own, and a group lies on one side only, so no meeting straddles selection and held-out. The
-  split is stratified by source (hand-written and real meetings each keep their share in both parts) and,
-  within a source, by size: groups are ranked by (total ``Task.size``: transcript words for meetings,
-  smallest task id) and walked in that order; a group is held out when that brings the count held so far
+  (screening, promotion, rollback, early stopping) ever sees them. It splits whole *groups*: items with
+  the same ``Task.group`` (e.g. windows of one long document) form one group, every other item is a group
+  of its own, and a group lies on one side only, so none straddles selection and held-out. The
+  split is stratified by source (hand-written and real items each keep their share in both parts) and,
+  within a source, by size: groups are ranked by (total ``Task.size``, smallest task id) and walked in
+  that order; a group is held out when that brings the count held so far
   nearer to ``round(n * share) * walked / n`` (systematic sampling by error diffusion). On groups of one
   item this is the earlier per-item rule: every ``1/share``-th rank, offset by half a stride (with 44
   items and share 0.25: ranks 2, 6, 10, ..., 42); with larger groups a source's held-out count misses
-  ``round(n * share)`` by at most half the last meeting's items. It depends only on the items, never on a
+  ``round(n * share)`` by at most half the last group's items. It depends only on the items, never on a
   seed or the file order.
 * :func:`screening_subset` picks a fixed subset of the selection items, stratified the same way, on
   which every harness candidate is screened (the first stage of a race).
 * :func:`race_order` orders the selection items for racing (``harness/racing.py``): the screening
-  items first, then the others so that every prefix stays spread over transcript lengths.
+  items first, then the others so that every prefix stays spread over item sizes.
 
 Reporting the final best on the held-out part next to its selection score makes the winner's-curse
 inflation of selecting on a finite set visible (the best of many noisy scores is biased upward).
@@ -24,7 +24,7 @@ inflation of selecting on a finite set visible (the best of many noisy scores is
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -60,29 +60,23 @@ def _allocate(sizes: Sequence[int], k: int) -> list[int]:
     return out
 
 
-def _meeting(t: Task) -> str:
-    """The group an item is split with: its ``meta["meeting"]`` when set, else its own task id."""
-    m = t.meta.get("meeting") if isinstance(t.meta, Mapping) else None
-    return f"meeting:{m}" if m is not None else f"item:{t.task_id}"
-
-
-def _by_meeting(items: Sequence[Task]) -> list[list[Task]]:
-    """Items grouped by :func:`_meeting`, groups ranked by (total size, smallest task id)."""
-    groups: dict[str, list[Task]] = {}
+def _by_group(items: Sequence[Task]) -> list[list[Task]]:
+    """Items grouped by ``Task.group`` (None: an item alone), groups ranked by (total size, smallest task id)."""
+    groups: dict[tuple[str, str], list[Task]] = {}
     for t in items:
-        groups.setdefault(_meeting(t), []).append(t)
+        groups.setdefault(("group", t.group) if t.group is not None else ("item", t.task_id), []).append(t)
     return sorted(groups.values(), key=lambda g: (sum(t.size for t in g), min(t.task_id for t in g)))
 
 
 def split_validation(
     items: Sequence[Task], heldout_share: float
 ) -> tuple[list[Task], list[Task]]:
-    """Split into (selection, held-out), both in the input order; a meeting's items all on one side.
+    """Split into (selection, held-out), both in the input order; a group's items all on one side.
 
     Args:
-        items: the meta-validation set; items with the same ``meta["meeting"]`` are kept together.
+        items: the meta-validation set; items with the same ``Task.group`` are kept together.
         heldout_share: in [0, 1); about ``round(n * share)`` items of each source are held out (exactly that
-            many when every item is its own meeting; 0 -> none).
+            many when every item is its own group; 0 -> none).
 
     Raises:
         ConfigError: the share is outside [0, 1) or leaves no selection item (key
@@ -100,7 +94,7 @@ def split_validation(
             raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {n} item(s) leaves no "
                               "item to select on")
         walked = held = 0
-        for group in _by_meeting(source):
+        for group in _by_group(source):
             walked += len(group)
             # hold the group out when that brings `held` nearer to the target n_held * walked / n (ties: keep)
             if (2 * held + len(group)) * n < 2 * n_held * walked:
@@ -114,7 +108,7 @@ def split_validation(
 
 def screening_subset(items: Sequence[Task], k: int) -> list[Task]:
     """A fixed subset of ``k`` items stratified by source (shares in proportion) and, within a source,
-    by transcript length (evenly spaced ranks).
+    by size (evenly spaced ranks).
 
     Deterministic: depends only on the items, so every candidate is screened on the same items.
     """
@@ -143,8 +137,8 @@ def _radical_inverse(k: int) -> float:
 
 
 def _spread(items: Sequence[Task]) -> list[Task]:
-    """``items`` ranked by (word count, task id), then taken at the ranks nearest to the van der Corput
-    sequence (0.5, 0.25, 0.75, 0.125, ...): every prefix spans short, middle and long transcripts."""
+    """``items`` ranked by (size, task id), then taken at the ranks nearest to the van der Corput
+    sequence (0.5, 0.25, 0.75, 0.125, ...): every prefix spans short, middle and long items."""
     rest = _ranked(items)
     n, taken, order = len(rest), set(), []
     k = 1

@@ -127,7 +127,7 @@ class InnerConfig:
             guard allows), space-separated; None = the family's.
 
         The family's texts come in through :meth:`InnerConfig.with_texts` (the objective calls it with
-        ``family.texts``); a config used without a family falls back to the domain-neutral
+        ``family.spec.texts``); a config used without a family falls back to the domain-neutral
         :data:`~evotrainer.tasks.base.NEUTRAL_TEXTS`.
         decoding_genes: decoding genes and bounds the decoding mutation may change; null = the defaults of
             :mod:`evotrainer.search.decoding` re-centred on the run's ``decoding`` with a ``max_new_tokens``

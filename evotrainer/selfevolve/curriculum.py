@@ -1,7 +1,7 @@
 """The self-evolution curriculum: move the task generator's difficulty with the judge pass rate.
 
 The difficulty is the same set of generator knobs the outer loop's harness moves, within the same
-bounds (:func:`curriculum_bounds`: the family's ``default_space``, e.g. an input's length or the number of
+bounds (:func:`curriculum_bounds`: the family's ``spec.space``, e.g. an input's length or the number of
 steps a task needs; higher is harder for every knob). When the pass rate stays above ``raise_above`` for
 ``raise_rounds`` rounds in a row, each chosen knob moves up by ``step`` times its (low, high) range;
 when it stays below ``lower_below`` for ``lower_rounds`` rounds, it moves down by the same amount
@@ -23,7 +23,7 @@ __all__ = ["CurriculumDecision", "curriculum_bounds", "curriculum_step"]
 
 def curriculum_bounds(default_space: Mapping[str, Mapping[str, float | bool]]) -> dict[str, tuple[float, float]]:
     """Each knob's (low, high) for the curriculum: those of the harness' default space
-    (``TaskFamily.default_space``), not the generator's whole range (``difficulty_bounds``), which may reach
+    (``FamilySpec.space``), not the generator's whole range (``difficulty_bounds``), which may reach
     much costlier tasks (an input's length far past what the harness draws by default)."""
     return {k: (float(v["low"]), float(v["high"])) for k, v in default_space.items()}
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from evotrainer.adapters.train import SFTExample
 from evotrainer.genome import Policy
 from evotrainer.selfevolve.pool import check_disjoint
-from evotrainer.tasks.base import Task, TaskFamily
+from evotrainer.tasks.base import SelfEvolving, Task
 
 __all__ = ["TrainItem", "check_items", "extend_replay", "reference_items", "to_sft"]
 
@@ -37,7 +37,7 @@ class TrainItem:
     score: float = 1.0
 
 
-def reference_items(tasks: Iterable[Task], family: TaskFamily) -> tuple[TrainItem, ...]:
+def reference_items(tasks: Iterable[Task], family: SelfEvolving) -> tuple[TrainItem, ...]:
     """The reference outputs of (seed) tasks as items (``family.reference_answer``), the
     replay source of round 1; tasks without one are skipped."""
     out = []
@@ -53,7 +53,7 @@ def check_items(items: Iterable[TrainItem], forbidden: Mapping[str, str] | froze
     check_disjoint([i.task for i in items], forbidden, what)
 
 
-def to_sft(family: TaskFamily, policy: Policy, items: Sequence[TrainItem], source: str) -> list[SFTExample]:
+def to_sft(family: SelfEvolving, policy: Policy, items: Sequence[TrainItem], source: str) -> list[SFTExample]:
     """Chat examples under ``policy``'s prompt (``family.training_chats``): the opening messages and the
     answer for a single reply; one example per model reply of a multi-step episode, so the loss covers
     exactly the model's own tokens."""

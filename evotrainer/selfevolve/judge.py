@@ -33,7 +33,7 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingParams
 from evotrainer.errors import ServerError
-from evotrainer.tasks.base import Task, TaskFamily, family_texts
+from evotrainer.tasks.base import Task, TaskFamily
 
 __all__ = ["JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
 
@@ -125,7 +125,7 @@ def judge_samples(
     Args:
         judge_llm: the fixed judge model; requests never carry an adapter.
         family: the task family (rule rewards, the degenerate-output guard and the judge prompt; with no
-            judge prompt, :func:`~evotrainer.tasks.base.family_texts`, no model grade is asked).
+            judge prompt, ``FamilySpec.texts.judge_prompt``, no model grade is asked).
         items: samples to judge.
         settings: the judge settings.
         rng: source of the repeats' sampling seeds.
@@ -144,7 +144,7 @@ def judge_samples(
             rules.append((total, dict(r.components), r.degenerate, None))
         except Exception as exc:  # a failing sample gets rule 0 and an error string
             rules.append((0.0, {}, None, f"rules: {type(exc).__name__}: {exc}"))
-    prompt = family_texts(family).judge_prompt
+    prompt = family.spec.texts.judge_prompt
     ask = settings.model_weight > 0 and prompt is not None
     requests: list[GenerationRequest] = []
     owners: list[int] = []

@@ -39,7 +39,7 @@ from evotrainer.selfevolve.display import PhaseTimer
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, to_sft
 from evotrainer.selfevolve.judge import JudgeSettings, Verdict, judge_samples
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool
-from evotrainer.tasks.base import RolloutRequest, Task, TaskFamily
+from evotrainer.tasks.base import RolloutRequest, SelfEvolving, Task, TaskFamily
 
 __all__ = [
     "RoundModels",
@@ -350,15 +350,12 @@ def _plain(cfg: SelfEvolveConfig) -> dict[str, Any]:
     return asdict(cfg)
 
 
-def pool_row(p: PoolTask, family: TaskFamily) -> PoolTaskRow:
+def pool_row(p: PoolTask, family: SelfEvolving) -> PoolTaskRow:
     """The archive row of a pool task: its input, reference answer (``family.reference_answer``, "" when
-    none), ground truth (the family's optional ``ground_truth(task)``, else ``{"identity": task.identity()}``)
-    and difficulty."""
+    none), ground truth (``family.ground_truth``) and difficulty."""
     t = p.task
-    truth_of = getattr(family, "ground_truth", None)
-    truth = dict(truth_of(t)) if callable(truth_of) else {"identity": t.identity()}
     return PoolTaskRow(p.round, t.task_id, t.content_hash, p.source, dict(p.difficulty), t.text,
-                       family.reference_answer(t) or "", truth)
+                       family.reference_answer(t) or "", dict(family.ground_truth(t)))
 
 
 def _sample_row(k: int, s: Sample, threshold: float) -> SampleRow:

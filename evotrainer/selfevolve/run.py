@@ -51,7 +51,7 @@ from evotrainer.selfevolve.round import (
     run_round,
     score_policy,
 )
-from evotrainer.tasks.base import Task, family_texts
+from evotrainer.tasks.base import SelfEvolving, Task
 
 __all__ = ["SelfEvolveSummary", "pick_policy", "run_selfevolve"]
 
@@ -141,7 +141,10 @@ def run_selfevolve(
 
     # ---- 1. data: dev set (own seed), meta-validation items, seed tasks ---------------------------
     family = build_family(cfg)
-    if family_texts(family).judge_prompt is None and s.model_judge_weight > 0:
+    if not isinstance(family, SelfEvolving):
+        raise ConfigError(f"task.name: mode=selfevolve trains on the family's outputs, and the {family.name!r} family "
+                          "gives no training chats, references or ground truth (the SelfEvolving capability)")
+    if family.spec.texts.judge_prompt is None and s.model_judge_weight > 0:
         raise ConfigError(f"config key 'selfevolve.model_judge_weight': the {family.name!r} family gives the model "
                           "judge no prompt (FamilyTexts.judge_prompt); its outputs are judged by its rule rewards "
                           "(set it to 0)")
@@ -170,7 +173,7 @@ def run_selfevolve(
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
         dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
-        decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.default_space), run_dir=run_dir,
+        decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.spec.space), run_dir=run_dir,
         adapter_root=run_dir / "adapters",
     )
 

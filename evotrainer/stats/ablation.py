@@ -4,7 +4,7 @@ Does the outer loop earn its place? ``python -m evotrainer -m +study=ablation`` 
 *arm* (``outer.candidate_source``: ``coevolve``, ``frozen_harness``, ``random_harness``; a peer optimiser such
 as ``benchmarks/gepa_arm.py`` adds its own arm) for several seeds, each stopped by the same
 ``outer.budget.rollouts``. Each run ends with its final best and its best seed scored item by item on the
-held-out part of the meta-validation set (and, with ``task.transfer_path``, on real meetings no selection
+held-out part of the meta-validation set (and, with ``task.transfer_path``, on real items no selection
 used). This module turns those per-item scores into one table:
 
 - per arm, ``final best − best seed`` on the held-out items and on the transfer items (and final best −

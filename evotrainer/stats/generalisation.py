@@ -163,7 +163,7 @@ def _split(name: str, pair: Pair, ids: Sequence[str] | None, *, seed: int, label
 
 
 def source_of(item_id: str) -> str:
-    """An item's source: its task id up to the first ``-`` (``"elitr-meeting_en_test_004"`` -> ``"elitr"``), or
+    """An item's source: its task id up to the first ``-`` (``"elitr-en_test_004"`` -> ``"elitr"``), or
     the whole id when it has none. Validation files give their items a common id prefix, so a mixed
     meta-validation set splits by file."""
     return item_id.split("-", 1)[0]
@@ -376,7 +376,7 @@ def pool(
         split: "heldout" (default) or "selection".
         level: interval coverage in (0, 1).
         n_resamples: bootstrap resamples, >= 1.
-        keep: pool only the items whose task id it accepts (e.g. the long meetings of a mixed set); items a run
+        keep: pool only the items whose task id it accepts (e.g. the long items of a mixed set); items a run
             recorded without ids are then left out. The selection pool behind a held-out verdict uses it too.
             None (default): every item.
 

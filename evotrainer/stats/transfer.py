@@ -1,6 +1,6 @@
-"""Does the run's gain transfer? The final best, the best seed and a plain prompt on real meetings no selection used.
+"""Does the run's gain transfer? The final best, the best seed and a plain prompt on real items no selection used.
 
-DESIGN (turn 3): a gain counts only when it transfers to real meetings no selection used, against a plain
+DESIGN (turn 3): a gain counts only when it transfers to real items no selection used, against a plain
 prompt too. The held-out comparison (:mod:`evotrainer.stats.generalisation`) draws from the meta-validation pool;
 this one scores, at the end of ``mode=evolve`` and in one batched call, the final best, the best seed and a
 *plain prompt* (``task.plain_prompt`` as its whole system prompt) on ``task.transfer_path``'s items, and

@@ -4,17 +4,17 @@ A family is a class implementing :class:`~evotrainer.tasks.base.TaskFamily`. ``t
 registered name (:data:`TASK_FAMILIES`) or the dotted path of such a class (``my_pkg.my_family.MyFamily``,
 found with Hydra's ``get_class`` as ``_target_`` is); a user adds a family with one module and a config
 (``docs/adding_a_task_family.md``). The class is built by its ``from_config(task_cfg)`` classmethod when it
-has one, else as ``cls(**task.options)``.
+has one (:class:`FromConfig`), else as ``cls(**task.options)``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import TaskFamily
 
-__all__ = ["TASK_FAMILIES", "family_class", "get_task_family"]
+__all__ = ["TASK_FAMILIES", "FromConfig", "family_class", "get_task_family"]
 
 TASK_FAMILIES: dict[str, str] = {
     "meeting_minutes": "evotrainer.tasks.meeting_minutes.MeetingMinutes",
@@ -40,16 +40,24 @@ def family_class(name: str) -> type:
     except Exception as exc:  # ImportError, AttributeError, ValueError from Hydra's locate
         raise ConfigError(f"task.name: cannot import the task family class {path!r} "
                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
-    missing = [m for m in _REQUIRED_MEMBERS if not hasattr(cls, m)]
+    missing = [m for m in _REQUIRED_MEMBERS if m not in dir(cls)]
     if missing:
         raise ConfigError(f"task.name: {path!r} is not a task family: it lacks {missing} "
                           "(see the TaskFamily protocol in evotrainer/tasks/base.py)")
     return cls
 
 
-_REQUIRED_MEMBERS = ("name", "generate", "build_messages", "roll_out", "reward", "meta_score", "load_validation",
-                     "default_difficulty", "default_reward_weights")
-"""Members every family class has (the ones the loops call first); more are in the protocol."""
+_REQUIRED_MEMBERS = ("name", "spec", "generate", "build_messages", "roll_out", "reward", "meta_score",
+                     "load_validation")
+"""The core members every family class has (:class:`~evotrainer.tasks.base.TaskFamily`)."""
+
+
+@runtime_checkable
+class FromConfig(Protocol):
+    """A family class that builds itself from the ``task.*`` config (checking ``task.options``)."""
+
+    def from_config(self, task_cfg: Any) -> TaskFamily:
+        ...
 
 
 def get_task_family(name: str, task_cfg: Any = None, **kwargs: Any) -> TaskFamily:
@@ -67,8 +75,7 @@ def get_task_family(name: str, task_cfg: Any = None, **kwargs: Any) -> TaskFamil
     cls = family_class(name)
     try:
         if task_cfg is not None:
-            from_config = getattr(cls, "from_config", None)
-            return from_config(task_cfg) if from_config is not None else cls(**dict(task_cfg.options))
+            return cls.from_config(task_cfg) if isinstance(cls, FromConfig) else cls(**dict(task_cfg.options))
         return cls(**kwargs)
     except TypeError as exc:
         raise ConfigError(f"task.options: bad arguments for task family {name!r} ({exc})") from None

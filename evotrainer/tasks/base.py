@@ -1,7 +1,9 @@
 """The domain-neutral core: the task-family protocol and the records tasks, rollouts and rewards travel in.
 
-The loops, the archive and the operators see a task only through :class:`Task` (an id, a source, an
-identity, a size) and a family only through :class:`TaskFamily`; everything a domain knows (how a task is
+The loops, the archive and the operators see a task only through :class:`Task` (an id, a source, a group,
+an identity, a size) and a family only through :class:`TaskFamily` (eight members) and the capability
+protocols checked with ``isinstance`` (:class:`Datasets`, :class:`SelfEvolving`, :class:`Exemplars`,
+:class:`Probes`, :class:`EmbeddingMeta`); everything a domain knows (how a task is
 generated, how a policy is rolled out on it: one turn or several with tools, how the output is rewarded
 and scored, how a file of items is read) lives in its family. Families are found by
 :func:`evotrainer.tasks.get_task_family` (a registered name or a dotted class path); the template a user copies
@@ -11,10 +13,10 @@ to add one is ``docs/adding_a_task_family.md``.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -22,14 +24,19 @@ from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message
 
 __all__ = [
     "NEUTRAL_TEXTS",
+    "Datasets",
+    "EmbeddingMeta",
+    "Exemplars",
+    "FamilySpec",
     "FamilyTexts",
     "MetaScore",
+    "Probes",
     "RewardBreakdown",
     "RolloutRequest",
+    "SelfEvolving",
     "Task",
     "TaskFamily",
     "content_hash",
-    "family_texts",
     "single_turn_roll_out",
 ]
 
@@ -63,6 +70,12 @@ class Task(Protocol):
     def text(self) -> str:
         """The task's input as the policy reads it (a document to summarise, a question with its facts); leak guards
         check that prompts do not copy what only training inputs say."""
+        ...
+
+    @property
+    def group(self) -> str | None:
+        """Items that must stay together (e.g. windows of one long document): the held-out split keeps a group on
+        one side, and training or transfer items may not share a group with validation items; None: its own."""
         ...
 
     @property
@@ -134,7 +147,7 @@ class FamilyTexts:
     """Every domain text the search and judge show a model, owned by the family (like GEPA's adapter,
     which owns what its reflective proposer shows the model; Agrawal et al. 2025, arXiv:2507.19457).
 
-    The generic rooms (``search/``, ``selfevolve/``) read these and name no domain themselves; an
+    The generic rooms read these and name no domain themselves; an
     ``inner.*`` key set in config replaces the matching field for a run
     (:meth:`evotrainer.search.inner_config.InnerConfig.with_texts`).
 
@@ -193,13 +206,7 @@ NEUTRAL_TEXTS = FamilyTexts(
         "Task:\n\n{task_input}\n\nAnswer:\n\n{output}\n\nGrade (0-10):",
     ),
 )
-"""The texts of a family that gives none (domain-neutral; what ``task=custom`` runs get unless the family has ``texts``)."""
-
-
-def family_texts(family: Any) -> FamilyTexts:
-    """``family.texts`` when it is a :class:`FamilyTexts`, else :data:`NEUTRAL_TEXTS`."""
-    texts = getattr(family, "texts", None)
-    return texts if isinstance(texts, FamilyTexts) else NEUTRAL_TEXTS
+"""The texts of a family that gives none (domain-neutral; the default of :attr:`FamilySpec.texts`)."""
 
 
 def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
@@ -210,53 +217,51 @@ def single_turn_roll_out(llm: LLM, requests: Sequence[RolloutRequest]) -> list[G
     return llm.generate([GenerationRequest(r.messages, r.params, r.adapter) for r in requests])
 
 
+@dataclass(frozen=True)
+class FamilySpec:
+    """What the loops read of a family before any task: its scorer version, rollout style, texts, difficulty
+    knobs and reward weights.
+
+    Attributes:
+        scorer_version: changes whenever reward or metric code changes scores (part of the fitness-cache key).
+        difficulty_bounds: each difficulty knob's (low, high), in the knob's natural unit; ``task.difficulty``
+            values outside them, or knobs not named here, are refused at start (ConfigError names the key).
+        difficulty: each knob's default, inside ``difficulty_bounds`` (``task.difficulty`` overrides it).
+        reward_weights: each reward component's default weight, >= 0, in the components' fixed order (its keys are
+            the reward components; ``task.reward_weights`` overrides them).
+        space: the harness' bounds and scaling per knob (``outer.space`` overrides them; fields of
+            :class:`~evotrainer.config.KnobSpec`); empty: the harness searches no difficulty knob.
+        multi_step: False: the output is the model's one reply; True: the output is an episode serialised by the
+            family, and a run archives each as a ``trajectories`` event.
+        texts: what the search and the judge show a model about the domain; an ``inner.*`` key overrides one.
+        report_parts: ``(part, column title)`` of the meta score's parts the evaluation table shows (a column
+            appears when some policy's score has that part).
+    """
+
+    scorer_version: str
+    difficulty_bounds: Mapping[str, tuple[float, float]]
+    difficulty: Mapping[str, float]
+    reward_weights: Mapping[str, float]
+    space: Mapping[str, Mapping[str, float | bool]] = field(default_factory=dict)
+    multi_step: bool = False
+    texts: FamilyTexts = NEUTRAL_TEXTS
+    report_parts: tuple[tuple[str, str], ...] = ()
+
+
 class TaskFamily(Protocol):
-    """What the loops need from a task domain (module docstring; template in ``docs/adding_a_task_family.md``).
+    """What every family implements: the core the loops call (template in ``docs/adding_a_task_family.md``).
 
-    Everything the mutator and the judge model read about the domain (the task hint, the name of the
-    output, rule phrases, styles, vocabulary, prefills, reward hints, the judge prompt) is the family's
-    optional ``texts`` attribute, a :class:`FamilyTexts` (:func:`family_texts`; a family without one gets
-    :data:`NEUTRAL_TEXTS`); an ``inner.*`` key set in config overrides one of them for a run.
-
-    Optional methods, looked up with ``getattr`` (a family without them works): ``ground_truth(task) ->
-    Mapping`` gives the JSON-ready truth the self-evolution pool archives (default: the task's identity);
-    ``probe_outputs(items) -> list[dict[str, str]]`` gives the yardstick's probe texts per item
-    (named texts such as ``reference`` and ``skeleton``; ``harness/yardstick.py``), which every
-    evolve run scores at start to check that ``meta_score`` rewards the task, not a template; and
-    ``prepare_meta(outputs, tasks)`` is called before a batch is meta-scored (e.g. to embed every sentence
-    in one call); and when ``meta_score`` takes an ``embedder=`` keyword, ``mode=evaluate`` passes the run's
-    embedder unless ``wants_embedder(items)`` says these items need none.
+    Extra powers are the capability protocols below (:class:`Datasets`, :class:`SelfEvolving`,
+    :class:`Exemplars`, :class:`Probes`, :class:`EmbeddingMeta`); the loops check them with ``isinstance`` and
+    run without them.
 
     Attributes:
         name: the family's registry name (``task.name``).
-        scorer_version: changes whenever reward or metric code changes scores (part of the fitness-cache key).
-        rollout_style: ``"single_turn"`` (the output is the model's reply) or ``"multi_step"`` (the output
-            is an episode serialised by the family; the run archives each one as a ``trajectories`` event).
+        spec: knobs, reward weights, scorer version, rollout style and texts (:class:`FamilySpec`).
     """
 
     name: str
-    scorer_version: str
-    rollout_style: str
-
-    @property
-    def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
-        """Each difficulty knob's (low, high), in the knob's natural unit."""
-        ...
-
-    @property
-    def default_difficulty(self) -> Mapping[str, float]:
-        """Each difficulty knob's default, inside :attr:`difficulty_bounds`."""
-        ...
-
-    @property
-    def reward_components(self) -> tuple[str, ...]:
-        """Names of the reward components, in a fixed order."""
-        ...
-
-    @property
-    def default_reward_weights(self) -> Mapping[str, float]:
-        """Default reward weights by component (on the simplex)."""
-        ...
+    spec: FamilySpec
 
     def generate(self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int) -> list[Any]:
         """Generate ``n`` tasks at ``difficulty`` from ``rng`` (deterministic given the rng state)."""
@@ -274,22 +279,30 @@ class TaskFamily(Protocol):
         ...
 
     def reward(self, output: str, task: Any, weights: Mapping[str, float]) -> RewardBreakdown:
-        """Harness reward of ``output`` on ``task`` under reward ``weights`` (on the simplex)."""
+        """Harness reward of ``output`` on ``task`` under reward ``weights`` (on the simplex); never raises for
+        any output text."""
         ...
 
     def meta_score(self, output: str, task: Any) -> MetaScore:
-        """Fixed meta-validation score of ``output`` on ``task``; no harness parameter touches it."""
+        """Fixed meta-validation score of ``output`` on ``task``; no harness parameter touches it; never raises
+        for any output text."""
         ...
 
     def load_validation(self, path: str | Path, limit: int | None = None,
                         field_map: Mapping[str, str] | None = None) -> list[Any]:
-        """The first ``limit`` items (all when None) of a data file; DataError names ``file:line``."""
+        """The first ``limit`` items (all when None) of a JSONL file; DataError names ``file:line``."""
         ...
+
+
+@runtime_checkable
+class Datasets(Protocol):
+    """A family that reads data shapes beyond its validation files, for ``mode=evaluate`` (without it:
+    :meth:`TaskFamily.load_validation`, items grouped by source only)."""
 
     def load_dataset(self, path: str | Path, *, fmt: str = "auto", field_map: Mapping[str, str] | None = None,
                      limit: int | None = None, field_map_key: str = "task.field_map") -> tuple[list[Any], str]:
-        """Items of any data shape the family reads (``mode=evaluate``) and the shape read; ConfigError names
-        ``evaluate.format`` or ``field_map_key``, DataError ``file:line``."""
+        """Items of any data shape the family reads and the shape read; ConfigError names ``evaluate.format`` or
+        ``field_map_key``, DataError ``file:line``."""
         ...
 
     def strata(self, task: Any) -> Mapping[str, str]:
@@ -300,6 +313,11 @@ class TaskFamily(Protocol):
         """Lines to print about how a dataset was read, and JSON-ready facts for the results file."""
         ...
 
+
+@runtime_checkable
+class SelfEvolving(Protocol):
+    """A family whose outputs can train the policy model: ``mode=selfevolve`` and adapter genes need it."""
+
     def training_chats(self, sections: Sequence[tuple[str, str]], task: Any,
                        output: str) -> list[tuple[Message, ...]]:
         """The chats a supervised fine-tune learns ``output`` from under the prompt ``sections``: in each,
@@ -308,15 +326,50 @@ class TaskFamily(Protocol):
         ...
 
     def reference_answer(self, task: Any) -> str | None:
-        """A written reference output of ``task`` to replay in self-evolution (e.g. a human-written one), or None."""
+        """A written reference output of ``task`` (replayed in self-evolution, shown in reflections), or None."""
+        ...
+
+    def ground_truth(self, task: Any) -> Mapping[str, Any]:
+        """The JSON-ready truth of ``task`` that the self-evolution pool archives."""
+        ...
+
+
+@runtime_checkable
+class Exemplars(Protocol):
+    """A family that writes worked examples for prompts (the few-shot gene and experience retrieval)."""
+
+    def exemplar(self, task: Any, max_items: int = 2) -> str | None:
+        """A short worked example of a good output built from a *generated* task's ground truth, or None."""
         ...
 
     def experience(self, task: Any, output: str) -> str | None:
-        """Optional: an exemplar text of ``output`` when it solved the *generated* ``task`` (experience
-        retrieval offers it to prompts of similar later tasks), else None. A family without it offers none."""
+        """An exemplar text of ``output`` when it solved the *generated* ``task`` (offered to prompts of similar
+        later tasks), else None."""
         ...
 
-    def exemplar(self, task: Any, max_items: int = 2) -> str | None:
-        """A short worked example of a good output built from a *generated* task's ground truth (a few-shot
-        gene for prompts), or None when the family offers none."""
+
+@runtime_checkable
+class Probes(Protocol):
+    """A family that checks its meta metric: every evolve run scores these texts at start and checks their
+    order (``harness/yardstick.py``; without it the check is skipped)."""
+
+    def probe_outputs(self, items: Sequence[Any]) -> list[dict[str, str]]:
+        """Per item, probe name -> text, names from :data:`~evotrainer.harness.yardstick.PROBES`: ``reference``
+        (the item's own answer), ``baseline`` (a lazy answer a policy must beat), ``skeleton`` (the output
+        format with no content), ``wrong_item`` (another item's answer of the same source); a subset is fine."""
+        ...
+
+
+@runtime_checkable
+class EmbeddingMeta(Protocol):
+    """A family whose meta metric embeds text: batch work done once, and the run's embedder shared."""
+
+    def prepare_meta(self, outputs: Sequence[str], tasks: Sequence[Any]) -> None:
+        """Called before a batch is meta-scored (e.g. to embed every sentence in one call)."""
+        ...
+
+    def with_embedder(self, items: Sequence[Any], load: Callable[[], Any]) -> TaskFamily | None:
+        """This family with its meta metric reading with the run's embedder ``load()`` (its ``spec.scorer_version``
+        says so), or None when ``items`` need none (then ``load`` is not called); ``mode=evaluate`` asks it when
+        ``inner.use_embedder`` is on."""
         ...

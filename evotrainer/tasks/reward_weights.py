@@ -1,7 +1,7 @@
 """Reward weights: checked in one function, once, when a run's config meets its task family.
 
 :func:`check_reward_weights` is the only check of a weight mapping. A run calls it once, in
-:func:`evotrainer.run.runtime.task_settings` (``task.reward_weights`` over the family's ``default_reward_weights``);
+:func:`evotrainer.run.runtime.task_settings` (``task.reward_weights`` over the family's ``spec.reward_weights``);
 everything downstream (the harness space's logits or fixed weights, the families' ``reward``) receives weights
 that passed it and only does arithmetic on them (:func:`on_simplex`).
 """
@@ -22,7 +22,7 @@ def check_reward_weights(weights: Mapping[str, float], components: Sequence[str]
 
     Args:
         weights: reward component name -> weight (missing components weigh 0).
-        components: the family's reward component names (``TaskFamily.reward_components``).
+        components: the family's reward component names (the keys of ``FamilySpec.reward_weights``).
         key: the config key the errors name (``<key>.<component>``).
         simplex: also require the weights to sum to 1 (within 1e-6) instead of only one weight > 0.
 

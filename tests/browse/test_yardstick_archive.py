@@ -17,8 +17,8 @@ from evotrainer.harness import yardstick
 
 from .test_cli_archive import RUN, build_archive
 
-PROBES = {"reference": [0.40, 0.36, 0.44, 0.40], "lead_lines": [0.05, 0.07, 0.06, 0.06],
-          "skeleton": [0.01, 0.00, 0.02, 0.01], "wrong_meeting": [0.02, 0.01, 0.00, 0.01]}
+PROBES = {"reference": [0.40, 0.36, 0.44, 0.40], "baseline": [0.05, 0.07, 0.06, 0.06],
+          "skeleton": [0.01, 0.00, 0.02, 0.01], "wrong_item": [0.02, 0.01, 0.00, 0.01]}
 KEEP = [True, True, True, False]  # the selection items
 
 
@@ -44,7 +44,7 @@ def test_show_prints_the_yardstick_table_and_json(tmp_path: Path, capsys: pytest
     assert "share of the policy's" in out
     lines = {ln.split("│")[1].strip(): ln for ln in out.splitlines() if ln.count("│") >= 3}
     assert "0.4000" in lines["reference"] and "3.3x" in lines["reference"]
-    assert "0.1200" in lines["policy alpha"] and "50.0%" in lines["lead_lines"]
+    assert "0.1200" in lines["policy alpha"] and "50.0%" in lines["baseline"]
     assert "yardstick ok" in out and "targets missed" not in out
     assert main(["show", str(db), "--json"]) == 0
     y = json.loads(capsys.readouterr().out)["yardstick"]
@@ -57,7 +57,7 @@ def test_show_prints_a_failed_yardstick_and_missed_targets(tmp_path: Path, capsy
     db = _archive(tmp_path, policy=[0.04, 0.05, 0.06])  # below lead lines; skeleton 25 % of the policy
     assert main(["show", str(db)]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "yardstick FAILED: policy 0.0500 is not above lead_lines 0.0600" in out
+    assert "yardstick FAILED: policy 0.0500 is not above baseline 0.0600" in out
     assert "targets missed: skeleton 0.0100 > 10% of the policy's 0.0500" in out
     assert main(["show", str(db), "--json"]) == 0
     y = json.loads(capsys.readouterr().out)["yardstick"]
@@ -112,7 +112,7 @@ def test_report_shows_the_yardstick_section_escaped(tmp_path: Path) -> None:
     assert "<th>probe</th><th>mean S_val</th><th>share of the policy&#x27;s</th>" in section
     assert 'id="yardstick-plot"' in section and "0.4000" in section and "8.0x" in section
     assert "policy &lt;script&gt;alert(1)&lt;/script&gt;" in section and evil not in doc
-    assert "<p class='bad'>yardstick FAILED: policy 0.0500 is not above lead_lines 0.0600</p>" in section
+    assert "<p class='bad'>yardstick FAILED: policy 0.0500 is not above baseline 0.0600</p>" in section
     assert "<p class='bad'>The yardstick failed:" in section
     assert "<p class='warn'>targets missed: skeleton 0.0100 &gt; 10% of the policy&#x27;s 0.0500" in section
 
@@ -123,3 +123,16 @@ def test_report_of_a_passing_yardstick(tmp_path: Path) -> None:
         doc = build_report(store, RUN)
     section = doc[doc.index('id="yardstick"'):doc.index("<h2>Fitness")]
     assert "<p class='ok'>yardstick ok</p>" in section and "The yardstick failed" not in section
+
+
+def test_an_archive_with_the_old_probe_names_reads_them_by_role(tmp_path: Path) -> None:
+    """Runs archived before the probes had role names (``lead_lines``, ``wrong_meeting``) read under the new ones."""
+    db = tmp_path / "archive.db"
+    build_archive(db)
+    old = {"means": {"reference": 0.4, "baseline": 0.06, "skeleton": 0.01, "wrong_item": 0.01}, "items": 3,
+           "policy": 0.12, "policy_id": "alpha", "failures": [], "misses": []}
+    with ArchiveStore(db) as store:
+        store.add_event(RUN, "yardstick", old)
+    with open_archive(db) as store:
+        y = read_yardstick(store, RUN)
+    assert [name for name, _, _ in y.rows()] == ["reference", "policy alpha", "baseline", "skeleton", "wrong_item"]

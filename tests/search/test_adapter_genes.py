@@ -24,7 +24,7 @@ from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
 from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
-from evotrainer.tasks.base import MetaScore, RewardBreakdown, single_turn_roll_out
+from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
@@ -38,7 +38,7 @@ class TopicFamily:
     """Fake task family: reward 1.0 when the output names the task's topic, else 0.0."""
 
     name = "fake"
-    scorer_version = "v1"
+    spec = FamilySpec("v1", {}, {}, {"topic": 1.0})
 
     def build_messages(self, sections, task):
         return ({"role": "system", "content": render_system_prompt(sections)},
@@ -52,6 +52,15 @@ class TopicFamily:
 
     def exemplar(self, task, max_items=2):
         return exemplar_text(task, max_items=max_items)
+
+    def experience(self, task, output):
+        return None
+
+    def reference_answer(self, task):
+        return None
+
+    def ground_truth(self, task):
+        return {}
 
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         value = float(any(t in output.lower() for t in task.topics))

@@ -15,7 +15,7 @@ from evotrainer.tasks.meeting_minutes import DEFAULT_DIFFICULTY, MeetingMinutes
 from tests.selfevolve._fakes import FakeEmbedder, FakeLLM
 
 FAMILY = MeetingMinutes()
-BOUNDS = curriculum_bounds(FAMILY.default_space)
+BOUNDS = curriculum_bounds(FAMILY.spec.space)
 WEIGHTS = {"completeness": 0.5, "format": 0.2, "action_count": 0.3}
 
 

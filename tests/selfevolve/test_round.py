@@ -51,7 +51,7 @@ def _world(tmp_path: Path, answer, grade: str = "8"):
     models = RoundModels(llm=fake, judge=fake, embedder=FakeEmbedder(), trainer=object(), evaluator=evaluator)
     setup = RoundSetup(dev=tuple(dev), val=tuple(val), forbidden=forbidden,
                        reward_weights={"completeness": 0.5, "format": 0.2, "action_count": 0.3},
-                       decoding=SamplingParams(max_new_tokens=64), bounds=family.difficulty_bounds,
+                       decoding=SamplingParams(max_new_tokens=64), bounds=family.spec.difficulty_bounds,
                        run_dir=tmp_path, adapter_root=tmp_path / "adapters")
     pool = tuple(PoolTask(t, 0, "seed") for t in seeds)
     state = SelfEvolveState(round=0, policy=POLICY, pool=pool, replay=reference_items(seeds, MeetingMinutes()),

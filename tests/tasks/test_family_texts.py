@@ -1,4 +1,4 @@
-"""The domain belongs to the family: what the mutator and the judge read comes from ``family.texts``; the
+"""The domain belongs to the family: what the mutator and the judge read comes from ``family.spec.texts``; the
 meeting family's chats are byte-identical to the recorded ones (``tests/data/meeting_texts.json``), and the
 tool agent gets its own wording.
 
@@ -24,7 +24,7 @@ from evotrainer.search.style_library import plan_style_mutation
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.selfevolve.judge import JudgeSettings, judge_messages, judge_samples
 from evotrainer.tasks import get_task_family
-from evotrainer.tasks.base import NEUTRAL_TEXTS, family_texts
+from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilySpec
 from tests.tasks.mm_fixtures import TASK
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ POPULATION = ROOT / "populations" / "meeting_minutes.yaml"
 def _meeting_texts() -> dict:
     """The texts the meeting family's mutator and judge chats are made of, built with ``InnerConfig()``."""
     family = get_task_family("meeting_minutes")
-    cfg = InnerConfig().with_texts(family_texts(family))
+    cfg = InnerConfig().with_texts(family.spec.texts)
     pop = load_population(POPULATION)
     fb = TaskFeedback("t1", "h", 0.2, "## Topics\n- boiler", (("completeness", 0.1), ("format", 0.2),
                       ("action_count", 0.3), ("action_f1", 0.4), ("other_part", 0.5)))
@@ -57,7 +57,7 @@ def _meeting_texts() -> dict:
     plan = plan_style_mutation(styles, stats, random.Random(0), 3, params=SamplingParams(),
                                task_hint=cfg.texts().task_hint)
     out["style_plan"] = list(plan.request.messages)
-    out["judge"] = list(judge_messages(TASK, "## Topics\n- boiler", family_texts(family).judge_prompt))
+    out["judge"] = list(judge_messages(TASK, "## Topics\n- boiler", family.spec.texts.judge_prompt))
     return json.loads(json.dumps(out))
 
 
@@ -75,7 +75,7 @@ def _tool_policy() -> Policy:
 
 
 def test_a_tool_agent_reflection_speaks_of_its_replies_and_rewards() -> None:
-    cfg = InnerConfig().with_texts(family_texts(get_task_family("tool_agent")))
+    cfg = InnerConfig().with_texts(get_task_family("tool_agent").spec.texts)
     fb = TaskFeedback("t1", "h", 0.1, "Thought: guess\nFinal Answer: 7", (("format", 0.0), ("correct", 0.0)))
     tb = build_toolbox(cfg, feedback=lambda p: fb)
     chat = "\n".join(m["content"] for m in tb.plan_reflect(_tool_policy(), random.Random(0), 1).request.messages)
@@ -88,11 +88,8 @@ def test_a_tool_agent_reflection_speaks_of_its_replies_and_rewards() -> None:
 
 
 def test_a_family_without_texts_gets_the_neutral_ones_and_config_keys_win() -> None:
-    class Bare:
-        name = "bare"
-
-    assert family_texts(Bare()) is NEUTRAL_TEXTS
-    cfg = InnerConfig(task_hint="sorts words").with_texts(family_texts(get_task_family("meeting_minutes")))
+    assert FamilySpec("v", {}, {}, {"r": 1.0}).texts is NEUTRAL_TEXTS
+    cfg = InnerConfig(task_hint="sorts words").with_texts(get_task_family("meeting_minutes").spec.texts)
     assert cfg.texts().task_hint == "sorts words"  # a key set in config overrides the family's text
     assert cfg.texts().output_name == "these minutes"  # the rest is the family's
     plain = InnerConfig()
@@ -112,13 +109,13 @@ class _CountingJudge:
 def test_the_judge_asks_the_model_only_with_the_familys_prompt() -> None:
     meeting, tool = get_task_family("meeting_minutes"), get_task_family("tool_agent")
     judge = _CountingJudge()
-    settings = JudgeSettings(dict(meeting.default_reward_weights), repeats=1, model_weight=0.5)
+    settings = JudgeSettings(dict(meeting.spec.reward_weights), repeats=1, model_weight=0.5)
     (v,) = judge_samples(judge, meeting, [(TASK, TASK.reference_minutes)], settings, np.random.default_rng(0))
-    assert v.model == 0.7 and judge.requests[0].messages[0]["content"] == meeting.texts.judge_prompt[0]
-    assert tool.texts.judge_prompt is None
-    task = tool.generate(np.random.default_rng(0), tool.default_difficulty, 1)[0]
+    assert v.model == 0.7 and judge.requests[0].messages[0]["content"] == meeting.spec.texts.judge_prompt[0]
+    assert tool.spec.texts.judge_prompt is None
+    task = tool.generate(np.random.default_rng(0), tool.spec.difficulty, 1)[0]
     judge = _CountingJudge()
-    settings = JudgeSettings(dict(tool.default_reward_weights), repeats=1, model_weight=0.5)
+    settings = JudgeSettings(dict(tool.spec.reward_weights), repeats=1, model_weight=0.5)
     (v,) = judge_samples(judge, tool, [(task, "not an episode")], settings, np.random.default_rng(0))
     assert judge.requests == [] and v.model is None  # rules only
 

@@ -17,9 +17,9 @@ from .mm_fixtures import GOOD, TASK
 def test_family_implements_the_protocol():
     fam = get_task_family("meeting_minutes", action_band=(1, 3))
     assert isinstance(fam, MeetingMinutes)
-    assert fam.name == "meeting_minutes" and fam.scorer_version == "mm-5"
-    assert fam.reward_components == ("completeness", "format", "action_count", "action_f1", "content")
-    assert fam.difficulty_bounds["speakers"] == (2.0, 8.0)
+    assert fam.name == "meeting_minutes" and fam.spec.scorer_version == "mm-5"
+    assert tuple(fam.spec.reward_weights) == ("completeness", "format", "action_count", "action_f1", "content")
+    assert fam.spec.difficulty_bounds["speakers"] == (2.0, 8.0)
     tasks = fam.generate(np.random.default_rng(0), {}, 2)
     assert len(tasks) == 2
     assert isinstance(fam.reward(GOOD, TASK, DEFAULT_REWARD_WEIGHTS), RewardBreakdown)

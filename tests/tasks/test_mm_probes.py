@@ -46,9 +46,14 @@ def test_probe_texts(main_job_items):
     assert len(texts) == len(main_job_items)
     for task, t in zip(main_job_items, texts, strict=True):
         assert t["reference"] == task.reference_minutes and t["skeleton"] == SKELETON
-        assert t["lead_lines"].count("\n") <= 4 and task.transcript.startswith(t["lead_lines"].split("\n")[0])
-        assert t["wrong_meeting"] != task.reference_minutes  # same source, another meeting
+        assert t["baseline"].count("\n") <= 4 and task.transcript.startswith(t["baseline"].split("\n")[0])
+        assert t["wrong_item"] != task.reference_minutes  # same source, another meeting
     assert probe_outputs(list(reversed(main_job_items)))[::-1] == texts  # order-free
+
+
+def test_probes_are_named_by_role_not_by_domain(main_job_items):
+    assert yardstick.PROBES == ("reference", "baseline", "skeleton", "wrong_item")
+    assert set(probe_outputs(main_job_items)[0]) == set(yardstick.PROBES)
 
 
 def test_probes_order_on_the_main_jobs_meta_validation_set(main_job_items):
@@ -58,8 +63,8 @@ def test_probes_order_on_the_main_jobs_meta_validation_set(main_job_items):
     print("\n".join(report.lines()))
     assert report.ok, report.failures
     assert means["reference"] > 0.8
-    assert means["skeleton"] == 0.0 and means["wrong_meeting"] < 0.02
-    assert means["lead_lines"] == 0.0  # copied transcript lines are degenerate (guard)
+    assert means["skeleton"] == 0.0 and means["wrong_item"] < 0.02
+    assert means["baseline"] == 0.0  # copied transcript lines are degenerate (guard)
 
 
 def test_probes_order_against_recorded_real_minutes(recorded):
@@ -71,20 +76,20 @@ def test_probes_order_against_recorded_real_minutes(recorded):
         report = yardstick.check(values, scores, policy)
         print("\n".join(report.lines()))
         assert report.ok, (policy, report.failures)  # targets (report.misses) are printed, not asserted
-        assert report.means["reference"] > 5 * report.policy > report.means["lead_lines"]
+        assert report.means["reference"] > 5 * report.policy > report.means["baseline"]
 
 
 def test_check_flags_each_broken_rule():
-    good = {"reference": [0.9, 0.9], "lead_lines": [0.0, 0.0], "skeleton": [0.0, 0.0], "wrong_meeting": [0.0, 0.01]}
+    good = {"reference": [0.9, 0.9], "baseline": [0.0, 0.0], "skeleton": [0.0, 0.0], "wrong_item": [0.0, 0.01]}
     assert yardstick.check(good, [0.2, 0.1], "p").ok
-    bad = dict(good, skeleton=[0.05, 0.05], wrong_meeting=[0.12, 0.12], lead_lines=[0.3, 0.3])
+    bad = dict(good, skeleton=[0.05, 0.05], wrong_item=[0.12, 0.12], baseline=[0.3, 0.3])
     report = yardstick.check(bad, [0.2, 0.1], "p")
     text = " ".join(report.failures)
-    assert not report.ok and "skeleton" in text and "wrong_meeting" in text and "lead_lines" in text
-    assert any("skeleton" in m for m in report.misses) and any("wrong_meeting" in m for m in report.misses)
+    assert not report.ok and "skeleton" in text and "wrong_item" in text and "baseline" in text
+    assert any("skeleton" in m for m in report.misses) and any("wrong_item" in m for m in report.misses)
     assert any("FAILED" in line for line in report.lines())
     keep = yardstick.check(good, [0.2], "p", keep=[True, False])
-    assert keep.items == 1 and keep.means["wrong_meeting"] == 0.0
+    assert keep.items == 1 and keep.means["wrong_item"] == 0.0
 
 
 def test_families_without_probes_skip():

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import fields
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, Generation, Message, with_answer
 from evotrainer.errors import ConfigError
-from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest
+from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, RolloutRequest
 from evotrainer.tasks.meeting_minutes import generator, probes, rewards
 from evotrainer.tasks.meeting_minutes.data import load_tasks
 from evotrainer.tasks.meeting_minutes.datasets import detect_format, load_dataset
@@ -38,7 +39,8 @@ OPTIONS = ("action_band", "prompt_layout", "long")
 class MeetingMinutes:
     """Meeting transcripts in; minutes with topics, decisions and owned action items out.
 
-    Implements :class:`evotrainer.tasks.base.TaskFamily`.
+    Implements :class:`evotrainer.tasks.base.TaskFamily` and every capability protocol of
+    :mod:`evotrainer.tasks.base` (datasets, self-evolution, exemplars, probes, an embedding meta metric).
 
     Args:
         action_band: ``(lo, hi)`` number of action-item bullets that earns a full ``action_count``
@@ -55,10 +57,13 @@ class MeetingMinutes:
     """
 
     name = "meeting_minutes"
-    scorer_version = SCORER_VERSION
-    rollout_style = "single_turn"
-    texts = MEETING_TEXTS
-    """What the mutator and the judge read about minutes (:mod:`evotrainer.tasks.meeting_minutes.texts`)."""
+    spec = FamilySpec(
+        scorer_version=SCORER_VERSION, difficulty_bounds=generator.DIFFICULTY_BOUNDS,
+        difficulty=generator.DEFAULT_DIFFICULTY, reward_weights=rewards.DEFAULT_REWARD_WEIGHTS,
+        space=generator.DEFAULT_SPACE, texts=MEETING_TEXTS,
+        report_parts=(("rouge_lsum", "ROUGE-Lsum"), ("rouge_l", "ROUGE-L"), ("action_f1", "action F1")))
+    """Knobs (:mod:`~evotrainer.tasks.meeting_minutes.generator`), reward weights, and what the mutator and the judge
+    read about minutes (:mod:`evotrainer.tasks.meeting_minutes.texts`)."""
 
     def __init__(
         self, action_band: tuple[int, int] = rewards.DEFAULT_ACTION_BAND, prompt_layout: str = "transcript_first",
@@ -70,29 +75,11 @@ class MeetingMinutes:
         self.prompt_layout = prompt_layout
         self.long = long if long is not None else LongInput()
         self._windows = WindowCache()
+        self._embedder: Any = None  # the meta metric's (with_embedder); None: the metric's own, lexical action items
 
     def __repr__(self) -> str:
         return (f"MeetingMinutes(action_band={self.action_band}, prompt_layout={self.prompt_layout!r}, "
                 f"long={self.long!r})")
-
-    @property
-    def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
-        """Knob -> (low, high) in natural units (see :data:`generator.DIFFICULTY_BOUNDS`)."""
-        return dict(generator.DIFFICULTY_BOUNDS)
-
-    @property
-    def default_difficulty(self) -> Mapping[str, float]:
-        return dict(generator.DEFAULT_DIFFICULTY)
-
-    @property
-    def default_space(self) -> Mapping[str, Mapping[str, float | bool]]:
-        """Harness bounds and scaling per knob (:data:`generator.DEFAULT_SPACE`)."""
-        return {k: dict(v) for k, v in generator.DEFAULT_SPACE.items()}
-
-    def resolve_difficulty(self, values: Mapping[str, float]) -> dict[str, float]:
-        """See :func:`evotrainer.tasks.meeting_minutes.generator.resolve_difficulty` (ConfigError names
-        ``task.difficulty.<knob>``)."""
-        return generator.resolve_difficulty(values)
 
     @classmethod
     def from_config(cls, task: Any) -> MeetingMinutes:
@@ -114,14 +101,6 @@ class MeetingMinutes:
             raise ConfigError(f"task.options.long: expected keys from {names}, got {bad!r}")
         return cls(action_band=tuple(options.get("action_band", rewards.DEFAULT_ACTION_BAND)),
                    prompt_layout=options.get("prompt_layout", "transcript_first"), long=LongInput(**long))
-
-    @property
-    def reward_components(self) -> tuple[str, ...]:
-        return rewards.REWARD_COMPONENTS
-
-    @property
-    def default_reward_weights(self) -> Mapping[str, float]:
-        return dict(rewards.DEFAULT_REWARD_WEIGHTS)
 
     def generate(self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int) -> list[MeetingTask]:
         """See :func:`evotrainer.tasks.meeting_minutes.generator.generate`."""
@@ -159,9 +138,10 @@ class MeetingMinutes:
 
     def describe_items(self, items: Sequence[MeetingTask]) -> tuple[list[str], dict[str, Any]]:
         """How ground-truth owners were read off free-text action items: lines to print and the counts
-        (``action_item_owners``) for the results file."""
+        (``action_item_owners``) for the results file, with how long inputs are read (``long_input``)."""
         line = owner_sources_line(items)
-        return ([line] if line else []), {"action_item_owners": owner_source_counts(items)}
+        return ([line] if line else []), {"action_item_owners": owner_source_counts(items),
+                                          "long_input": asdict(self.long)}
 
     def training_chats(self, sections: Sequence[tuple[str, str]], task: MeetingTask,
                        output: str) -> list[tuple[Message, ...]]:
@@ -183,24 +163,34 @@ class MeetingMinutes:
         """See :func:`evotrainer.tasks.meeting_minutes.exemplars.exemplar_text`."""
         return exemplar_text(task, max_items=max_items)
 
+    def experience(self, task: MeetingTask, output: str) -> None:
+        """None: minutes that scored well are not offered as exemplars (only :meth:`exemplar`'s are)."""
+        return None
+
     def reward(self, output: str, task: MeetingTask, weights: Mapping[str, float]) -> RewardBreakdown:
         """See :func:`evotrainer.tasks.meeting_minutes.rewards.reward` (uses this family's band)."""
         return rewards.reward(output, task, weights, self.action_band)
 
-    def meta_score(self, output: str, task: MeetingTask, *, embedder: Any = None) -> MetaScore:
-        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score` (``embedder``: the sentence embedder
-        of its semantic view and action-item matching; None = the metric's own)."""
-        return _meta_score(output, task, embedder=embedder)
+    def meta_score(self, output: str, task: MeetingTask) -> MetaScore:
+        """See :func:`evotrainer.tasks.meeting_minutes.metric.meta_score` (with this family's embedder, when
+        :meth:`with_embedder` gave one: it also matches action items)."""
+        return _meta_score(output, task, embedder=self._embedder)
 
-    def wants_embedder(self, items: Sequence[MeetingTask]) -> bool:
-        """Whether ``mode=evaluate`` should hand ``meta_score`` the run's embedder: only when some item has
-        action items to match (embedding cosine instead of word overlap); QMSum-like sets need none."""
-        return any(t.action_items for t in items)
+    def with_embedder(self, items: Sequence[MeetingTask], load: Callable[[], Any]) -> MeetingMinutes | None:
+        """This family with ``load()`` as its metric's embedder, which then matches action items by embedding
+        cosine instead of word overlap (scorer version ``+embedder``); None when no item has action items
+        (QMSum-like sets need none)."""
+        if not any(t.action_items for t in items):
+            return None
+        out = copy.copy(self)
+        out._embedder = load()
+        out.spec = replace(self.spec, scorer_version=f"{self.spec.scorer_version}+embedder")
+        return out
 
     def prepare_meta(self, outputs: Sequence[str], tasks: Sequence[MeetingTask]) -> None:
         """Embed the sentences of a batch of outputs and references at once before ``meta_score`` reads
         them one by one (:func:`evotrainer.tasks.meeting_minutes.metric.prefetch`)."""
-        _prefetch([*outputs, *(t.reference_minutes for t in tasks)])
+        _prefetch([*outputs, *(t.reference_minutes for t in tasks)], self._embedder)
 
     def probe_outputs(self, items: Sequence[MeetingTask]) -> list[dict[str, str]]:
         """The yardstick's probe texts per item (:func:`evotrainer.tasks.meeting_minutes.probes.probe_outputs`)."""

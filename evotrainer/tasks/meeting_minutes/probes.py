@@ -1,14 +1,14 @@
 """Probe outputs of the meeting-minutes yardstick: texts whose S_val must come out in a known order.
 
 :mod:`evotrainer.harness.yardstick` scores them on the meta-validation set and checks the order
-(reference ≫ a policy's minutes > lead lines, skeleton ≈ 0, wrong meeting ≈ 0). The texts:
+(reference ≫ a policy's minutes > baseline, skeleton ≈ 0, wrong item ≈ 0). The texts, by role:
 
 - ``reference``: the item's own reference minutes (the best any output can do);
-- ``lead_lines``: the first :data:`LEAD_LINES` lines of the transcript (the lazy baseline of
+- ``baseline``: the first :data:`LEAD_LINES` lines of the transcript (the lazy baseline of
   summarisation papers, "lead-3", applied to dialogue turns);
 - ``skeleton``: :data:`SKELETON`, the minutes' template with no meeting content (measured with ROUGE:
   83 % of the best seed's S_val);
-- ``wrong_meeting``: the reference of another meeting from the same source (same template and style,
+- ``wrong_item``: the reference of another meeting from the same source (same template and style,
   wrong meeting; measured with ROUGE: more than twice the best seed's S_val).
 """
 
@@ -21,14 +21,14 @@ from evotrainer.tasks.meeting_minutes.task import MeetingTask
 __all__ = ["LEAD_LINES", "SKELETON", "probe_outputs"]
 
 LEAD_LINES = 5
-"""Transcript lines (speaker turns) of the ``lead_lines`` probe."""
+"""Transcript lines (speaker turns) of the ``baseline`` probe."""
 
 SKELETON = "## Topics\n- The meeting\n## Decisions\n- The decision\n## Action items\n- Owner: task (due: date)"
 """The constant skeleton: the template with no meeting content (the 80 characters of issue 24)."""
 
 
 def _meeting(task: MeetingTask) -> str:
-    return str(task.meta.get("meeting", task.task_id)) if task.meta else task.task_id
+    return task.group if task.group is not None else task.task_id
 
 
 def _other(items: Sequence[MeetingTask], i: int) -> MeetingTask | None:
@@ -50,16 +50,16 @@ def probe_outputs(items: Sequence[MeetingTask]) -> list[dict[str, str]]:
         items: meta-validation items with reference minutes.
 
     Returns:
-        One mapping per item: probe name -> output text. ``wrong_meeting`` is missing for an item whose
+        One mapping per item: probe name -> output text. ``wrong_item`` is missing for an item whose
         source has no other meeting. Deterministic: depends only on the items, not on their order.
     """
     out = []
     for i, task in enumerate(items):
         lines = [line for line in task.transcript.splitlines() if line.strip()]
-        texts = {"reference": task.reference_minutes, "lead_lines": "\n".join(lines[:LEAD_LINES]),
+        texts = {"reference": task.reference_minutes, "baseline": "\n".join(lines[:LEAD_LINES]),
                  "skeleton": SKELETON}
         other = _other(items, i)
         if other is not None:
-            texts["wrong_meeting"] = other.reference_minutes
+            texts["wrong_item"] = other.reference_minutes
         out.append(texts)
     return out

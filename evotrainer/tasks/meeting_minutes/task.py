@@ -32,7 +32,8 @@ class MeetingTask:
         decisions: ground-truth decisions (final ones; reversed decisions appear in their final form).
         action_items: ground-truth action items with owners.
         source: "generated", a dataset name, or a file name.
-        meta: free-form extra fields (domain, difficulty, n_words, ...); not part of identity.
+        meta: free-form extra fields (domain, difficulty, n_words, the ``meeting`` id of a window); not part of
+            identity.
     """
 
     task_id: str
@@ -53,6 +54,12 @@ class MeetingTask:
     def text(self) -> str:
         """The transcript."""
         return self.transcript
+
+    @property
+    def group(self) -> str | None:
+        """The meeting an item is a window of (``meta["meeting"]``, e.g. QMSum), or None."""
+        m = self.meta.get("meeting") if self.meta else None
+        return None if m is None else str(m)
 
     @property
     def size(self) -> int:

@@ -1,6 +1,7 @@
 """The tool-agent task family in one object: generation, multi-step rollout, rewards, meta metric, loader.
 
-Implements :class:`~evotrainer.tasks.base.TaskFamily` (``task=tool_agent``): ``roll_out`` runs each
+Implements :class:`~evotrainer.tasks.base.TaskFamily` (``task=tool_agent``) with the datasets, self-evolution and
+exemplar capabilities: ``roll_out`` runs each
 (policy, task) pair as a multi-step episode and returns the whole trajectory as JSON in the generation's
 text, which the evaluator caches and archives like any output and ``reward`` / ``meta_score`` read back
 (``json.loads`` of text this module wrote; a text that is not a trajectory scores 0 as degenerate).
@@ -16,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
+from evotrainer.backends.base import LLM, Generation, Message
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.genome import render_system_prompt
-from evotrainer.tasks.base import MetaScore, RewardBreakdown, RolloutRequest
+from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, RolloutRequest
 from evotrainer.tasks.tool_agent import generator as _generator
 from evotrainer.tasks.tool_agent import reward as _reward
 from evotrainer.tasks.tool_agent import tasks as _tasks
@@ -33,8 +34,6 @@ __all__ = ["SCORER_VERSION", "ToolAgent"]
 
 SCORER_VERSION = "tool_agent-2"
 """Changes whenever reward, answer checking or meta-metric code changes scores."""
-
-_GREEDY = SamplingParams()
 
 
 class ToolAgent:
@@ -50,10 +49,16 @@ class ToolAgent:
     """
 
     name = "tool_agent"
-    scorer_version = SCORER_VERSION
-    rollout_style = "multi_step"
-    texts = TOOL_AGENT_TEXTS
-    """What the mutator reads about tool-agent policies (:mod:`evotrainer.tasks.tool_agent.texts`)."""
+    spec = FamilySpec(
+        scorer_version=SCORER_VERSION, difficulty_bounds=_generator.DIFFICULTY_BOUNDS,
+        difficulty={"steps": 2.0, "distractors": 3.0, "magnitude": 2.0}, reward_weights=_reward.DEFAULT_WEIGHTS,
+        space={"steps": {"low": 1.0, "high": 4.0, "integer": True},  # the generator's whole range
+               "distractors": {"low": 0.0, "high": 12.0, "integer": True},
+               "magnitude": {"low": 1.0, "high": 5.0}},
+        multi_step=True, texts=TOOL_AGENT_TEXTS,
+        report_parts=(("correct", "correct"), ("efficiency", "efficiency"), ("format", "format")))
+    """Knobs (:mod:`~evotrainer.tasks.tool_agent.generator`), reward weights, episodes as outputs, and what the
+    mutator reads about tool-agent policies (:mod:`evotrainer.tasks.tool_agent.texts`)."""
 
     def __init__(self, rollout: ToolRolloutConfig | None = None, explore_share: float = 0.25) -> None:
         if isinstance(explore_share, bool) or not isinstance(explore_share, (int, float)) or not 0 <= explore_share <= 1:
@@ -64,23 +69,6 @@ class ToolAgent:
     def __repr__(self) -> str:
         return f"ToolAgent(rollout={self.rollout_cfg}, explore_share={self.explore_share})"
 
-    @property
-    def difficulty_bounds(self) -> Mapping[str, tuple[float, float]]:
-        """Knob -> (low, high) in natural units (:data:`~evotrainer.tasks.tool_agent.generator.DIFFICULTY_BOUNDS`)."""
-        return dict(_generator.DIFFICULTY_BOUNDS)
-
-    @property
-    def default_difficulty(self) -> Mapping[str, float]:
-        return {"steps": 2.0, "distractors": 3.0, "magnitude": 2.0}
-
-    @property
-    def reward_components(self) -> tuple[str, ...]:
-        return _reward.REWARD_COMPONENTS
-
-    @property
-    def default_reward_weights(self) -> Mapping[str, float]:
-        return dict(_reward.DEFAULT_WEIGHTS)
-
     def generate(self, rng: np.random.Generator, difficulty: Mapping[str, float], n: int) -> list[ToolTask]:
         """``n`` tasks at ``difficulty``: ``round(n * explore_share)`` from exploration walks, the rest from
         templates, templates first. Deterministic given the state of ``rng`` (one draw seeds a
@@ -89,30 +77,6 @@ class ToolAgent:
         n_walk = int(round(n * self.explore_share))
         return [*_generator.generate_tasks(local, difficulty, n - n_walk),
                 *_generator.explore_tasks(local, difficulty, n_walk)]
-
-    @property
-    def default_space(self) -> Mapping[str, Mapping[str, float | bool]]:
-        """Harness bounds and scaling per knob (``outer.space``): the generator's whole range."""
-        return {"steps": {"low": 1.0, "high": 4.0, "integer": True},
-                "distractors": {"low": 0.0, "high": 12.0, "integer": True},
-                "magnitude": {"low": 1.0, "high": 5.0}}
-
-    def resolve_difficulty(self, values: Mapping[str, float]) -> dict[str, float]:
-        """Every knob (defaults filled), checked against :attr:`difficulty_bounds`.
-
-        Raises:
-            ConfigError: an unknown knob, a non-number or a value out of bounds (names ``task.difficulty.<knob>``).
-        """
-        out = dict(self.default_difficulty)
-        for key, value in values.items():
-            if key not in _generator.DIFFICULTY_BOUNDS:
-                raise ConfigError(f"task.difficulty.{key}: unknown difficulty knob; expected one of "
-                                  f"{sorted(_generator.DIFFICULTY_BOUNDS)}")
-            lo, hi = _generator.DIFFICULTY_BOUNDS[key]
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not lo <= value <= hi:
-                raise ConfigError(f"task.difficulty.{key}: must be a number in [{lo:g}, {hi:g}], got {value!r}")
-            out[key] = float(value)
-        return out
 
     @classmethod
     def from_config(cls, task: Any) -> ToolAgent:
@@ -142,13 +106,6 @@ class ToolAgent:
         the question (:func:`~evotrainer.tasks.tool_agent.rollout.build_messages`)."""
         return _build_messages(render_system_prompt(sections), task)
 
-    def episodes(self, llm: LLM, system_prompts: Sequence[tuple[str, str]], tasks: Sequence[ToolTask], *,
-                 sampling: SamplingParams = _GREEDY) -> list[Trajectory]:
-        """Every (policy id, system prompt) on every task, policy-major: ``len(system_prompts) * len(tasks)``
-        scored trajectories (see :func:`~evotrainer.tasks.tool_agent.rollout.run_episodes`)."""
-        episodes = [Episode(pid, prompt, task) for pid, prompt in system_prompts for task in tasks]
-        return run_episodes(llm, episodes, self.rollout_cfg, sampling=sampling)
-
     def roll_out(self, llm: LLM, requests: Sequence[RolloutRequest]) -> list[Generation]:
         """Each request as one multi-step episode (all episodes advance together: one batched ``generate``
         per step). A generation's ``text`` is the trajectory as JSON (:meth:`Trajectory.to_dict`); its
@@ -173,10 +130,10 @@ class ToolAgent:
         ``"not_a_trajectory"``."""
         traj = _trajectory(output, task)
         if traj is None:
-            return RewardBreakdown(0.0, dict.fromkeys(self.reward_components, 0.0), "not_a_trajectory")
+            return RewardBreakdown(0.0, dict.fromkeys(_reward.REWARD_COMPONENTS, 0.0), "not_a_trajectory")
         total = sum(float(w) for w in weights.values())
         norm = {k: float(w) / total for k, w in weights.items()} if total > 0 else dict(_reward.DEFAULT_WEIGHTS)
-        norm = {k: norm.get(k, 0.0) for k in self.reward_components}
+        norm = {k: norm.get(k, 0.0) for k in _reward.REWARD_COMPONENTS}
         return _reward.score_episode(traj.steps, task, weights=norm).breakdown
 
     def meta_score(self, output: str, task: ToolTask) -> MetaScore:
@@ -185,7 +142,7 @@ class ToolAgent:
         :func:`~evotrainer.tasks.tool_agent.reward.score_episode`); 0 for a text that is not a trajectory."""
         traj = _trajectory(output, task)
         if traj is None:
-            return MetaScore(0.0, dict.fromkeys(self.reward_components, 0.0))
+            return MetaScore(0.0, dict.fromkeys(_reward.REWARD_COMPONENTS, 0.0))
         score = _reward.score_episode(traj.steps, task)
         return MetaScore(score.breakdown.components["correct"], dict(score.breakdown.components))
 
@@ -259,6 +216,10 @@ class ToolAgent:
         if final is None or not _tasks.check_answer(final.answer, task):
             return None
         return _solved_text(traj, task)
+
+    def ground_truth(self, task: ToolTask) -> dict[str, Any]:
+        """What the self-evolution pool archives as the task's truth: ``{"identity": task.identity()}``."""
+        return {"identity": task.identity()}
 
     def exemplar(self, task: ToolTask, max_items: int = 2) -> str | None:
         """A worked episode of a generated task from its gold plan (Thought / Action / Observation lines,

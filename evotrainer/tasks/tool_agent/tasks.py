@@ -96,6 +96,11 @@ class ToolTask:
         return f"{self.question}\n{facts}"
 
     @property
+    def group(self) -> None:
+        """None: every tool task stands alone (no two items share an input)."""
+        return None
+
+    @property
     def size(self) -> int:
         """Tool steps the gold plan needs (validation splits are stratified by it)."""
         return len(self.plan)

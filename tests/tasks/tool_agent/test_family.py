@@ -11,17 +11,18 @@ from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.tool_agent import ToolAgent, ToolRolloutConfig
+from evotrainer.tasks.tool_agent.rollout import Episode, run_episodes
 from evotrainer.tasks.tool_agent.tasks import task_to_dict
 
 
 def test_generate_mixes_templates_and_walks_reproducibly() -> None:
     fam = ToolAgent(explore_share=0.25)
-    a = fam.generate(np.random.default_rng(0), fam.default_difficulty, 8)
-    b = fam.generate(np.random.default_rng(0), fam.default_difficulty, 8)
+    a = fam.generate(np.random.default_rng(0), fam.spec.difficulty, 8)
+    b = fam.generate(np.random.default_rng(0), fam.spec.difficulty, 8)
     assert [task_to_dict(t) for t in a] == [task_to_dict(t) for t in b]
     assert [t.source for t in a] == ["generated"] * 6 + ["explored"] * 2
-    assert set(fam.difficulty_bounds) == set(fam.default_difficulty)
-    assert fam.reward_components == ("correct", "efficiency", "format")
+    assert set(fam.spec.difficulty_bounds) == set(fam.spec.difficulty)
+    assert tuple(fam.spec.reward_weights) == ("correct", "efficiency", "format")
     with pytest.raises(ConfigError, match="task.explore_share"):
         ToolAgent(explore_share=1.5)
 
@@ -46,7 +47,8 @@ class _Answers:
 def test_rollout_is_policy_major_and_meta_score_is_correctness() -> None:
     fam = ToolAgent(ToolRolloutConfig(max_steps=2))
     tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=3)
-    trajs = fam.episodes(_Answers(), [("a", "x"), ("b", "y")], tasks)
+    trajs = run_episodes(_Answers(), [Episode(p, s, t) for p, s in (("a", "x"), ("b", "y")) for t in tasks],
+                         fam.rollout_cfg)
     assert [(t.policy_id, t.task_id) for t in trajs] == [(p, t.task_id) for p in "ab" for t in tasks]
     for traj, task in zip(trajs, tasks * 2, strict=True):
         meta = fam.meta_score(json.dumps(traj.to_dict()), task)
@@ -79,7 +81,7 @@ def test_solved_episodes_become_experience_of_similar_tasks() -> None:
     fam = ToolAgent(ToolRolloutConfig(max_steps=3))
     tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=1)
     policy = Policy.seed("p", {"role": "", "format": "Use the tools.", "rules": "Be exact."})
-    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.default_reward_weights))
+    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.spec.reward_weights))
     assert ev.per_task == (1.0,) or ev.per_task[0] > 0.7
     text = fam.experience(tasks[0], ev.outputs[0])
     assert text is not None and "Action: lookup[" in text and "Final Answer:" in text
@@ -98,7 +100,7 @@ def test_training_chats_supervise_exactly_the_model_replies() -> None:
     fam = ToolAgent(ToolRolloutConfig(max_steps=3))
     tasks = fam.load_validation(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl", limit=1)
     policy = Policy.seed("p", {"role": "", "format": "Use the tools.", "rules": "Be exact."})
-    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.default_reward_weights))
+    (ev,) = RolloutEvaluator(_Solver(), fam).evaluate([policy], tasks, dict(fam.spec.reward_weights))
     traj = json.loads(ev.outputs[0])
     replies = [m["content"] for m in traj["messages"] if m["role"] == "assistant"]
     new_prompt = (("role", ""), ("format", "A newer prompt."), ("rules", "Short."))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
-__all__ = ["LENGTH_BUCKETS", "STRATA", "length_bucket", "strata_of", "word_count"]
+__all__ = ["LENGTH_BUCKETS", "length_bucket", "strata_of", "word_count"]
 
 LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     ("<300", 0, 300),
@@ -13,10 +13,6 @@ LENGTH_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
     (">=1000", 1000, None),
 )
 """(label, low inclusive, high exclusive or None) in transcript words, shortest first."""
-
-STRATA: tuple[str, ...] = ("source", "domain", "length")
-"""Stratum kinds :func:`strata_of` returns, in report order."""
-
 
 def word_count(transcript: str) -> int:
     """Whitespace-separated tokens of a transcript, speaker labels included (``validation_set``'s ``n_words``)."""
