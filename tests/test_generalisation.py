@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from rich.console import Console
 
-from evotrainer.browse.sweep_views import pooled_by_source
-from evotrainer.browse.transfer_view import diff_cell
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
+from evotrainer.browse.sweep_views import pooled_by_source
+from evotrainer.browse.transfer_view import diff_cell
 from evotrainer.events.kinds import GeneralisationEvent, PhaseEvent, RollbackEvent, SummaryEvent
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy

@@ -54,7 +54,7 @@ _console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json,
 
 
 RACE_ESTIMATE = "race estimate (can be < 0)"
-"""``harness``'s header for ``screen_s_val``: the race's estimate of S_val, not an S_val (it can be negative)."""
+"""``harness``'s header for ``race_estimate``: the race's estimate of S_val, not an S_val (it can be negative)."""
 
 # --- runs / show ----------------------------------------------------------------------------------
 
@@ -301,7 +301,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
         knobs = "  ".join(f"{k}={v:.3g}" for k, v in r["params"].items() if not k.startswith("w:"))
         weights = "  ".join(f"{k[2:]}={v:.2f}" for k, v in r["params"].items() if k.startswith("w:"))
         t.add_row(str(r["outer_generation"]), str(r["index"]), Text(terminal_safe(r["status"])),
-                  _f(r["screen_s_val"]), _f(r["s_val"]), Text(_f(r["best_policy_id"])),
+                  _f(r["race_estimate"]), _f(r["s_val"]), Text(_f(r["best_policy_id"])),
                   Text(terminal_safe(knobs)), Text(terminal_safe(weights)))
     _console().print(t if rows else Text("no harness candidates yet"))
 

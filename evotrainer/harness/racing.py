@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
+from evotrainer.stats.bootstrap import mean_stderr
+
 __all__ = ["PairedBound", "Race", "RaceEntry", "paired_bound", "race_stages", "run_race"]
 
 
@@ -100,12 +102,10 @@ def paired_bound(reference: Sequence[float], candidate: Sequence[float], level: 
     d = b - a  # (n,)
     n = int(d.size)
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
-    if n == 0:
-        return PairedBound(0.0, -math.inf, math.inf, 0, 0, 0, 0)
-    mean = float(d.mean())
-    if n < 2:
+    mean, stderr = mean_stderr(d)
+    if stderr is None:  # fewer than 2 items: no bound
         return PairedBound(mean, -math.inf, math.inf, n, wins, losses, n - wins - losses)
-    half = float(stats.t.ppf(level, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    half = float(stats.t.ppf(level, n - 1)) * stderr
     return PairedBound(mean, mean - half, mean + half, n, wins, losses, n - wins - losses)
 
 

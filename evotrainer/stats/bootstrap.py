@@ -1,5 +1,6 @@
-"""Bootstrap statistics of every report (``mode=evaluate``, generalisation, transfer, the ablation): intervals over
-items, paired differences, per-group means.
+"""Statistics over items: the mean and its standard error (:func:`mean_stderr`, every S_val and race bound), and the
+bootstrap of every report (``mode=evaluate``, generalisation, transfer, the ablation): intervals over items, paired
+differences, per-group means.
 
 Percentile bootstrap (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, ch. 13): resample
 items with replacement, take the mean of each resample, read the interval off the quantiles. A paired
@@ -12,6 +13,7 @@ not depend on which other policies were evaluated in the same run.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -22,9 +24,25 @@ __all__ = [
     "PairedDifference",
     "bootstrap_interval",
     "group_scores",
+    "mean_stderr",
     "paired_difference",
     "rng_for",
 ]
+
+
+def mean_stderr(values: Sequence[float]) -> tuple[float, float | None]:
+    """Mean over items and its standard error (sample standard deviation / sqrt(n)).
+
+    Args:
+        values: per-item values, shape (n,), finite.
+
+    Returns:
+        ``(mean, stderr)``; ``stderr`` is None below 2 items, and the mean of no item is 0.0.
+    """
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return 0.0, None
+    return float(arr.mean()), (float(arr.std(ddof=1)) / math.sqrt(arr.size) if arr.size >= 2 else None)
 
 
 def rng_for(seed: int, *labels: str) -> np.random.Generator:

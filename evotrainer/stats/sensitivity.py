@@ -1,8 +1,9 @@
 """Which harness knobs move a candidate's score? A rank-correlation sensitivity study over archived candidates.
 
 Which harness parameters measurably move S_val, before the outer loop's dimension is changed? Every run
-archives each harness candidate's named values and its score on the screening items (``screen_s_val``: the
-best of its racers, the fitness CMA-ES is told, in [0, 1], higher is better). This module pools those
+archives each harness candidate's named values and its race estimate (``race_estimate``: its race leader's
+whole-set S_val as the race estimated it, what CMA-ES is told before any reward-hacking penalty, higher is better;
+:mod:`evotrainer.harness.scoring`). This module pools those
 (values, score) pairs over runs and, per knob, reports Spearman's rank correlation between the knob's value and
 the score, with a percentile bootstrap interval over candidates (``scipy.stats.bootstrap``, paired resampling;
 Efron & Tibshirani 1993, ch. 13). Scores are centred on their run's median first, so a seed whose best seed
@@ -34,7 +35,7 @@ class CandidatePoint:
         run: the run (or job) it belongs to; scores are centred per run.
         harness_id: its id in the run.
         values: knob name -> value (difficulty knobs in their units, reward weights in [0, 1]).
-        score: its screening score in [0, 1], higher is better.
+        score: its race estimate (S_val units, higher is better).
     """
 
     run: str

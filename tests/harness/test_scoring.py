@@ -85,14 +85,14 @@ def test_the_race_estimate_is_called_an_estimate_everywhere() -> None:
     schema (its migration and the old column name it reads) still says it."""
     hits = [f"{p.relative_to(PKG)}:{n}" for p in sorted(PKG.rglob("*.py"))
             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
-            if "screen_s_val" in line and p.relative_to(PKG).as_posix() != "archive/schema.py"]
+            if re.search(r"\bscreen_s_val\b", line) and p.relative_to(PKG).as_posix() != "archive/schema.py"]
     assert hits == []
 
 
 def test_the_s_val_path_computes_its_mean_and_error_in_one_helper() -> None:
     """S_val's mean and standard error (rollout, whole-set score, race, estimate) all come from
     :func:`~evotrainer.stats.bootstrap.mean_stderr`."""
-    computing = re.compile(r"np\.mean\(|\.mean\(\)|ddof|np\.std\(|\.std\(|/ len\(")
+    computing = re.compile(r"np\.mean\(|\.mean\(\)|ddof|\.std\(|sqrt\(")
     paths = ("rollout.py", "evolve/screening.py", "harness/racing.py", "harness/scoring.py")
     hits = [f"{rel}:{n}: {line.strip()}" for rel in paths
             for n, line in enumerate(_code(rel).splitlines(), 1) if computing.search(line)]
