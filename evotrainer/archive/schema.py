@@ -224,9 +224,8 @@ RENAMED_COLUMNS: Mapping[int, tuple[tuple[str, str, str], ...]] = {
     3: (("selfevolve_pool", "transcript", "task_input"), ("selfevolve_pool", "reference_minutes", "reference")),
     4: (("harness_candidates", "screen_s_val", "race_estimate"),),
 }
-"""Version -> the ``(table, old name, new name)`` columns it renamed: version 3 gave the pool's domain-named columns
-neutral names (``Task.text`` of any family, the family's reference answer); version 4 named the race's estimate of
-a harness candidate's whole-set S_val an estimate (:mod:`evotrainer.harness.scoring`)."""
+"""Version -> the ``(table, old name, new name)`` columns it renamed: 3, the pool's domain-named columns; 4, a
+harness candidate's race estimate (:mod:`evotrainer.harness.scoring`)."""
 
 
 def _renames(version: int) -> Callable[[sqlite3.Connection], None]:

@@ -53,9 +53,6 @@ __all__ = ["COMMANDS", "app", "main", "register"]
 _console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json, fmt, friendly, kv_table, open_store
 
 
-RACE_ESTIMATE = "race estimate (can be < 0)"
-"""``harness``'s header for ``race_estimate``: the race's estimate of S_val, not an S_val (it can be negative)."""
-
 # --- runs / show ----------------------------------------------------------------------------------
 
 
@@ -293,7 +290,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
         _console().print(Text(selfevolve_view.NO_HARNESS), rounds_table(se))
         return
     t = Table(title="harness candidates (higher is better)", title_justify="left")
-    for col in ("outer", "cand", "status", RACE_ESTIMATE, "S_val (whole set)", "best policy"):
+    for col in ("outer", "cand", "status", "race estimate (can be < 0)", "S_val (whole set)", "best policy"):
         t.add_column(col, min_width=min(len(col), 6))
     t.add_column("difficulty")
     t.add_column("reward weights")

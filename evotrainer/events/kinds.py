@@ -371,8 +371,7 @@ class OuterGenerationEvent(Event):
     cma_termination: Mapping[str, str] = field(default_factory=dict)
     """pycma's termination conditions met (name -> value as text)."""
     fields: Mapping[str, Any] = field(default_factory=dict)
-    """Other keys (archives written by older code: ``incumbent_screen_s_val``, the incumbent's whole-set S_val
-    again), merged last."""
+    """Other keys (older archives' ``incumbent_screen_s_val``: ``incumbent_s_val`` again), merged last."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -224,7 +224,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                       screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [])
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     if o.seed_screen and len(population) > 1:
-        keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
+        keep = _screened_start(population, keep, scored, screen_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), race_estimate=None,
                             full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=usage.completion_tokens())
@@ -301,13 +301,12 @@ def _probe_gen0(probes: dict, val_items: Sequence[Any], selection: Sequence[Any]
 def _screened_start(
     population: Sequence[Policy], keep: list[Policy], scored: Sequence[tuple[float, int]],
     screen_items: Sequence[Any], objective: LLMObjective, console: Console,
-) -> tuple[list[Policy], float | None]:
+) -> list[Policy]:
     """Every seed that scored on the training batch, screened on the screening items (one batched call).
 
     The best seed by screening S_val (ties: the earlier seed) leads the starting population (and becomes
     the first incumbent once scored on the whole selection set); the rest of ``keep`` follows it.
-    Archived as ``meta_screen`` scores of harness ``h0``. Returns the population and the best seed's
-    screening S_val (None when every screening failed).
+    Archived as ``meta_screen`` scores of harness ``h0``.
     """
     candidates = [population[i] for _, i in scored]
     screened = objective.screening.meta_many(candidates, screen_items, "meta_screen", "h0", 0)
@@ -315,8 +314,7 @@ def _screened_start(
     best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
     console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "
                   f"({max(values):.4f})", markup=False, highlight=False)
-    top = max(values)
-    return [best, *[p for p in keep if p.id != best.id]][: len(keep)], (top if math.isfinite(top) else None)
+    return [best, *[p for p in keep if p.id != best.id]][: len(keep)]
 
 
 def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None:

@@ -45,7 +45,7 @@ from evotrainer.evolve.style_evolution import StyleLibrary
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult
-from evotrainer.harness.scoring import ScoringRule, finite
+from evotrainer.harness.scoring import ScoringRule
 from evotrainer.progress import task
 from evotrainer.rollout import (
     FeedbackRecorder,
@@ -65,6 +65,7 @@ from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegis
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
+from evotrainer.stats.bootstrap import finite
 from evotrainer.tasks.base import Task, TaskFamily, family_texts
 
 __all__ = ["LLMObjective", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
@@ -130,11 +131,8 @@ def lora_workshop(
 
 
 class LLMObjective:
-    """Scores harness candidates with the policy model (see the module docstring).
-
-    One candidate (:meth:`__call__`) reads top to bottom: draw a task batch, choose the lead, run the inner
-    generations, race the fittest policies, return the result. The state that lives across candidates is
-    kept in three named parts: :attr:`screening` (per-item S_val values and the race,
+    """Scores harness candidates with the policy model (see the module docstring). The state that lives across
+    candidates is kept in three named parts: :attr:`screening` (per-item S_val values and the race,
     :class:`~evotrainer.evolve.screening.Screening`), :attr:`leads` (incumbent, Pareto front, lead,
     :class:`~evotrainer.evolve.lead.LeadState`) and :attr:`style_library` (the mutation styles,
     :class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
@@ -222,10 +220,7 @@ class LLMObjective:
         chosen = self.racers(result, population)
         reference = self.leads.reference(population, result.best) or result.best
         best, estimate = self.screening.race(chosen, reference, result.best, harness_id, outer_generation)
-        try:
-            start_max = finite(float(result.logbook[0]["max"]))
-        except (IndexError, KeyError, TypeError, ValueError):
-            start_max = None
+        start_max = finite(result.logbook[0].get("max")) if result.logbook else None  # the start population's best
         gain = None if start_max is None else result.best_fitness - start_max
         return CandidateResult(
             best=best, population=tuple(result.population), race_estimate=estimate,

@@ -3,11 +3,9 @@ promote at once, tell the source, then roll back or stop. :func:`run_outer_loop`
 any :class:`~evotrainer.harness.objective.Objective` (the real one,
 :class:`~evotrainer.evolve.llm_objective.LLMObjective`, is wired by :func:`evotrainer.evolve.coevolution.run_evolve`).
 
-A candidate's outcome: :func:`run_candidate` calls the objective and turns a crash or a non-finite race estimate
-into a failed candidate; the run's :class:`~evotrainer.harness.scoring.ScoringRule` scores it (how: that module's
-docstring); :func:`decide` scores a candidate whose race estimate beat the incumbent on the whole selection set and
-promotes it by the rule's promotion; :func:`record_candidates` writes one ``harness_candidates`` row per candidate
-of a generation.
+A candidate's outcome: :func:`run_candidate` calls the objective (a crash or a non-finite race estimate: failed);
+the run's :class:`~evotrainer.harness.scoring.ScoringRule` scores it and :func:`decide` promotes it (how: that
+module's docstring); :func:`record_candidates` writes one ``harness_candidates`` row per candidate.
 
 **What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
 the start the initial harness; after each generation the winner's applied vector; after a rollback
@@ -60,9 +58,10 @@ from evotrainer.harness import Harness, HarnessSpace, ema_toward
 from evotrainer.harness.candidates import CandidateSource
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
-from evotrainer.harness.scoring import CandidateScore, ScoringRule, finite
+from evotrainer.harness.scoring import CandidateScore, ScoringRule
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
 from evotrainer.run.control import RunControl, StopRequested
+from evotrainer.stats.bootstrap import finite
 
 __all__ = ["OuterResult", "Outcome", "decide", "record_candidates", "run_candidate", "run_outer_loop", "safe_full",
            "tell_incumbent"]
@@ -267,14 +266,10 @@ class Outcome:
 
 def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tuple[ArchivedPair, ...], g: int,
            scoring: ScoringRule, top_k: int, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
-    """Score candidate ``o`` on the whole selection set and decide whether it replaces ``incumbent``.
-
-    Sets ``o.full`` and ``o.promoted``. Promoted by ``scoring.promotion`` against the incumbent as of now (a
-    paired lower bound above 0; a higher whole-set mean for objectives without per-item values); archived as a
-    ``promotion`` event, and on promotion an ``incumbent`` event, both in candidate order, and the objective is
-    told the new incumbent (later races compare with it). Returns the incumbent and the top-``top_k`` archive
-    (``outer.rollback.top_k``) after the decision.
-    """
+    """Score candidate ``o`` on the whole selection set and decide by ``scoring.promotion`` whether it replaces
+    ``incumbent`` (sets ``o.full`` and ``o.promoted``); archived as a ``promotion`` event, and on promotion an
+    ``incumbent`` event, and the objective is told the new incumbent (later races compare with it). Returns the
+    incumbent and the top-``top_k`` archive (``outer.rollback.top_k``) after the decision."""
     o.full = full = safe_full(o.result)
     if full.s_val is None:
         return incumbent, pairs

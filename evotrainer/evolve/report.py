@@ -14,8 +14,7 @@ from evotrainer.harness import Harness
 from evotrainer.stats.generalisation import from_payload, render_table
 from evotrainer.stats.transfer import read_report
 
-__all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary",
-           "print_transfer"]
+__all__ = ["fmt", "fmt_harness", "print_operator_stats", "print_summary", "print_transfer"]
 
 
 def fmt(x: float | None) -> str:
@@ -30,14 +29,6 @@ def fmt_harness(h: Harness) -> str:
     return escape(f"[{knobs} | w: {weights}]")
 
 
-def print_generalisation(console: Console, g: Any) -> None:
-    """The final best vs the best seed (:class:`~evotrainer.stats.generalisation.Generalisation`): a table of
-    the paired difference per split (95 % interval, wins/losses/ties), then the verdict sentence."""
-    console.print(render_table(g))
-    style = "green" if g.held is True else "red" if g.held is False else "yellow"
-    console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
-
-
 def print_transfer(console: Console, r: Any) -> None:
     """The transfer report (:class:`~evotrainer.stats.transfer.TransferReport`; None: "transfer: not configured"): mean
     S_val per policy on the transfer items, the paired differences (95 % interval, W/L/T), then the verdict."""
@@ -49,19 +40,10 @@ def print_transfer(console: Console, r: Any) -> None:
 
 
 def print_summary(console: Console, store: Any, run_id: str, harness: Harness) -> None:
-    """Print an evolve run's closing summary from what its archive holds.
-
-    The numbers are the run's ``summary`` event (:class:`~evotrainer.events.kinds.SummaryEvent`); the final best's
-    prompt is its archived policy; then the ``generalisation`` event (:func:`print_generalisation`), the
-    ``transfer`` event (:func:`print_transfer`), the ``rollback`` events, and the last ``usage`` and ``totals``
-    phase events.
-
-    Args:
-        console: where to print.
-        store: the run's archive (an :class:`~evotrainer.archive.ArchiveStore`, open).
-        run_id: the finished run (its ``summary`` event is written).
-        harness: the best pair's applied harness (the start harness, ``h0``, has no candidate row to read).
-    """
+    """Print the closing summary of the finished run ``run_id`` from its open archive ``store``: the numbers of its
+    ``summary`` event, the final best's archived prompt, its ``generalisation``, ``transfer`` and ``rollback`` events
+    and its last ``usage`` and ``totals`` phase events. ``harness``: the best pair's applied harness (the start
+    harness, ``h0``, has no candidate row to read it from)."""
     events = store.events(run_id)
     s = next(e.event for e in reversed(events) if e.kind == "summary")
     phases = {e.event.name: e.event.fields for e in events if e.kind == "phase"}  # the last of each name
@@ -77,9 +59,10 @@ def print_summary(console: Console, store: Any, run_id: str, harness: Harness) -
                       "comes from selecting among seeds, not from variation.")
     console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
                   f"{fmt(s.heldout_s_val)}  (selection {fmt(s.best_s_val)})")
-    generalisations = [e.payload for e in events if e.kind == "generalisation"]
-    if generalisations:
-        print_generalisation(console, from_payload(generalisations[-1]))
+    for g in [from_payload(e.payload) for e in events if e.kind == "generalisation"][-1:]:  # the final best vs
+        console.print(render_table(g))  # the best seed: paired difference per split, then the verdict
+        style = "green" if g.held is True else "red" if g.held is False else "yellow"
+        console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
     print_transfer(console, read_report([e for e in events if e.kind == "transfer"])[0])
     console.print(f"incumbent S_val per outer generation: {', '.join(fmt(v) for v in s.s_val_curve)}")
     console.print("current S_val (the generation's best race estimate) per outer generation: "

@@ -31,10 +31,6 @@ class FullScore:
     per_item: tuple[float, ...] = ()
 
 
-def _failed_full() -> FullScore:
-    return FullScore(None)
-
-
 @dataclass(frozen=True)
 class CandidateResult:
     """What an objective returns for one harness candidate (or for the start population).
@@ -55,7 +51,7 @@ class CandidateResult:
     best: Any
     population: tuple
     race_estimate: float | None
-    full_score: Callable[[], FullScore] = _failed_full
+    full_score: Callable[[], FullScore] = lambda: FullScore(None)
     inner_gain: float | None = None
     best_fitness: float | None = None
     generated_tokens: int = 0

@@ -5,8 +5,7 @@ evidence: both policies on the same items, the per-item differences ``candidate 
 one-sided Student-t bound on their mean (the paired t-test; Student 1908). The candidate is
 *confidently better* when the lower bound at ``level`` is above 0, *confidently worse* when the upper
 bound at ``drop_level`` is below 0, undecided otherwise. The run's *claim* is made elsewhere: the
-held-out comparison at its end, on items no race used. ``level`` trades missed gains against wrong
-promotions (0.95 in the main job; the ablation study races at 0.6, docs/outer_loop_budget.md).
+held-out comparison at its end, on items no race used.
 
 :func:`run_race` spends evaluations where the decision is close. Racing (Maron & Moore 1997,
 "The racing algorithm: model selection for lazy learners"; Birattari et al. 2002, F-Race; the

@@ -14,7 +14,7 @@ weights) is scored in these steps, each a member of :class:`ScoringRule`:
 3. **The race estimate** (:meth:`ScoringRule.estimate`): the leader's whole-set S_val, estimated from the items it
    ran as the reference's whole-set mean plus the leader's paired mean difference (S_val units, can be < 0). It is
    archived unchanged (``harness_candidates.race_estimate``). A candidate that crashed, whose racers all failed or
-   whose estimate is not finite (:func:`finite`) has none: it failed.
+   whose estimate is not finite (:func:`~evotrainer.stats.bootstrap.finite`) has none: it failed.
 4. **Reward hacking** (:meth:`ScoringRule.score`, ``outer.hack_check.*``): flagged when inner fitness rose by more
    than ``fitness_rise`` (reward units) while the estimate fell more than ``s_val_drop`` below the *current* S_val
    (the estimate of the population the candidate started from).
@@ -26,86 +26,52 @@ weights) is scored in these steps, each a member of :class:`ScoringRule`:
    :attr:`ScoringRule.promotion` (:class:`~evotrainer.harness.promotion.PromotionRule` at ``outer.race.level``)
    says so: a paired lower bound above 0.
 
-The outer loop (:func:`evotrainer.evolve.outer_loop.run_outer_loop`) and the race's bookkeeping
-(:class:`evotrainer.evolve.screening.Screening`) both take their rule from :meth:`ScoringRule.from_config`; to
-change how candidates are scored, change this file.
+The outer loop (``evolve/outer_loop.py``) and the race's bookkeeping (``evolve/screening.py``) both take their rule
+from :meth:`ScoringRule.from_config`; to change how candidates are scored, change this file.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from evotrainer.harness.promotion import PromotionRule
 from evotrainer.harness.racing import Evaluate, Race, race_stages, run_race
-from evotrainer.stats.bootstrap import mean_stderr
+from evotrainer.stats.bootstrap import finite, mean_stderr
 
-if TYPE_CHECKING:  # the config's schema imports the inner loop's; the harness room does not at run time
-    from evotrainer.config_schema import OuterConfig
-
-__all__ = ["CandidateScore", "ScoringRule", "finite"]
-
-
-def finite(x: Any) -> float | None:
-    """``x`` as a float when it is a finite int or float (not a bool), else None: the one check that a score is
-    usable (a None, NaN or infinite score counts as failed or unknown)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        return None
-    return float(x)
+__all__ = ["CandidateScore", "ScoringRule"]
 
 
 @dataclass(frozen=True)
 class CandidateScore:
-    """One harness candidate's score (:meth:`ScoringRule.score`).
+    """One harness candidate's score (:meth:`ScoringRule.score`); S_val units, higher is better."""
 
-    Attributes:
-        estimate: the race estimate of the leader's whole-set S_val (S_val units), None = failed.
-        delta: ``estimate`` minus the current S_val it started from, None when either is unknown.
-        flagged: reward hacking (module docstring, step 4).
-        told: what CMA-ES is told, higher is better; None = failed (the searcher's worst penalty).
-    """
-
-    estimate: float | None
-    delta: float | None
-    flagged: bool
-    told: float | None
+    estimate: float | None  # the race estimate; None = failed
+    delta: float | None  # estimate minus the current S_val it started from
+    flagged: bool  # reward hacking (module docstring, step 4)
+    told: float | None  # what CMA-ES is told; None = failed (the searcher's worst penalty)
 
 
 @dataclass(frozen=True)
 class ScoringRule:
-    """How a harness candidate is scored (module docstring). Pure: numbers in, numbers out.
+    """How a harness candidate is scored (module docstring). Pure: numbers in, numbers out. Each field is the
+    ``outer.*`` key beside it (ranges: the configuration reference)."""
 
-    Attributes:
-        racers: policies per candidate that race, >= 1 (``outer.screen_top_k``).
-        sizes: cumulative item counts of the race stages between the screening items and all selection items
-            (``outer.race.sizes``).
-        level: one-sided confidence of "better than the incumbent", in (0.5, 1) (``outer.race.level``); also the
-            promotion's.
-        drop_level: one-sided confidence of "worse", in (0.5, 1) (``outer.race.drop_level``).
-        survivors: racers that go on after a stage, >= 1 (``outer.race.survivors``).
-        futility: before the last stage, stop a racer whose paired mean is <= this (S_val units; None = never).
-        hack_check: flag and penalise reward hacking (``outer.hack_check.enabled``).
-        fitness_rise: inner fitness gain above which a falling estimate flags, reward units, >= 0.
-        s_val_drop: fall of the estimate below the current S_val that flags, S_val units, >= 0.
-        penalty: subtracted from a flagged candidate's told score, S_val units, >= 0.
-    """
-
-    racers: int = 3
-    sizes: tuple[int, ...] = (24,)
-    level: float = 0.95
-    drop_level: float = 0.8
-    survivors: int = 1
-    futility: float | None = 0.0
-    hack_check: bool = True
-    fitness_rise: float = 0.01
-    s_val_drop: float = 0.01
-    penalty: float = 0.05
+    racers: int = 3  # outer.screen_top_k: policies per candidate that race
+    sizes: tuple[int, ...] = (24,)  # outer.race.sizes: item counts between the screening items and all of them
+    level: float = 0.95  # outer.race.level: one-sided confidence of "better" and of a promotion
+    drop_level: float = 0.8  # outer.race.drop_level: one-sided confidence of "worse"
+    survivors: int = 1  # outer.race.survivors: racers that go on after a stage
+    futility: float | None = 0.0  # outer.race.futility: S_val units; None = never
+    hack_check: bool = True  # outer.hack_check.enabled
+    fitness_rise: float = 0.01  # outer.hack_check.fitness_rise: reward units
+    s_val_drop: float = 0.01  # outer.hack_check.s_val_drop: S_val units
+    penalty: float = 0.05  # outer.hack_check.penalty: S_val units
 
     @classmethod
-    def from_config(cls, outer: OuterConfig) -> ScoringRule:
-        """The rule of ``outer.screen_top_k``, ``outer.race.*`` and ``outer.hack_check.*``."""
+    def from_config(cls, outer: Any) -> ScoringRule:
+        """The rule of an ``OuterConfig``'s ``screen_top_k``, ``race.*`` and ``hack_check.*``."""
         race, hack = outer.race, outer.hack_check
         return cls(racers=outer.screen_top_k, sizes=tuple(race.sizes), level=race.level, drop_level=race.drop_level,
                    survivors=race.survivors, futility=race.futility, hack_check=hack.enabled,

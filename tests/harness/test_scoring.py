@@ -13,8 +13,8 @@ import pytest
 
 from evotrainer.config import OuterConfig
 from evotrainer.harness.racing import run_race
-from evotrainer.harness.scoring import CandidateScore, ScoringRule, finite
-from evotrainer.stats.bootstrap import mean_stderr
+from evotrainer.harness.scoring import CandidateScore, ScoringRule
+from evotrainer.stats.bootstrap import finite, item_values, mean_stderr
 
 PKG = Path(__file__).resolve().parents[2] / "evotrainer"
 
@@ -66,6 +66,7 @@ def test_finite_is_the_one_finiteness_check() -> None:
     assert finite(0.5) == 0.5 and finite(1) == 1.0
     assert finite(None) is None and finite(math.nan) is None and finite(-math.inf) is None
     assert finite(True) is None and finite("0.5") is None
+    assert item_values([0.5, None, math.nan, 1]) == (0.5, 0.0, 0.0, 1.0)  # as S_val counts a failed item
 
 
 def test_a_candidate_score_is_assembled_in_one_file() -> None:
@@ -99,10 +100,12 @@ def test_the_s_val_path_computes_its_mean_and_error_in_one_helper() -> None:
     assert hits == []
 
 
-def test_a_candidate_score_is_checked_for_finiteness_once() -> None:
-    """From the objective's result to the told score, one function decides what is finite
-    (:func:`~evotrainer.harness.scoring.finite`); the optimiser's own guard (``CMASearch.tell``) aside."""
+def test_a_score_is_checked_for_finiteness_once() -> None:
+    """One function decides whether a score is usable (:func:`~evotrainer.stats.bootstrap.finite`): from the
+    objective's result to the told score, and in every report of per-item S_val (generalisation, transfer,
+    ``mode=evaluate``, the sensitivity study). The optimiser's own guard (``CMASearch.tell``) aside."""
     paths = ("evolve/outer_loop.py", "evolve/screening.py", "evolve/llm_objective.py", "harness/objective.py",
-             "harness/scoring.py", "harness/rollback.py")
+             "harness/scoring.py", "harness/rollback.py", "stats/generalisation.py", "stats/transfer.py",
+             "stats/sensitivity.py", "stats/bootstrap.py", "evaluate/report.py", "browse/sensitivity_view.py")
     hits = [f"{rel}:{n}" for rel in paths for n, line in enumerate(_code(rel).splitlines(), 1) if "isfinite" in line]
-    assert len(hits) == 1 and hits[0].startswith("harness/scoring.py"), hits
+    assert len(hits) == 1 and hits[0].startswith("stats/bootstrap.py"), hits
