@@ -136,7 +136,7 @@ class RollbackConfig:
 
     enabled: bool = True  # restore the best pair when S_val regresses or oscillates
     top_k: int = 3  # best (harness, population) pairs kept, by whole-selection-set S_val
-    tolerance: float = 0.03  # S_val units: "regressed" = current screen S_val < best's - tolerance
+    tolerance: float = 0.03  # S_val units: "regressed" = current S_val (a race estimate) < best's - tolerance
     generations: int = 2  # ... for this many outer generations in a row
     oscillation_threshold: float = 0.02  # S_val deltas smaller than this are not counted as swings
     oscillations: int = 2  # sign changes of the S_val delta (within `window`) that trigger a rollback

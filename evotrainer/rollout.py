@@ -22,6 +22,7 @@ from evotrainer.input_handling import InputHandling
 from evotrainer.search.decoding import sampling_for
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
+from evotrainer.stats.bootstrap import mean_stderr
 from evotrainer.tasks.base import EmbeddingMeta, RolloutRequest, SelfEvolving, Task, TaskFamily
 
 __all__ = [
@@ -99,7 +100,8 @@ class MetaEvaluation:
         batch_id: the validation batch (:func:`batch_id_for`).
         s_val: mean of the items' ``MetaScore.value`` in [0, 1], higher is better; a failed item
             counts 0.0; None when every item failed.
-        stderr: standard error of that mean over items (sample std / sqrt(n)); None for < 2 items.
+        stderr: standard error of that mean over items (:func:`~evotrainer.stats.bootstrap.mean_stderr`); None for < 2
+            items.
         parts: mean of each metric part over the items scored.
         per_item: value per item in order; None where it failed.
         outputs: generated text per item.
@@ -233,7 +235,7 @@ class RolloutEvaluator:
                     policy.id, gh, batch_id, None, {}, (None,) * len(tasks), ("",) * len(tasks),
                     (None,) * len(tasks), tokens, seconds, not fresh, job.error))
                 continue
-            value, parts, error = _aggregate(scores)
+            value, _, parts, error = _aggregate(scores)
             out.append(PolicyEvaluation(
                 policy.id, gh, batch_id, value, parts, scores.values, job.rollout.outputs,
                 scores.degenerate, tokens, seconds, not fresh, error, tuple(scores.parts), job.rollout.handling))
@@ -267,13 +269,7 @@ class RolloutEvaluator:
             t0 = time.perf_counter()
             scores = self._scores("meta", gh, batch_id, mkey, job.rollout, tasks, None)
             seconds = (job.seconds + time.perf_counter() - t0) if charged else 0.0
-            value, parts, error = _aggregate(scores)
-            filled = [v if v is not None else 0.0 for v in scores.values]
-            stderr = None
-            if value is not None and len(filled) >= 2:
-                mean = sum(filled) / len(filled)
-                var = sum((v - mean) ** 2 for v in filled) / (len(filled) - 1)
-                stderr = math.sqrt(var / len(filled))
+            value, stderr, parts, error = _aggregate(scores)
             out.append(MetaEvaluation(policy.id, gh, batch_id, value, stderr, parts, scores.values,
                                       job.rollout.outputs, tokens, seconds, not fresh, error, job.rollout.handling))
         return out
@@ -587,12 +583,12 @@ def _handling_code(generation: Generation) -> str:
     return code or InputHandling.parse("", bool(getattr(generation, "prompt_truncated", False))).code()
 
 
-def _aggregate(scores: _Scores) -> tuple[float | None, dict[str, float], str | None]:
-    """(mean value with failed tasks as 0.0 or None if all failed, mean parts, error summary)."""
+def _aggregate(scores: _Scores) -> tuple[float | None, float | None, dict[str, float], str | None]:
+    """(mean value with failed tasks as 0.0 or None if all failed, its standard error, mean parts, error summary)."""
     ok = [v for v in scores.values if v is not None]
     error = "; ".join(e for e in scores.errors if e) or None
     if not ok:
-        return None, {}, error or "no tasks"
-    value = sum(v if v is not None else 0.0 for v in scores.values) / len(scores.values)
+        return None, None, {}, error or "no tasks"
+    value, stderr = mean_stderr([v if v is not None else 0.0 for v in scores.values])
     names = dict.fromkeys(name for comp in scores.parts for name in comp)  # in order of first appearance
-    return value, {n: sum(vs := [float(c[n]) for c in scores.parts if n in c]) / len(vs) for n in names}, error
+    return value, stderr, {n: sum(vs := [float(c[n]) for c in scores.parts if n in c]) / len(vs) for n in names}, error

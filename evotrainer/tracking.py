@@ -10,7 +10,7 @@ metric                          from                                   step
 ``inner/best_fitness``,         ``inner_generation`` event (the DEAP   inner generations run so far in the whole
 ``inner/mean_fitness``          logbook record: max, mean)             run, from 0 (each candidate's initial
                                                                        evaluation included)
-``candidate/screen_s_val``,     harness-candidate row (+ the           harness candidates archived so far, from 0
+``candidate/race_estimate``,    harness-candidate row (+ the           harness candidates archived so far, from 0
 ``candidate/s_val``,            candidate's ``race`` events)
 ``candidate/race_evaluations``
 ``outer/incumbent_s_val``,      ``incumbent`` event of generation 0,   the outer generation (0 = the seeds)
@@ -303,7 +303,7 @@ class Tracker:
 
     def candidate(self, row: Any) -> None:
         """One archived harness candidate (a :class:`~evotrainer.archive.schema.HarnessCandidateRow`)."""
-        self._log({"candidate/screen_s_val": row.screen_s_val, "candidate/s_val": row.s_val,
+        self._log({"candidate/race_estimate": row.race_estimate, "candidate/s_val": row.s_val,
                    "candidate/race_evaluations": self._race_evaluations.get(row.harness_id)}, self._candidate_step)
         self._candidate_step += 1
 

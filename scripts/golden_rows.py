@@ -11,8 +11,9 @@ keeps working when modules move.
 The dump (:func:`dump_archive`) reads the SQLite file with ``sqlite3`` alone: every table of
 ``sqlite_master`` (``sqlite_sequence`` excepted), every column, with
 
-- the column renames of schema 3 applied (:data:`COLUMN_RENAMES`: ``selfevolve_pool.transcript`` ->
-  ``task_input``, ``reference_minutes`` -> ``reference``), so a schema-2 archive dumps like a schema-3 one;
+- the column renames of schemas 3 and 4 applied (:data:`COLUMN_RENAMES`: ``selfevolve_pool.transcript`` ->
+  ``task_input``, ``reference_minutes`` -> ``reference``; ``harness_candidates.screen_s_val`` -> ``race_estimate``),
+  so an older archive dumps like a current one;
 - volatile values replaced by a placeholder (:data:`VOLATILE_COLUMNS`, :data:`VOLATILE_KEYS`): the run id, the
   code version, timestamps, host names, wall-clock seconds and durations, autoincrement ids, and the temporary
   folders' absolute paths (replaced by ``<MODEL>``, ``<RUN>``, ``<TREE>``);
@@ -67,8 +68,10 @@ both ``model`` and ``mutator`` (equal configs: the mutator reuses the tiny polic
 
 COLUMN_RENAMES: Mapping[str, Mapping[str, str]] = {
     "selfevolve_pool": {"transcript": "task_input", "reference_minutes": "reference"},
+    "harness_candidates": {"screen_s_val": "race_estimate"},
 }
-"""``table -> {old column: new column}``: schema 3's renames (``evotrainer/archive/schema.py``, ``_migrate_to_3``)."""
+"""``table -> {old column: new column}``: the renames of schema 3 and 4 (``evotrainer/archive/schema.py``,
+``RENAMED_COLUMNS``)."""
 
 VOLATILE_COLUMNS: Mapping[str, frozenset[str]] = {
     "*": frozenset({"run_id", "created_at", "seconds", "host", "code_version"}),

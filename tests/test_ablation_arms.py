@@ -29,33 +29,39 @@ def _arm(tiny_run_config: Callable[[], Config], source: str) -> Config:
 
 @pytest.fixture(scope="module")
 def arms(tiny_run_config, tmp_path_factory: pytest.TempPathFactory):
-    return {source: run_evolve(_arm(tiny_run_config, source), run_dir=tmp_path_factory.mktemp(source))
-            for source in ("frozen_harness", "random_harness")}
+    """source -> (the archived summary event, the run's archive file, its run id)."""
+    out = {}
+    for source in ("frozen_harness", "random_harness"):
+        run_dir = tmp_path_factory.mktemp(source)
+        summary = run_evolve(_arm(tiny_run_config, source), run_dir=run_dir)
+        with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
+            out[source] = (summary, run_dir / "archive.db", store.list_runs()[0].run_id)
+    return out
 
 
 @pytest.mark.parametrize("source", ["frozen_harness", "random_harness"])
 def test_the_rollout_budget_counted_from_the_archive_stops_the_arm(arms, source: str) -> None:
-    s = arms[source]
+    s, archive, run_id = arms[source]
     assert s.stop_reason == "outer.budget.rollouts", s.stop_detail
-    with ArchiveStore(s.archive, read_only=True) as store:
-        rows = store.evaluations(s.run_id)
-        stops = store.events(s.run_id, kind="stop")
-        cands = store.harness_candidates(s.run_id)
+    with ArchiveStore(archive, read_only=True) as store:
+        rows = store.evaluations(run_id)
+        stops = store.events(run_id, kind="stop")
+        cands = store.harness_candidates(run_id)
     counted = sum(budget_rollouts(r) for r in rows)
     assert counted >= 45 and s.candidates >= 1
     # the stop was decided before a candidate, on the count of the rows archived so far
     assert stops and stops[-1].payload["key"] == "outer.budget.rollouts"
     used = int(stops[-1].payload["detail"].split()[0])
     assert 45 <= used <= counted and len(cands) == s.candidates
-    (run,), _ = arm_runs([s.archive.parent])
+    (run,), _ = arm_runs([archive.parent])
     assert (run.arm, run.rollouts, run.budget) == (source, counted, 45)
 
 
 def test_frozen_candidates_are_the_start_harness_and_random_ones_spread(arms) -> None:
     vectors = {}
-    for source, s in arms.items():
-        with ArchiveStore(s.archive, read_only=True) as store:
-            vectors[source] = np.array([c.values["proposal"] for c in store.harness_candidates(s.run_id)])
+    for source, (_, archive, run_id) in arms.items():
+        with ArchiveStore(archive, read_only=True) as store:
+            vectors[source] = np.array([c.values["proposal"] for c in store.harness_candidates(run_id)])
     frozen, rand = vectors["frozen_harness"], vectors["random_harness"]
     assert len(frozen) >= 2 and np.allclose(frozen, frozen[0])
     assert len(rand) >= 2 and not np.allclose(rand, rand[0]) and rand.min() >= 0 and rand.max() <= 1

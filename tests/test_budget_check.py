@@ -43,9 +43,10 @@ def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
     assert len(lines) == 1 and "generation 0 alone is expected to take about" in lines[0]
     assert "s budget" in lines[0] and "outer.budget.seconds" in lines[0]
     assert summary.stop_reason == "outer.budget.seconds"
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        (event,) = [e for e in store.events(summary.run_id, kind="phase") if e.payload["name"] == "gen0_estimate"]
-        assert "gen0_estimate" not in str(store.dump_deterministic(summary.run_id))
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        (event,) = [e for e in store.events(run_id, kind="phase") if e.payload["name"] == "gen0_estimate"]
+        assert "gen0_estimate" not in str(store.dump_deterministic(run_id))
     est = event.payload
     assert est["warn"] is True and est["budget"] == 1e-6 and est["share"] > WARN_SHARE
     assert est["seconds"] >= est["elapsed"] > 0 and est["per_request"] > 0

@@ -12,11 +12,13 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.config import PROJECT_ROOT, Config
+from evotrainer.events.kinds import SummaryEvent
 from evotrainer.evolve.coevolution import run_evolve, screening_subset
 from evotrainer.rollout import batch_id_for
 from evotrainer.run.runtime import build_family, load_validation
@@ -39,14 +41,26 @@ def _tiny_config(tiny_run_config: Callable[[], Config]) -> Config:
     return cfg
 
 
+class _Run(NamedTuple):
+    """A finished run: what ``run_evolve`` returned (the archived summary event), the archive and the run id."""
+
+    summary: SummaryEvent
+    archive: Path
+    run_id: str
+
+
+def _run(cfg: Config, run_dir: Path) -> _Run:
+    summary = run_evolve(cfg, run_dir=run_dir)
+    with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
+        (run,) = store.list_runs()
+        assert store.events(run.run_id, kind="summary")[-1].event == summary  # the summary returned is the archived one
+    return _Run(summary, run_dir / "archive.db", run.run_id)
+
+
 @pytest.fixture(scope="module")
 def two_runs(tiny_run_config: Callable[[], Config], tmp_path_factory: pytest.TempPathFactory):
     cfg = _tiny_config(tiny_run_config)
-    out = []
-    for name in ("a", "b"):
-        run_dir = tmp_path_factory.mktemp(f"run_{name}")
-        out.append(run_evolve(cfg, run_dir=run_dir))
-    return cfg, out
+    return cfg, [_run(cfg, tmp_path_factory.mktemp(f"run_{name}")) for name in ("a", "b")]
 
 
 def test_same_seed_same_archive(two_runs) -> None:
@@ -62,7 +76,7 @@ def test_best_policy_lineage_reaches_seeds(two_runs) -> None:
     cfg, (a, _) = two_runs
     with ArchiveStore(a.archive, read_only=True) as store:
         best, score = store.best_policy(a.run_id)
-        assert score == pytest.approx(a.best_s_val)
+        assert score == pytest.approx(a.summary.best_s_val)
         nodes = store.lineage(a.run_id, best.id)
     seeds = {n.policy.id for n in nodes if n.policy.operator == "seed"}
     assert seeds and seeds <= set(cfg.evaluation.policies)
@@ -94,7 +108,7 @@ def test_incumbent_curve_logged_and_held_out_never_selects(two_runs) -> None:
     cfg, (a, _) = two_runs
     items = load_validation(cfg, build_family(cfg))
     selection, heldout = split_validation(items, cfg.outer.heldout_share)
-    assert heldout and a.heldout_items == len(heldout) and a.selection_items == len(selection)
+    assert heldout and a.summary.heldout_items == len(heldout) and a.summary.selection_items == len(selection)
     with ArchiveStore(a.archive, read_only=True) as store:
         gens = store.events(a.run_id, kind="outer_generation")
         (summary,) = store.events(a.run_id, kind="summary")
@@ -106,28 +120,28 @@ def test_incumbent_curve_logged_and_held_out_never_selects(two_runs) -> None:
     assert [e.payload["outer_generation"] for e in gens] == list(range(1, cfg.outer.generations + 1))
     curve = [summary.payload["initial_s_val"]] + [e.payload["incumbent_s_val"] for e in gens]
     assert all("current_s_val" in e.payload for e in gens)
-    assert curve == sorted(curve) and curve[-1] == max(curve) == pytest.approx(a.best_s_val)
-    assert summary.payload["stop_reason"] == "outer.generations" == a.stop_reason
+    assert curve == sorted(curve) and curve[-1] == max(curve) == pytest.approx(a.summary.best_s_val)
+    assert summary.payload["stop_reason"] == "outer.generations" == a.summary.stop_reason
     # selection uses only the selection part; the final best alone is scored on the held-out part
     held_ids = {t.task_id for t in heldout}
     assert {e.batch_id for e in meta_val} == {batch_id_for(selection)}
     assert all(e.n_tasks <= len(selection) for e in screens)
     # the final best and the best seed alone are scored on the held-out part (one row each; one if the same)
-    assert {e.policy_id for e in held} == {a.best.id, a.initial_best.id} and len(held) <= 2
+    assert {e.policy_id for e in held} == {a.summary.best, a.summary.initial_best} and len(held) <= 2
     assert all(e.batch_id == batch_id_for(heldout) for e in held)
-    best_row = next(e for e in held if e.policy_id == a.best.id)
-    assert summary.payload["heldout_s_val"] == pytest.approx(a.heldout_s_val) == pytest.approx(best_row.total)
+    best_row = next(e for e in held if e.policy_id == a.summary.best)
+    assert summary.payload["heldout_s_val"] == pytest.approx(a.summary.heldout_s_val) == pytest.approx(best_row.total)
     (gen,) = store_events(a, "generalisation")
-    assert gen.payload["heldout"]["n"] == len(heldout) and gen.payload["baseline_id"] == a.initial_best.id
-    assert a.generalisation is not None and a.generalisation.best_id == a.best.id
-    assert a.transfer is None and not store_events(a, "transfer")  # task.transfer_path null: nothing scored
+    assert gen.payload["heldout"]["n"] == len(heldout) and gen.payload["baseline_id"] == a.summary.initial_best
+    assert gen.payload["best_id"] == a.summary.best
+    assert not store_events(a, "transfer")  # task.transfer_path null: nothing scored
     assert set(setup.payload["heldout_items"]) == held_ids
     assert held_ids.isdisjoint(setup.payload["selection_items"] + setup.payload["screen_items"])
 
 
-def store_events(summary, kind: str):
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        return store.events(summary.run_id, kind=kind)
+def store_events(run: _Run, kind: str):
+    with ArchiveStore(run.archive, read_only=True) as store:
+        return store.events(run.run_id, kind=kind)
 
 
 def test_screening_subset_is_fixed_and_stratified() -> None:
@@ -163,10 +177,9 @@ def test_prompt_token_budget_stops_before_the_first_candidate(tiny_run_config: C
     cfg = _tiny_config(tiny_run_config)
     cfg.inner.llm_mutation_share = 0.0
     cfg.outer.budget.prompt_tokens = 1
-    summary = run_evolve(cfg, run_dir=tmp_path)
-    assert summary.stop_reason == "outer.budget.prompt_tokens" and summary.candidates == 0
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        (stop,) = store.events(summary.run_id, kind="stop")
+    run = _run(cfg, tmp_path)
+    assert run.summary.stop_reason == "outer.budget.prompt_tokens" and run.summary.candidates == 0
+    (stop,) = store_events(run, "stop")
     assert stop.event.key == "outer.budget.prompt_tokens" and "prompt tokens used" in stop.event.detail
 
 
@@ -183,21 +196,20 @@ def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Ca
     cfg.outer.budget.evaluations = 2
     cfg.task.transfer_path = str(DATA / "transfer_3.jsonl")
     cfg.task.plain_prompt = "Summarize the meeting."
-    summary = run_evolve(cfg, run_dir=tmp_path)
+    summary, archive, run_id = _run(cfg, tmp_path)
     assert summary.stop_reason == "outer.budget.evaluations" and summary.candidates == 2
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        (setup,) = store.events(summary.run_id, kind="setup")
-        rows = store.harness_candidates(summary.run_id)
-        kinds = [e.kind for e in store.events(summary.run_id)]
-        (transfer,) = store.events(summary.run_id, kind="transfer")
-        scored = store.evaluations(summary.run_id, kind="meta_transfer")
+    with ArchiveStore(archive, read_only=True) as store:
+        (setup,) = store.events(run_id, kind="setup")
+        rows = store.harness_candidates(run_id)
+        kinds = [e.kind for e in store.events(run_id)]
+        (transfer,) = store.events(run_id, kind="transfer")
+        scored = store.evaluations(run_id, kind="meta_transfer")
     assert kinds.index("generalisation") < kinds.index("transfer") < kinds.index("summary")
     t = transfer.event
     assert t.item_ids == tuple(json.loads(line)["id"] for line in (DATA / "transfer_3.jsonl").open())
     assert t.roles == ("final_best", "best_seed", "plain_prompt") and t.policy_ids[2] == "plain_prompt"
-    assert t.policy_ids[:2] == (summary.best.id, summary.initial_best.id) and len(t.values[0]) == 3
+    assert t.policy_ids[:2] == (summary.best, summary.initial_best) and len(t.values[0]) == 3
     assert {e.policy_id for e in scored} == set(t.policy_ids) and all(e.n_tasks == 3 for e in scored)
-    assert summary.transfer is not None and summary.transfer.verdict == t.verdict
     assert setup.payload["harness_names"] == ["length"]
     defaults = DEFAULT_REWARD_WEIGHTS  # task.reward_weights is empty in a config built in code: the family's
     weights = {k: w / sum(defaults.values()) for k, w in defaults.items()}
@@ -213,7 +225,7 @@ def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> No
     generation) plus the leader's paired mean difference."""
     cfg, (a, _) = two_runs
     with ArchiveStore(a.archive, read_only=True) as store:
-        candidates = [c for c in store.harness_candidates(a.run_id) if c.screen_s_val is not None]
+        candidates = [c for c in store.harness_candidates(a.run_id) if c.race_estimate is not None]
         screens = [e for e in store.evaluations(a.run_id, kind="meta_screen") if e.harness_id != "h0"]
         events = store.events(a.run_id)
     races = {e.payload["harness_id"]: e for e in events if e.kind == "race"}
@@ -228,7 +240,7 @@ def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> No
         leader = next(x for x in race["entries"] if x["policy_id"] == race["leader"])
         ref = [e.payload for e in events if e.kind == "incumbent" and e.id < races[cand.harness_id].id][-1]
         assert race["reference"] == ref["policy_id"]
-        assert cand.screen_s_val == pytest.approx(ref["s_val"] + leader["mean"])
+        assert cand.race_estimate == pytest.approx(ref["s_val"] + leader["mean"])
 
 
 def test_promotions_are_paired_decisions(two_runs) -> None:

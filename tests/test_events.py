@@ -60,7 +60,7 @@ PAYLOADS: list[tuple[str, dict]] = [
     ("rollback", {"outer_generation": 3, "cause": "regression", "detail": "3 generations below",
                   "restored_harness_id": "g1c0", "restored_policy_id": "p9", "s_val": 0.46, "sigma": 0.15}),
     ("outer_generation", {"outer_generation": 1, "current_s_val": 0.44, "current_full_s_val": None,
-                          "incumbent_s_val": 0.46, "incumbent_screen_s_val": 0.45, "incumbent_policy_id": "p9",
+                          "incumbent_s_val": 0.46, "incumbent_policy_id": "p9",
                           "best_harness_id": "g1c0", "rolled_back": False, "sigma": 0.3, "told": [0.44, None],
                           "archive": [["g1c0", 0.46], ["h0", 0.41]], "cma_termination": {"tolfun": "1e-11"}}),
     ("phase", {"name": "outer_generation", "outer_generation": 1, "seconds": 12.5}),

@@ -38,13 +38,13 @@ def _tiny_config(tiny_run_config: Callable[[], Config]) -> Config:
     return cfg
 
 
-def _scores(summary) -> dict[str, list]:
+def _scores(summary, run_dir: Path) -> dict[str, list]:
     """Every archived score of a run, in archive order (fitness and meta-validation alike)."""
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        rows = store.evaluations(summary.run_id)
+    with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
+        rows = store.evaluations(store.list_runs()[0].run_id)
     return {"scores": [(r.kind, r.policy_id, r.batch_id, r.total, r.outer_generation, r.inner_generation)
                        for r in rows],
-            "best": [summary.best.id, summary.best_s_val, summary.heldout_s_val]}
+            "best": [summary.best, summary.best_s_val, summary.heldout_s_val]}
 
 
 @pytest.mark.skipif(_NO_RAY, reason="ray is not installed (pip install -e '.[ray]')")
@@ -73,7 +73,7 @@ def test_ray_executor_gives_the_local_fitness_values(tiny_run_config: Callable[[
         assert not ray.is_initialized()  # ... which the run shut down when it ended
     finally:
         ray.shutdown()
-    a, b = _scores(local), _scores(remote)
+    a, b = _scores(local, tmp_path / "local"), _scores(remote, tmp_path / "ray")
     assert len(a["scores"]) > 10 and any(s[0] == "fitness" for s in a["scores"])
     assert b == a
     assert remote.rollouts == local.rollouts

@@ -10,8 +10,11 @@ import numpy as np
 import pytest
 from rich.console import Console
 
+from evotrainer.archive import ArchiveStore
+from evotrainer.archive.recorder import RunRecorder
 from evotrainer.browse.sweep_views import pooled_by_source
 from evotrainer.browse.transfer_view import diff_cell
+from evotrainer.events.kinds import GeneralisationEvent, PhaseEvent, RollbackEvent, SummaryEvent
 from evotrainer.evolve.report import print_summary
 from evotrainer.genome import Policy
 from evotrainer.stats.bootstrap import paired_difference, rng_for
@@ -232,32 +235,53 @@ def test_pool_says_no_gain_when_the_pooled_selection_gain_is_not_positive() -> N
 # --- the closing summary --------------------------------------------------------------------------
 
 
-def _summary(generalisation: Generalisation | None) -> tuple[SimpleNamespace, SimpleNamespace]:
+def _archive(tmp_path, generalisation: Generalisation | None) -> tuple[ArchiveStore, str]:
+    """A finished evolve run as the archive holds it: policies, a summary event, a rollback, usage and totals."""
     seed = Policy.seed("terse", {"role": "You write minutes.", "format": "## Topics"})
     best = seed.child([("role", "You write short minutes."), ("format", "## Topics")], operator="mut_llm",
                       generation=2)
-    s = SimpleNamespace(
-        run_id="run-s0-abc", stop_reason="outer.generations", stop_detail="2 of 2", selection_items=6,
-        initial_best=seed, initial_s_val=0.2, best=best, best_s_val=0.25, heldout_items=8, heldout_s_val=0.21,
-        s_val_curve=[0.2, 0.25], current_curve=[None, 0.25], rollbacks=[], candidates=4, policy_evaluations=10,
-        rollouts=100, generated_tokens=5000, timings={"model load": 3.0}, archive="archive.db",
-        generalisation=generalisation)
-    inc = SimpleNamespace(outer_generation=2, harness_id="g2c0",
-                          harness=SimpleNamespace(difficulty={"length": 200.0}, extras={},
-                                                  reward_weights={"format": 1.0}))
-    return s, inc
+    store = ArchiveStore(tmp_path / "archive.db")
+    rec = RunRecorder(store, "run-s0-abc")
+    rec.start(0, {})
+    rec.policies([seed, best])
+    rec.emit(RollbackEvent(outer_generation=1, cause="regression", detail="fell", restored_harness_id="h0",
+                           restored_policy_id="terse", s_val=0.2, sigma=0.1))
+    if generalisation is not None:
+        rec.emit(GeneralisationEvent(**to_payload(generalisation)))
+    rec.emit(SummaryEvent(
+        initial_best=seed.id, initial_s_val=0.2, best=best.id, best_s_val=0.25, best_harness_id="g2c0",
+        heldout_s_val=0.21, selection_items=6, heldout_items=8, rollouts=100, s_val_curve=(0.2, 0.25),
+        current_curve=(0.2, 0.2375), rollbacks=1, stop_reason="outer.generations", stop_detail="2 of 2",
+        candidates=4, generated_tokens=5000, archive=(("g2c0", 0.25),)))
+    rec.emit(PhaseEvent(name="totals", fields={"seconds": 9.0, "model_load": 3.0}))
+    return store, "run-s0-abc"
 
 
-def _render(s: SimpleNamespace, inc: SimpleNamespace) -> str:
+def _render(store: ArchiveStore, run_id: str) -> str:
     console = Console(record=True, width=200, force_terminal=False)
-    print_summary(console, s, inc)
+    harness = SimpleNamespace(difficulty={"length": 200.0}, extras={}, reward_weights={"format": 1.0})
+    print_summary(console, store, run_id, harness)
     return console.export_text()
 
 
-def test_print_summary_shows_the_comparison_and_verdict() -> None:
+def test_the_console_summary_is_printed_from_the_archived_summary_event(tmp_path) -> None:
+    store, run_id = _archive(tmp_path, None)
+    text = _render(store, run_id)
+    assert "run run-s0-abc; stopped by outer.generations: 2 of 2" in text
+    assert "generation-0 best terse 0.2000" in text and "0.2500 (+0.0500)" in text
+    assert "current S_val (the generation's best race estimate) per outer generation: 0.2000, 0.2375" in text
+    assert "rollback at outer 1: regression" in text and "[length=200 | w: format=1.00]" in text
+    assert "4 harness candidates" in text and "100 rollouts, 5000 generated tokens" in text
+    assert "You write short minutes." in text  # the best prompt, read back from the archive
+    store.close()
+
+
+def test_print_summary_shows_the_comparison_and_verdict(tmp_path) -> None:
     g = compare("terse", "child[x]", (SEL_BASE, SEL_GAIN),
                 (HELD_BASE, _shift(HELD_BASE, [-0.04, 0.02, -0.03, -0.01, 0.01, -0.05, 0.0, -0.02])), seed=0)
-    text = _render(*_summary(g))
+    store, run_id = _archive(tmp_path, g)
+    text = _render(store, run_id)
+    store.close()
     assert "final best on the held-out part" in text  # the existing lines stay
     assert "difference [95% CI]" in text and "wins/losses/ties" in text
     held_row = next(line for line in text.splitlines() if "held-out" in line and "│" in line)
@@ -266,9 +290,8 @@ def test_print_summary_shows_the_comparison_and_verdict() -> None:
     assert "generalisation: the gain did not hold: held-out difference -0.0150 [" in text
 
 
-def test_print_summary_without_generalisation_keeps_the_old_lines() -> None:
-    s, inc = _summary(None)
-    text = _render(s, inc)
-    assert "held-out part (8 items" in text and "difference [" not in text
-    del s.generalisation  # an older summary object without the field
-    assert "generalisation" not in _render(s, inc)
+def test_print_summary_without_generalisation_keeps_the_old_lines(tmp_path) -> None:
+    store, run_id = _archive(tmp_path, None)
+    text = _render(store, run_id)
+    store.close()
+    assert "held-out part (8 items" in text and "difference [" not in text and "generalisation" not in text

@@ -33,13 +33,13 @@ def pair_and_arm(tiny_run_config: Callable[[], Config], tmp_path_factory: pytest
     cfg.outer.generations, cfg.outer.patience = 50, 50
     cfg.outer.budget.rollouts = 40
     sweep = tmp_path_factory.mktemp("sweep")
-    summary = run_evolve(cfg, run_dir=sweep / "0_frozen_harness_seed0")
+    run_evolve(cfg, run_dir=sweep / "0_frozen_harness_seed0")
     arm = run_gepa_arm(sweep / "0_frozen_harness_seed0", train_tasks=4, minibatch=2)
-    return sweep, summary, arm
+    return sweep, sweep / "0_frozen_harness_seed0" / "archive.db", arm
 
 
 def test_the_gepa_arm_spends_the_same_budget_and_writes_its_result(pair_and_arm) -> None:
-    sweep, summary, arm = pair_and_arm
+    sweep, _, arm = pair_and_arm
     path = sweep / "gepa_seed0" / "arm_result.json"
     assert arm.source == str(path) and read_arm_result(path).rollouts == arm.rollouts
     assert arm.arm == "gepa" and arm.seed == 0 and arm.budget == 40
@@ -50,9 +50,9 @@ def test_the_gepa_arm_spends_the_same_budget_and_writes_its_result(pair_and_arm)
 
 
 def test_the_best_seed_scores_as_in_the_paired_run_on_the_same_held_out_items(pair_and_arm) -> None:
-    _, summary, arm = pair_and_arm
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        g = run_generalisation(store, summary.run_id)
+    _, archive, arm = pair_and_arm
+    with ArchiveStore(archive, read_only=True) as store:
+        g = run_generalisation(store, store.list_runs()[0].run_id)
     assert arm.heldout.item_ids == g.heldout.item_ids
     assert arm.heldout.roles["best_seed"] == pytest.approx(g.heldout.baseline)  # same model, evaluator, greedy
 

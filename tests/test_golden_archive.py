@@ -4,12 +4,15 @@ writes the same archive rows as the code before issue 27 did, apart from renamed
 ``scripts/golden_rows.py`` runs ``python -m evotrainer +experiment=smoke`` (seed 0, one thread, the tiny model of
 ``tests/conftest.py`` as policy model and mutator) in a subprocess and dumps every archive table as canonical
 JSON: volatile values (run id, code version, timestamps, host, wall-clock seconds, autoincrement ids, temporary
-paths) replaced, schema 3's column renames applied, rows sorted. ``tests/data/golden/smoke_tiny.json`` holds the
+paths) replaced, the column renames of schemas 3 and 4 applied, rows sorted. ``tests/data/golden/smoke_tiny.json`` holds the
 expected dump: its tables were made at f44bae6 (the last commit before issue 27's work, schema 2) and are
 identical at 6c426da and 5f51779; its config section (``runs.config_json``, flattened) is 5f51779's, which
 differs from f44bae6's only by added keys (``task.long.*``, ``outer.budget.prompt_tokens``,
 ``inner.output_name``, ``inner.reflection_hints``) and two meeting-minutes defaults moved into the family
-(``inner.task_hint``, ``inner.prefill_fallbacks``, now null in the config).
+(``inner.task_hint``, ``inner.prefill_fallbacks``, now null in the config). Issue 43 (schema 4) edited the file
+for one rename and one dropped duplicate, nothing else: ``harness_candidates.screen_s_val`` is ``race_estimate``,
+and ``outer_generation`` events no longer write ``incumbent_screen_s_val`` (the incumbent's whole-set S_val,
+already ``incumbent_s_val``).
 
 The evolve run leaves the self-evolution pool (the table whose columns schema 3 renamed) empty; ``--mode
 selfevolve`` of the script fills it, and was compared by hand at both commits (equal apart from the config

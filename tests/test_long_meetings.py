@@ -140,9 +140,10 @@ def test_long_smoke_experiment_end_to_end(tiny_run_config: Callable[[], Config],
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     validate(cfg)
     summary = run_evolve(cfg, run_dir=tmp_path)
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        events = [e.event for e in store.events(summary.run_id, kind="input_handling")]
-        meta_kinds = {e.kind for e in store.evaluations(summary.run_id) if e.kind.startswith("meta")}
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        events = [e.event for e in store.events(run_id, kind="input_handling")]
+        meta_kinds = {e.kind for e in store.evaluations(run_id) if e.kind.startswith("meta")}
     assert events and meta_kinds
     codes = [InputHandling.parse(c) for e in events if e.evaluation_kind != "fitness" for c in e.handling]
     assert codes and all(h.how == "windowed" and h.windows >= 8 for h in codes)

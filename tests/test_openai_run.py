@@ -59,17 +59,18 @@ def test_smoke_run_shows_the_servers_tokens_and_never_the_key(tmp_path: Path, mo
 
     monkeypatch.setenv("EVO_FAKE_KEY", SECRET)
     with FakeServer(owned_by="vllm", key=SECRET) as server:
-        summary = run_evolve(_compose(_overrides(server.url)), run_dir=tmp_path)
+        run_evolve(_compose(_overrides(server.url)), run_dir=tmp_path)
         answers, prompt, completion = server.usage
-    roles = summary.usage["roles"]
-    assert set(roles) == {"model", "mutator"} and roles["model"]["backend"] == "openai:vllm:fake-model"
-    assert summary.usage["requests"] == answers and summary.usage["prompt_tokens"] == prompt
-    assert summary.usage["completion_tokens"] == completion and summary.usage["cost_usd"] is None
-    assert roles["mutator"]["requests"] > 0  # the mutator's calls counted apart
-    with ArchiveStore(summary.archive, read_only=True) as store:
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
         overview = run_overview(store, store.list_runs()[0])
-        phases = [e.payload for e in store.events(summary.run_id, kind="phase")]
-    assert overview["usage"]["prompt_tokens"] == prompt and overview["usage"]["outer_generation"] is None
+        phases = [e.payload for e in store.events(overview["run_id"], kind="phase")]
+    usage = overview["usage"]  # the run's last usage phase event
+    roles = usage["roles"]
+    assert set(roles) == {"model", "mutator"} and roles["model"]["backend"] == "openai:vllm:fake-model"
+    assert usage["requests"] == answers and usage["prompt_tokens"] == prompt
+    assert usage["completion_tokens"] == completion and usage["cost_usd"] is None
+    assert roles["mutator"]["requests"] > 0  # the mutator's calls counted apart
+    assert usage["outer_generation"] is None
     model = overview["backends"]["model"]
     assert model["server"] == "vllm" and model["api_key_env"] == "EVO_FAKE_KEY"
     assert model["sent"]["max_new_tokens"] == roles["model"]["requests"] and model["dropped"] == {}
@@ -91,9 +92,10 @@ def test_the_usd_budget_stops_the_run(tmp_path: Path, monkeypatch: pytest.Monkey
                         "outer.budget.usd=0.0001"])
         summary = run_evolve(cfg, run_dir=tmp_path)
     assert summary.stop_reason == "outer.budget.usd" and summary.candidates == 0  # spent by generation 0
-    assert summary.usage["cost_usd"] == pytest.approx(
-        (summary.usage["roles"]["model"]["prompt_tokens"] * 2.5 + summary.usage["roles"]["model"]["completion_tokens"]
-         * 10) / 1e6)
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        usage = run_overview(store, store.list_runs()[0])["usage"]
+    assert usage["cost_usd"] == pytest.approx(
+        (usage["roles"]["model"]["prompt_tokens"] * 2.5 + usage["roles"]["model"]["completion_tokens"] * 10) / 1e6)
 
 
 def _free_port() -> int:

@@ -30,9 +30,10 @@ class Pol:
 
 
 class Synthetic:
-    """A synthetic objective: ``screen(g, j, harness)`` gives the screening score of candidate j of gen g.
+    """A synthetic objective: ``screen(g, j, harness)`` gives the race estimate of candidate j of gen g.
 
-    The whole-set score of a candidate is its screening score + ``full_offset``. Records every call.
+    The whole-set score of a candidate is its race estimate + ``full_offset`` (the estimate's error). Records
+    every call.
     """
 
     def __init__(self, screen, *, full_offset=0.01, tokens=0, gain=None, clock=None, step_s=0.0):
@@ -47,9 +48,8 @@ class Synthetic:
             self.clock.t += self.step_s
         s = self.screen(outer_generation, j, harness)
         best = Pol(f"p-{harness_id}")
-        full = FullScore(None if s is None or not math.isfinite(s) else s + self.full_offset,
-                         None if s is None or not math.isfinite(s) else s)
-        return CandidateResult(best=best, population=(best, *tuple(population)[:1]), screen_s_val=s,
+        full = FullScore(None if s is None or not math.isfinite(s) else s + self.full_offset)
+        return CandidateResult(best=best, population=(best, *tuple(population)[:1]), race_estimate=s,
                                full_score=lambda: full, inner_gain=self.gain, best_fitness=0.5,
                                generated_tokens=self.tokens)
 
@@ -70,8 +70,8 @@ def _setup(tmp_path: Path, *, knobs=(), evolve_weights=True, popsize=2, **outer)
     store = ArchiveStore(tmp_path / "archive.db")
     rec = RunRecorder(store, "run")
     rec.start(0, {})
-    start = CandidateResult(best=Pol("seed"), population=(Pol("seed"), Pol("seed2")), screen_s_val=None,
-                            full_score=lambda: FullScore(0.5, 0.5))
+    start = CandidateResult(best=Pol("seed"), population=(Pol("seed"), Pol("seed2")), race_estimate=None,
+                            full_score=lambda: FullScore(0.5))
     return space, cfg, search, store, rec, start
 
 
@@ -189,7 +189,7 @@ def test_reward_hacking_is_flagged_and_penalised(tmp_path: Path) -> None:
     rows = {r.harness_id: r for r in store.harness_candidates("run")}
     assert rows["g1c0"].values["flagged_reward_hacking"] is True
     assert rows["g1c0"].values["told"] == pytest.approx(0.45 - OuterConfig().hack_check.penalty)
-    assert rows["g1c0"].screen_s_val == pytest.approx(0.45)  # the archived S_val is not altered
+    assert rows["g1c0"].race_estimate == pytest.approx(0.45)  # the archived estimate is not altered
     assert rows["g1c1"].values["flagged_reward_hacking"] is False
     assert [e.payload["harness_id"] for e in store.events("run", kind="reward_hacking")] == ["g1c0"]
     store.close()

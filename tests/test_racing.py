@@ -101,8 +101,8 @@ def _outer(tmp_path, per_item_inc, per_item_cand, level=0.95):
             self.id = pid
 
     inc_mean = float(np.mean(per_item_inc))
-    start = CandidateResult(best=P("seed"), population=(P("seed"),), screen_s_val=None,
-                            full_score=lambda: FullScore(inc_mean, inc_mean, 0, tuple(per_item_inc)))
+    start = CandidateResult(best=P("seed"), population=(P("seed"),), race_estimate=None,
+                            full_score=lambda: FullScore(inc_mean, 0, tuple(per_item_inc)))
     told: list = []
 
     class Obj:
@@ -112,8 +112,8 @@ def _outer(tmp_path, per_item_inc, per_item_cand, level=0.95):
         def __call__(self, harness, population, hid, g):
             m = float(np.mean(per_item_cand))
             best = P(f"p-{hid}")
-            return CandidateResult(best=best, population=(best,), screen_s_val=m,
-                                   full_score=lambda: FullScore(m, m, 0, tuple(per_item_cand)))
+            return CandidateResult(best=best, population=(best,), race_estimate=m,
+                                   full_score=lambda: FullScore(m, 0, tuple(per_item_cand)))
 
     out = run_outer_loop(Obj(), start, space.decode(space.initial_vector()), space, search, cfg, rec)
     events = [e.payload for e in store.events("run", kind="promotion")]
@@ -160,8 +160,8 @@ class _Scripted:
         self.raced_against[hid] = self.reference
         estimate = float(np.mean(ref)) + paired_bound(ref, vals).mean
         m = float(np.mean(vals))
-        return CandidateResult(best=best, population=(best,), screen_s_val=estimate,
-                               full_score=lambda: FullScore(m, m, 0, tuple(vals)))
+        return CandidateResult(best=best, population=(best,), race_estimate=estimate,
+                               full_score=lambda: FullScore(m, 0, tuple(vals)))
 
 
 class _P:
@@ -180,8 +180,8 @@ def _generation(tmp_path, seed_values, table):
     rec = RunRecorder(store, "run")
     rec.start(0, {})
     m0 = float(np.mean(seed_values))
-    start = CandidateResult(best=_P("seed"), population=(_P("seed"),), screen_s_val=None,
-                            full_score=lambda: FullScore(m0, m0, 0, tuple(seed_values)))
+    start = CandidateResult(best=_P("seed"), population=(_P("seed"),), race_estimate=None,
+                            full_score=lambda: FullScore(m0, 0, tuple(seed_values)))
     objective = _Scripted(table, seed_values)
     out = run_outer_loop(objective, start, space.decode(space.initial_vector()), space, search, cfg, rec)
     promotions = [e.payload for e in store.events("run", kind="promotion")]

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from evotrainer.archive import ArchiveStore
+from evotrainer.browse.sweep_views import run_generalisation
 from evotrainer.config import Config, TrackingConfig
 from evotrainer.errors import ConfigError
 from evotrainer.events.kinds import InnerGenerationEvent, SummaryEvent
@@ -37,28 +38,30 @@ def test_evolve_run_logs_to_tensorboard_and_mlflow(tiny_run_config: Callable[[],
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     summary = run_evolve(_tiny_config(tiny_run_config), run_dir=tmp_path)
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        inner_events = store.events(summary.run_id, kind="inner_generation")
-        candidates = store.harness_candidates(summary.run_id)
-    scored = [c for c in candidates if c.screen_s_val is not None]
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        inner_events = store.events(run_id, kind="inner_generation")
+        candidates = store.harness_candidates(run_id)
+        gen = run_generalisation(store, run_id)
+    scored = [c for c in candidates if c.race_estimate is not None]
     assert inner_events and scored
 
     acc = EventAccumulator(str(tmp_path / "tensorboard"))
     acc.Reload()
     tags = set(acc.Tags()["scalars"])
-    assert {"inner/best_fitness", "inner/mean_fitness", "candidate/screen_s_val", "outer/incumbent_s_val",
+    assert {"inner/best_fitness", "inner/mean_fitness", "candidate/race_estimate", "outer/incumbent_s_val",
             "final/best_s_val"} <= tags
     best = acc.Scalars("inner/best_fitness")
     assert [s.step for s in best] == list(range(len(inner_events)))
     assert [s.value for s in best] == pytest.approx([e.payload["record"]["max"] for e in inner_events])
-    screens = acc.Scalars("candidate/screen_s_val")
-    assert [s.value for s in screens] == pytest.approx([c.screen_s_val for c in scored])
+    screens = acc.Scalars("candidate/race_estimate")
+    assert [s.value for s in screens] == pytest.approx([c.race_estimate for c in scored])
     assert [s.step for s in acc.Scalars("outer/incumbent_s_val")] == [0, 1]
     assert acc.Scalars("outer/incumbent_s_val")[-1].value == pytest.approx(summary.best_s_val)
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("tiny").experiment_id])
-    assert run.info.run_name == summary.run_id and run.info.status == "FINISHED"
+    assert run.info.run_name == run_id and run.info.status == "FINISHED"
     assert run.data.params["seed"] == "3" and run.data.params["outer.race.sizes"] == "[3]"
     assert run.data.params["tracking.mlflow"] == "true"
     history = client.get_metric_history(run.info.run_id, "inner/mean_fitness")
@@ -66,7 +69,6 @@ def test_evolve_run_logs_to_tensorboard_and_mlflow(tiny_run_config: Callable[[],
     assert [m.value for m in sorted(history, key=lambda m: m.step)] == pytest.approx(
         [e.payload["record"]["mean"] for e in inner_events])
     assert run.data.metrics["final/best_s_val"] == pytest.approx(summary.best_s_val)
-    gen = summary.generalisation
     assert gen is not None
     assert run.data.metrics["final/selection_diff"] == pytest.approx(gen.selection.diff.mean)
     assert run.data.tags["verdict"] == gen.verdict

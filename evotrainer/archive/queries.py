@@ -20,7 +20,7 @@ from evotrainer.archive.schema import (
     HarnessCandidateRow,
     LineageNode,
     RunInfo,
-    pool_columns,
+    columns,
 )
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
@@ -28,6 +28,8 @@ from evotrainer.genome import Policy
 __all__ = ["ArchiveQueries"]
 
 _MAX_LINEAGE_DEPTH = 100_000
+_CANDIDATE_COLUMNS = ("harness_id", "outer_generation", "cand_index", "vector_json", "values_json", "s_val",
+                      "race_estimate", "best_policy_id", "status")
 """Guard of the recursive lineage query (ids are content hashes, so cycles cannot occur)."""
 
 _POLICY_COLS = "policy_id, genome_json, parent_ids_json, operator, generation, root_id"
@@ -73,7 +75,7 @@ def _candidate_from_row(row: sqlite3.Row) -> HarnessCandidateRow:
         vector=tuple(float(v) for v in json.loads(row["vector_json"])),
         values=json.loads(row["values_json"]),
         s_val=row["s_val"],
-        screen_s_val=row["screen_s_val"],
+        race_estimate=row["race_estimate"],
         best_policy_id=row["best_policy_id"],
         status=row["status"],
     )
@@ -241,8 +243,8 @@ class ArchiveQueries:
         """Harness candidates of the run by outer generation, then index."""
         with self._read() as conn:
             rows = conn.execute(
-                "SELECT * FROM harness_candidates WHERE run_id = ? ORDER BY outer_generation, cand_index, rowid",
-                (run_id,),
+                f"SELECT {columns(conn, 'harness_candidates', _CANDIDATE_COLUMNS)} FROM harness_candidates "
+                "WHERE run_id = ? ORDER BY outer_generation, cand_index, rowid", (run_id,),
             ).fetchall()
         return [_candidate_from_row(r) for r in rows]
 
@@ -288,14 +290,14 @@ class ArchiveQueries:
                 "evaluations": "SELECT policy_id, kind, batch_id, total, components_json, n_tasks, "
                 "generated_tokens, harness_id, outer_generation, inner_generation, cached, error "
                 "FROM evaluations WHERE run_id = ? ORDER BY id",
-                "harness_candidates": "SELECT harness_id, outer_generation, cand_index, vector_json, values_json, "
-                "s_val, screen_s_val, best_policy_id, status FROM harness_candidates WHERE run_id = ? "
-                "ORDER BY rowid",
+                "harness_candidates": f"SELECT {columns(conn, 'harness_candidates', _CANDIDATE_COLUMNS)} "
+                "FROM harness_candidates WHERE run_id = ? ORDER BY rowid",
                 "selfevolve_rounds": "SELECT round, policy_id, candidate_id, status, difficulty_json, "
                 "next_difficulty_json, curriculum, config_json, pool_size, n_added, n_duplicates, n_samples, "
                 "n_kept, pass_rate, mean_score, losses_json, adapter_path, dev_score, prev_dev_score, "
                 "val_score, note FROM selfevolve_rounds WHERE run_id = ? ORDER BY round",
-                "selfevolve_pool": f"SELECT round, task_id, content_hash, source, difficulty_json, {pool_columns(conn)}, "
+                "selfevolve_pool": "SELECT round, task_id, content_hash, source, difficulty_json, "
+                f"{columns(conn, 'selfevolve_pool', ('task_input', 'reference'))}, "
                 "truth_json FROM selfevolve_pool WHERE run_id = ? ORDER BY rowid",
                 "selfevolve_samples": "SELECT round, task_id, sample_index, output, score, rule, components_json, "
                 "grades_json, model, degenerate, passed, error FROM selfevolve_samples WHERE run_id = ? ORDER BY id",

@@ -55,7 +55,7 @@ def _opt(x: Any) -> float | None:
 
 def _candidate_key(r: HarnessCandidateRow) -> tuple:
     return (str(r.harness_id), int(r.outer_generation), int(r.index), [float(v) for v in r.vector],
-            json.loads(to_json(dict(r.values), "values")), _opt(r.s_val), _opt(r.screen_s_val), r.best_policy_id,
+            json.loads(to_json(dict(r.values), "values")), _opt(r.s_val), _opt(r.race_estimate), r.best_policy_id,
             str(r.status))
 
 
@@ -108,7 +108,7 @@ class ReplayingStore(ArchiveStore):
         stored["harness_candidates"] = [
             (r[0], int(r[1]), int(r[2]), json.loads(r[3]), json.loads(r[4]), r[5], r[6], r[7], r[8])
             for r in conn.execute(
-                "SELECT harness_id, outer_generation, cand_index, vector_json, values_json, s_val, screen_s_val, "
+                "SELECT harness_id, outer_generation, cand_index, vector_json, values_json, s_val, race_estimate, "
                 "best_policy_id, status FROM harness_candidates WHERE run_id = ? ORDER BY rowid", (run_id,))]
         events = []
         for kind, body in conn.execute("SELECT kind, payload_json FROM events WHERE run_id = ? ORDER BY id",

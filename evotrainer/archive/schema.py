@@ -13,7 +13,7 @@ over time (an incumbent, a rollback) is written as a new :data:`events` row inst
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,8 +26,9 @@ __all__ = [
     "EVALUATION_KINDS",
     "MIGRATIONS",
     "READABLE_VERSION",
+    "RENAMED_COLUMNS",
     "SCHEMA_VERSION",
-    "pool_columns",
+    "columns",
     "EvaluationRow",
     "EventRow",
     "HarnessCandidateRow",
@@ -42,12 +43,12 @@ __all__ = [
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
 
 READABLE_VERSION = 2
-"""The oldest version a read-only open reads as it is (no migration: a reader never writes). Version 3 only
-renamed two columns, which readers select under their new names (:func:`pool_columns`)."""
+"""The oldest version a read-only open reads as it is (no migration: a reader never writes). Versions 3 and 4 only
+renamed columns, which readers select under their new names (:func:`columns`)."""
 
 EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout", "meta_transfer")
 """Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
@@ -219,26 +220,33 @@ def _migrate_to_2(conn: sqlite3.Connection) -> None:
         conn.execute(stmt)
 
 
-def _migrate_to_3(conn: sqlite3.Connection) -> None:
-    """Version 2 -> 3: the pool's domain-named columns get neutral names (issue 27): ``transcript`` ->
-    ``task_input`` (``Task.text`` of any family), ``reference_minutes`` -> ``reference`` (the family's
-    reference answer). ``ALTER TABLE ... RENAME COLUMN`` (SQLite >= 3.25) keeps every row as it is."""
-    conn.execute("ALTER TABLE selfevolve_pool RENAME COLUMN transcript TO task_input")
-    conn.execute("ALTER TABLE selfevolve_pool RENAME COLUMN reference_minutes TO reference")
+RENAMED_COLUMNS: Mapping[int, tuple[tuple[str, str, str], ...]] = {
+    3: (("selfevolve_pool", "transcript", "task_input"), ("selfevolve_pool", "reference_minutes", "reference")),
+    4: (("harness_candidates", "screen_s_val", "race_estimate"),),
+}
+"""Version -> the ``(table, old name, new name)`` columns it renamed: 3, the pool's domain-named columns; 4, a
+harness candidate's race estimate (:mod:`evotrainer.harness.scoring`)."""
 
 
-def pool_columns(conn: sqlite3.Connection) -> str:
-    """The select list of the pool's input and reference under their version-3 names, ``task_input`` and
-    ``reference``, also for a version-2 file opened read-only (its ``transcript`` / ``reference_minutes``
-    aliased)."""
-    names = {row[1] for row in conn.execute("PRAGMA table_info(selfevolve_pool)")}
-    if "task_input" in names:
-        return "task_input, reference"
-    return "transcript AS task_input, reference_minutes AS reference"
+def _renames(version: int) -> Callable[[sqlite3.Connection], None]:
+    """The migration to ``version`` of :data:`RENAMED_COLUMNS`: ``ALTER TABLE ... RENAME COLUMN`` (SQLite >= 3.25)
+    keeps every row as it is."""
+    def migrate(conn: sqlite3.Connection) -> None:
+        for table, old, new in RENAMED_COLUMNS[version]:
+            conn.execute(f"ALTER TABLE {table} RENAME COLUMN {old} TO {new}")
+    return migrate
+
+
+def columns(conn: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
+    """A select list of ``table``'s columns ``names`` under their current names, also for an older file opened
+    read-only: a column it still has under an old name (:data:`RENAMED_COLUMNS`) is selected ``AS`` the new one."""
+    have = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    old = {new: was for renames in RENAMED_COLUMNS.values() for t, was, new in renames if t == table}
+    return ", ".join(f"{old[n]} AS {n}" if n not in have and n in old else n for n in names)
 
 
 MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2,
-                                                                  3: _migrate_to_3}
+                                                                  3: _renames(3), 4: _renames(4)}
 """Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
 must not use ``executescript``, which commits)."""
 
@@ -309,9 +317,10 @@ class HarnessCandidateRow:
         index: position in that generation's ask, >= 0.
         vector: the normalised search point, each coordinate in [0, 1].
         values: the decoded named values (e.g. ``Harness.as_dict()``), JSON-ready.
-        s_val: meta-validation score of the best resulting policy, higher is better; None when not
-            reached (screened out or failed).
-        screen_s_val: score on the screening subset, or None.
+        s_val: whole-selection-set S_val of the best resulting policy, higher is better; None when it was not
+            scored there (its race estimate did not beat the incumbent, or it failed).
+        race_estimate: the race's estimate of that policy's whole-set S_val (S_val units, can be < 0; column
+            ``screen_s_val`` before schema version 4), None = failed.
         best_policy_id: the policy ``s_val`` belongs to, or None.
         status: free text, e.g. "evaluated", "screened_out", "failed".
     """
@@ -322,7 +331,7 @@ class HarnessCandidateRow:
     vector: tuple[float, ...]
     values: Mapping[str, Any]
     s_val: float | None = None
-    screen_s_val: float | None = None
+    race_estimate: float | None = None
     best_policy_id: str | None = None
     status: str = "evaluated"
 

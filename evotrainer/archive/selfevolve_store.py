@@ -1,5 +1,5 @@
 """Self-evolution tables of the archive: rounds, pool additions and judged samples (schema version 2; the
-pool's input and reference columns renamed in version 3, :func:`~evotrainer.archive.schema.pool_columns`).
+pool's input and reference columns renamed in version 3, :func:`~evotrainer.archive.schema.columns`).
 
 :class:`SelfEvolveTables` is mixed into :class:`~evotrainer.archive.store.ArchiveStore`. Inserts are
 append-only (plain INSERT, bound parameters, one ``BEGIN IMMEDIATE`` transaction per call through
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow, pool_columns
+from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow, columns
 from evotrainer.archive.values import finite, now, to_json
 from evotrainer.errors import ArchiveError
 
@@ -118,7 +118,8 @@ class SelfEvolveTables:
         if round is not None:
             where, args = where + " AND round = ?", [*args, int(round)]
         with self._read() as conn:
-            sql = (f"SELECT round, task_id, content_hash, source, difficulty_json, {pool_columns(conn)}, truth_json "
+            texts = columns(conn, "selfevolve_pool", ("task_input", "reference"))
+            sql = (f"SELECT round, task_id, content_hash, source, difficulty_json, {texts}, truth_json "
                    f"FROM selfevolve_pool WHERE {where} ORDER BY rowid")
             rows = conn.execute(sql, args).fetchall()
         return [PoolTaskRow(round=int(r["round"]), task_id=r["task_id"], content_hash=r["content_hash"],

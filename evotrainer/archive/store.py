@@ -388,12 +388,12 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
         with self._write(f"add {what} to run {run_id!r}") as conn:
             conn.execute(
                 "INSERT INTO harness_candidates (run_id, harness_id, outer_generation, cand_index, "
-                "vector_json, values_json, s_val, screen_s_val, best_policy_id, status, created_at) "
+                "vector_json, values_json, s_val, race_estimate, best_policy_id, status, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (str(run_id), str(row.harness_id), int(row.outer_generation), int(row.index),
                  to_json(vector, f"{what} vector"), to_json(dict(row.values), f"{what} values"),
                  finite(row.s_val, f"{what} s_val", optional=True),
-                 finite(row.screen_s_val, f"{what} screen_s_val", optional=True),
+                 finite(row.race_estimate, f"{what} race_estimate", optional=True),
                  row.best_policy_id, str(row.status), now()),
             )
 

@@ -53,9 +53,6 @@ __all__ = ["COMMANDS", "app", "main", "register"]
 _console, _emit_json, _f, _friendly, _kv_table, _open = make_console, emit_json, fmt, friendly, kv_table, open_store
 
 
-RACE_ESTIMATE = "race estimate (can be < 0)"
-"""``harness``'s header for ``screen_s_val``: the race's estimate of S_val, not an S_val (it can be negative)."""
-
 # --- runs / show ----------------------------------------------------------------------------------
 
 
@@ -293,7 +290,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
         _console().print(Text(selfevolve_view.NO_HARNESS), rounds_table(se))
         return
     t = Table(title="harness candidates (higher is better)", title_justify="left")
-    for col in ("outer", "cand", "status", RACE_ESTIMATE, "S_val (whole set)", "best policy"):
+    for col in ("outer", "cand", "status", "race estimate (can be < 0)", "S_val (whole set)", "best policy"):
         t.add_column(col, min_width=min(len(col), 6))
     t.add_column("difficulty")
     t.add_column("reward weights")
@@ -301,7 +298,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
         knobs = "  ".join(f"{k}={v:.3g}" for k, v in r["params"].items() if not k.startswith("w:"))
         weights = "  ".join(f"{k[2:]}={v:.2f}" for k, v in r["params"].items() if k.startswith("w:"))
         t.add_row(str(r["outer_generation"]), str(r["index"]), Text(terminal_safe(r["status"])),
-                  _f(r["screen_s_val"]), _f(r["s_val"]), Text(_f(r["best_policy_id"])),
+                  _f(r["race_estimate"]), _f(r["s_val"]), Text(_f(r["best_policy_id"])),
                   Text(terminal_safe(knobs)), Text(terminal_safe(weights)))
     _console().print(t if rows else Text("no harness candidates yet"))
 

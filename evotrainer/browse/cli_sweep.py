@@ -158,7 +158,7 @@ def sensitivity(
     as_json: JsonOpt = False,
 ) -> None:
     """Which harness knobs moved the candidates' scores: per knob, Spearman's rho between its value and the
-    candidate's screening score (centred on its run's median), with a bootstrap interval, pooled over every run
+    candidate's race estimate (centred on its run's median), with a bootstrap interval, pooled over every run
     below PATHS (:mod:`evotrainer.stats.sensitivity`). A lead for choosing the outer loop's knobs, not a causal
     estimate: one CMA-ES run's candidates are not independent draws."""
     points, skipped = sensitivity_view.load_points(paths)
@@ -170,10 +170,10 @@ def sensitivity(
         return
     if not points:
         where = ", ".join(str(p) for p in paths)
-        raise ArchiveError(f"{where}: no harness candidate with a screening score; nothing to correlate")
+        raise ArchiveError(f"{where}: no harness candidate with a race estimate; nothing to correlate")
     pct = f"{round(level * 100)}%"
     t = Table(title=f"harness sensitivity: {len(points)} candidates of {runs} run(s) ({skipped} without a score left "
-                    f"out); Spearman rho of knob value vs run-centred screening score, {pct} bootstrap interval",
+                    f"out); Spearman rho of knob value vs run-centred race estimate, {pct} bootstrap interval",
               title_justify="left")
     for col in ("knob", "n", "rho", "interval", "IQR of the knob"):
         t.add_column(col)

@@ -128,11 +128,11 @@ def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
         name="incumbent S_val (whole set)", line={"shape": "hv", "color": "#1f77b4", "width": 3},
         hovertext=[f"incumbent {_e(p['policy_id'])}" for p in inc], hoverinfo="x+y+text"))
     cands = traj["candidates"]
-    scr = [c for c in cands if c["screen_s_val"] is not None]
+    scr = [c for c in cands if c["race_estimate"] is not None]
     full = [c for c in cands if c["s_val"] is not None]
     if scr:
         fig.add_trace(go.Scatter(
-            x=[c["outer_generation"] for c in scr], y=[c["screen_s_val"] for c in scr], mode="markers",
+            x=[c["outer_generation"] for c in scr], y=[c["race_estimate"] for c in scr], mode="markers",
             name="candidate race estimate (can be < 0)", marker={"color": "#ff7f0e", "size": 8},
             hovertext=[_e(c["harness_id"]) for c in scr], hoverinfo="x+y+text"))
     if full:

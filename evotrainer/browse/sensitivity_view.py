@@ -1,10 +1,9 @@
-"""The harness sensitivity study read from archives: every harness candidate with a screening score, from every
+"""The harness sensitivity study read from archives: every harness candidate with a race estimate, from every
 run below some folders, handed to :func:`evotrainer.stats.sensitivity.sensitivity` (``evotrainer-archive
 sensitivity``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -16,11 +15,11 @@ __all__ = ["load_points"]
 
 
 def load_points(paths: Sequence[Path]) -> tuple[list[CandidatePoint], int]:
-    """Every archived harness candidate with a finite screening score below ``paths``.
+    """Every archived harness candidate with a race estimate below ``paths``.
 
     Returns:
         The points (run label: ``<job folder>/<run id>`` in a sweep, else the run id), and how many candidates
-        were left out (failed: no screening score).
+        were left out (failed: no race estimate).
 
     Raises:
         ArchiveError: a path does not exist or holds no archive (:func:`~evotrainer.archive.locate.find_archives`).
@@ -33,8 +32,8 @@ def load_points(paths: Sequence[Path]) -> tuple[list[CandidatePoint], int]:
                 for run in store.list_runs():
                     label = f"{loc.job}/{run.run_id}" if loc.job else run.run_id
                     for row in store.harness_candidates(run.run_id):
-                        score = row.screen_s_val
-                        if score is None or not math.isfinite(score):
+                        score = row.race_estimate  # finite or None: the archive stores nothing else
+                        if score is None:
                             skipped += 1
                             continue
                         points.append(CandidatePoint(label, row.harness_id, knob_values(row.values), float(score)))

@@ -328,13 +328,13 @@ def harness_trajectory(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]
     """``harness``: every harness candidate by outer generation, then index.
 
     Returns:
-        rows: harness_id, outer_generation, index, status, screen_s_val, s_val (whole set, only for a
-        promoted candidate), best_policy_id, params (difficulty knobs and ``w:<name>`` reward weights,
+        rows: harness_id, outer_generation, index, status, race_estimate, s_val (whole set, only for a
+        candidate whose race estimate beat the incumbent), best_policy_id, params (difficulty knobs and ``w:<name>`` reward weights,
         decoded values), vector (normalised search point, each in [0, 1]).
     """
     return [
         {"harness_id": c.harness_id, "outer_generation": c.outer_generation, "index": c.index,
-         "status": c.status, "screen_s_val": c.screen_s_val, "s_val": c.s_val,
+         "status": c.status, "race_estimate": c.race_estimate, "s_val": c.s_val,
          "best_policy_id": c.best_policy_id, "params": _flat_values(dict(c.values)), "vector": list(c.vector)}
         for c in store.harness_candidates(run_id)
     ]
@@ -362,10 +362,10 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
 
     Returns:
         dict with ``incumbent`` (list of ``{outer_generation, s_val, policy_id}``, one per generation
-        reached), ``candidates`` (harness_id, outer_generation, screen_s_val, s_val), ``rollbacks``
-        (event id, outer_generation it happened in or after, payload), and ``current`` (the S_val on the
-        screening items of the population the run continued from, per outer generation, from
-        ``outer_generation`` events when the run writes them).
+        reached), ``candidates`` (harness_id, outer_generation, race_estimate, s_val), ``rollbacks``
+        (event id, outer_generation it happened in or after, payload), and ``current`` (the race estimate of
+        the candidate the run continued from, per outer generation, from ``outer_generation`` events when the
+        run writes them).
     """
     events = store.events(run_id)
     cands = store.harness_candidates(run_id)
@@ -380,7 +380,7 @@ def s_val_trajectory(store: ArchiveStore, run_id: str) -> dict[str, Any]:
     return {
         "incumbent": curve,
         "candidates": [{"harness_id": c.harness_id, "outer_generation": c.outer_generation,
-                        "screen_s_val": c.screen_s_val, "s_val": c.s_val} for c in cands],
+                        "race_estimate": c.race_estimate, "s_val": c.s_val} for c in cands],
         "rollbacks": [{"id": e.id, "outer_generation": e.payload.get("outer_generation", where[e.id]),
                        "payload": e.payload} for e in events if e.kind == "rollback"],
         "current": [{"outer_generation": o.outer_generation, "s_val": o.current_s_val}

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from evotrainer.stats.bootstrap import (
     PairedDifference,
     bootstrap_interval,
     group_scores,
+    item_values,
     paired_difference,
     rng_for,
 )
@@ -128,11 +128,6 @@ def shown_kinds(strata: Sequence[Mapping[str, str]]) -> tuple[str, ...]:
     return tuple(k for k in STRATA if k != "domain" or 2 <= len(domains) < len(labelled))
 
 
-def _values(ev: MetaEvaluation, n: int) -> tuple[float, ...]:
-    per_item = list(ev.per_item) if len(ev.per_item) == n else [None] * n
-    return tuple(float(v) if v is not None and math.isfinite(v) else 0.0 for v in per_item)
-
-
 def summarise(
     refs: Sequence[PolicyRef], evaluations: Sequence[MetaEvaluation], items: Sequence[Any], *,
     seed: int = 0, n_resamples: int = 2000, level: float = 0.95, strata: Sequence[Mapping[str, str]] | None = None,
@@ -149,7 +144,7 @@ def summarise(
     kinds, order = shown_kinds(strata), _order(items, strata)
     out = []
     for ref, ev in zip(refs, evaluations, strict=True):
-        values = _values(ev, len(items))
+        values = item_values(ev.per_item if len(ev.per_item) == len(items) else [None] * len(items))
         lo, hi = bootstrap_interval(values, rng=rng_for(seed, ref.label, "all"), n_resamples=n_resamples, level=level)
         groups = group_scores(values, strata, kinds=kinds, order=order, seed=seed, name=ref.label,
                               n_resamples=n_resamples, level=level)

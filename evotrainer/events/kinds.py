@@ -264,7 +264,8 @@ class IncumbentEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RewardHackingEvent(Event):
-    """A candidate whose inner fitness rose while its screen S_val fell (it is penalised)."""
+    """A candidate whose inner fitness rose while its race estimate fell (it is penalised;
+    :mod:`evotrainer.harness.scoring`)."""
 
     kind: ClassVar[str] = "reward_hacking"
     outer_generation: int | None = None
@@ -274,7 +275,7 @@ class RewardHackingEvent(Event):
     inner_gain: float | None = None
     """Best fitness minus the initial best, fitness units."""
     s_val_delta: float | None = None
-    """Screen S_val minus the current S_val."""
+    """Race estimate minus the current S_val."""
     penalty: float | None = None
     """Subtracted from the score told to CMA-ES, >= 0."""
 
@@ -346,16 +347,15 @@ class OuterGenerationEvent(Event):
     """The end of an outer generation."""
 
     kind: ClassVar[str] = "outer_generation"
+    merged: ClassVar[str | None] = "fields"
     outer_generation: int | None = None
     """Outer generation, >= 1."""
     current_s_val: float | None = None
-    """Screen S_val estimate of the population the run continues from."""
+    """The current S_val: the race estimate of the candidate whose population the run continues from."""
     current_full_s_val: float | None = None
     """Its whole-set S_val when it was scored, else None."""
     incumbent_s_val: float | None = None
     """The incumbent's whole-set S_val."""
-    incumbent_screen_s_val: float | None = None
-    """The incumbent's screen S_val."""
     incumbent_policy_id: str | None = None
     """The incumbent policy."""
     best_harness_id: str | None = None
@@ -370,11 +370,13 @@ class OuterGenerationEvent(Event):
     """The archived pairs, best first: ``(harness_id, s_val)``."""
     cma_termination: Mapping[str, str] = field(default_factory=dict)
     """pycma's termination conditions met (name -> value as text)."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """Other keys (older archives' ``incumbent_screen_s_val``: ``incumbent_s_val`` again), merged last."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CandidateFailedEvent(Event):
-    """A harness candidate that crashed or returned a non-finite screen score."""
+    """A harness candidate that crashed or returned a non-finite race estimate."""
 
     kind: ClassVar[str] = "candidate_failed"
     outer_generation: int | None = None
@@ -425,7 +427,8 @@ class SummaryEvent(Event):
     s_val_curve: tuple[float, ...] = ()
     """Incumbent S_val per outer generation (index 0 = the seeds)."""
     current_curve: tuple[float, ...] = ()
-    """Current screen S_val per outer generation."""
+    """Current S_val per outer generation: the incumbent's whole-set S_val, then each generation's best race
+    estimate."""
     rollbacks: int | None = None
     """Rollbacks, >= 0."""
     stop_reason: str | None = None

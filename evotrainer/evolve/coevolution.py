@@ -42,7 +42,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -92,40 +92,12 @@ from evotrainer.run.validation_split import screening_subset, split_validation
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds
 from evotrainer.stats.generalisation import Generalisation, compare, to_payload
-from evotrainer.stats.transfer import TransferReport, score_transfer
+from evotrainer.stats.transfer import score_transfer
 from evotrainer.tracking import open_tracker
 
-__all__ = ["CandidateResult", "EvolveSummary", "FullScore", "run_evolve", "screening_subset"]
+__all__ = ["CandidateResult", "FullScore", "run_evolve", "screening_subset"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class EvolveSummary:
-    """What :func:`run_evolve` returns (and prints). S_val values are higher-is-better, in [0, 1]."""
-
-    run_id: str
-    archive: Path
-    initial_best: Policy
-    initial_s_val: float
-    best: Policy
-    best_s_val: float  # on the selection set
-    rollouts: int
-    policy_evaluations: int
-    timings: dict[str, float] = field(default_factory=dict)
-    s_val_curve: list[float] = field(default_factory=list)
-    current_curve: list[float | None] = field(default_factory=list)
-    heldout_s_val: float | None = None  # the final best on the held-out part (None: no held-out items)
-    selection_items: int = 0
-    heldout_items: int = 0
-    stop_reason: str = ""
-    stop_detail: str = ""
-    rollbacks: list[dict[str, Any]] = field(default_factory=list)
-    candidates: int = 0
-    generated_tokens: int = 0
-    generalisation: Generalisation | None = None  # the final best vs the best seed, paired, per split
-    transfer: TransferReport | None = None  # final best, best seed, plain prompt on task.transfer_path
-    usage: dict[str, Any] = field(default_factory=dict)  # per role: requests, prompt/completion tokens, cost
 
 
 def _run_id(cfg: Config, config_dict: dict) -> str:
@@ -134,8 +106,9 @@ def _run_id(cfg: Config, config_dict: dict) -> str:
 
 
 def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None,
-               resume: ResumePlan | None = None) -> EvolveSummary:
-    """Run the co-evolution described in the module docstring; returns and prints the summary.
+               resume: ResumePlan | None = None) -> SummaryEvent:
+    """Run the co-evolution described in the module docstring; returns the archived ``summary`` event, whose
+    numbers the console's closing summary prints (:func:`~evotrainer.evolve.report.print_summary`).
 
     ``resume``: continue that killed run by deterministic replay (``evotrainer/run/resume.py``). Every LLM call
     goes through the run's call log (``llm_calls.db`` beside the archive) so that any run can be resumed,
@@ -148,7 +121,7 @@ def run_evolve(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = N
 
 
 def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: ResumePlan | None,
-            stack: contextlib.ExitStack) -> EvolveSummary:
+            stack: contextlib.ExitStack) -> SummaryEvent:
     t_run = time.perf_counter()
     console = stdout_console()
     timings: dict[str, float] = {}
@@ -251,8 +224,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
                       screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [])
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     if o.seed_screen and len(population) > 1:
-        keep, _ = _screened_start(population, keep, scored, screen_items, objective, console)
-    start = CandidateResult(best=keep[0], population=tuple(keep), screen_s_val=None,
+        keep = _screened_start(population, keep, scored, screen_items, objective, console)
+    start = CandidateResult(best=keep[0], population=tuple(keep), race_estimate=None,
                             full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=usage.completion_tokens())
 
@@ -269,35 +242,27 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     # ---- 4. generalisation: the final best vs the best seed, selection and held-out items, summary ----
     inc = out.incumbent
     gen = _generalisation(objective, keep[0], inc, heldout, rec, cfg.seed)
-    transfer = score_transfer(objective.screening, rec, inc.best, keep[0], cfg.task.plain_prompt, transfer_items,
-                              seed=cfg.seed, outer_generation=inc.outer_generation)
+    score_transfer(objective.screening, rec, inc.best, keep[0], cfg.task.plain_prompt, transfer_items,
+                   seed=cfg.seed, outer_generation=inc.outer_generation)
     heldout_s_val = (gen.heldout.best_mean if gen is not None and gen.heldout is not None else None)
-    summary = EvolveSummary(
-        run_id=run_id, archive=db_path, initial_best=keep[0], initial_s_val=out.s_val_curve[0], best=inc.best,
-        best_s_val=inc.s_val, rollouts=evaluator.rollouts,
-        policy_evaluations=len(store.evaluations(run_id, kind="fitness")), timings=dict(timings),
-        s_val_curve=out.s_val_curve, current_curve=out.current_curve, heldout_s_val=heldout_s_val,
-        selection_items=len(selection), heldout_items=len(heldout), stop_reason=out.stop.key,
-        stop_detail=out.stop.detail, rollbacks=out.rollbacks, candidates=out.usage.evaluations,
-        generated_tokens=usage.completion_tokens(), generalisation=gen, transfer=transfer, usage=usage.as_dict(),
-    )
-    rec.emit(SummaryEvent(
-        initial_best=keep[0].id, initial_s_val=summary.initial_s_val, best=inc.best.id, best_s_val=inc.s_val,
+    summary = SummaryEvent(
+        initial_best=keep[0].id, initial_s_val=out.s_val_curve[0], best=inc.best.id, best_s_val=inc.s_val,
         best_harness_id=inc.harness_id, heldout_s_val=heldout_s_val, selection_items=len(selection),
         heldout_items=len(heldout), rollouts=evaluator.rollouts, s_val_curve=tuple(out.s_val_curve),
         current_curve=tuple(out.current_curve), rollbacks=len(out.rollbacks), stop_reason=out.stop.key,
-        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=summary.generated_tokens,
-        archive=tuple((p.harness_id, p.s_val) for p in out.pairs)))
-    rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **summary.usage}))
+        stop_detail=out.stop.detail, candidates=out.usage.evaluations, generated_tokens=usage.completion_tokens(),
+        archive=tuple((p.harness_id, p.s_val) for p in out.pairs))
+    rec.emit(summary)
+    rec.emit(PhaseEvent(name="usage", fields={"outer_generation": None, **usage.as_dict()}))
     if any(m.backend == "openai" for m in (cfg.model, cfg.mutator)):  # the fields each server was sent, in all
         rec.emit(PhaseEvent(name="backend", fields={m.role: describe_backend(m) for m in usage.meters}))
     steps = {k.replace(" ", "_").replace(":", ""): v for k, v in timings.items()}
     rec.emit(PhaseEvent(name="totals", fields={"seconds": time.perf_counter() - t_run, **steps}))
     rec.emit(OperatorStatsEvent(harness_id=None, outer_generation=None, stats=objective.operator_stats.to_dict()))
     live.refresh(None)  # the final report: generalisation and summary included
-    stack.close()  # archive (checkpointed), call log, lock, Ray workers
-    print_summary(console, summary, inc)
+    print_summary(console, store, run_id, inc.harness)  # what the archive holds
     print_operator_stats(console, objective.operator_stats)
+    stack.close()  # archive (checkpointed), call log, lock, Ray workers
     return summary
 
 
@@ -336,13 +301,12 @@ def _probe_gen0(probes: dict, val_items: Sequence[Any], selection: Sequence[Any]
 def _screened_start(
     population: Sequence[Policy], keep: list[Policy], scored: Sequence[tuple[float, int]],
     screen_items: Sequence[Any], objective: LLMObjective, console: Console,
-) -> tuple[list[Policy], float | None]:
+) -> list[Policy]:
     """Every seed that scored on the training batch, screened on the screening items (one batched call).
 
     The best seed by screening S_val (ties: the earlier seed) leads the starting population (and becomes
     the first incumbent once scored on the whole selection set); the rest of ``keep`` follows it.
-    Archived as ``meta_screen`` scores of harness ``h0``. Returns the population and the best seed's
-    screening S_val (None when every screening failed).
+    Archived as ``meta_screen`` scores of harness ``h0``.
     """
     candidates = [population[i] for _, i in scored]
     screened = objective.screening.meta_many(candidates, screen_items, "meta_screen", "h0", 0)
@@ -350,8 +314,7 @@ def _screened_start(
     best = candidates[max(range(len(candidates)), key=lambda i: (values[i], -i))]
     console.print(f"gen 0: {len(candidates)} seeds screened on {len(screen_items)} items; best {best.id} "
                   f"({max(values):.4f})", markup=False, highlight=False)
-    top = max(values)
-    return [best, *[p for p in keep if p.id != best.id]][: len(keep)], (top if math.isfinite(top) else None)
+    return [best, *[p for p in keep if p.id != best.id]][: len(keep)]
 
 
 def _phrase_bank(cfg: Config, population: Sequence[Policy]) -> PhraseBank | None:

@@ -9,7 +9,8 @@ with a harness and a population, it runs one candidate, top to bottom in :meth:`
 3. run ``inner.generations`` DEAP generations under the harness' reward weights, archiving every policy,
    fitness and generation as it goes (:meth:`LLMObjective._inner`, :func:`~evotrainer.search.inner_loop.run_inner_loop`);
 4. race the fittest policy, the lead's fittest mutant and the fittest other new genomes against the
-   incumbent on the selection items (:class:`~evotrainer.evolve.screening.Screening`);
+   incumbent on the selection items (:class:`~evotrainer.evolve.screening.Screening`; how a candidate is
+   scored: :mod:`evotrainer.harness.scoring`);
 5. return a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` completes the
    leader's whole-set score only when the outer loop asks for it.
 
@@ -44,6 +45,7 @@ from evotrainer.evolve.style_evolution import StyleLibrary
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness
 from evotrainer.harness.objective import CandidateResult
+from evotrainer.harness.scoring import ScoringRule
 from evotrainer.progress import task
 from evotrainer.rollout import (
     FeedbackRecorder,
@@ -63,6 +65,7 @@ from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegis
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.seeding import Seeds
+from evotrainer.stats.bootstrap import finite
 from evotrainer.tasks.base import Exemplars, SelfEvolving, Task, TaskFamily
 
 __all__ = ["LLMObjective", "inner_config", "lora_workshop", "planned_requests", "task_batch"]
@@ -132,11 +135,8 @@ def lora_workshop(
 
 
 class LLMObjective:
-    """Scores harness candidates with the policy model (see the module docstring).
-
-    One candidate (:meth:`__call__`) reads top to bottom: draw a task batch, choose the lead, run the inner
-    generations, race the fittest policies, return the result. The state that lives across candidates is
-    kept in three named parts: :attr:`screening` (per-item S_val values and the race,
+    """Scores harness candidates with the policy model (see the module docstring). The state that lives across
+    candidates is kept in three named parts: :attr:`screening` (per-item S_val values and the race,
     :class:`~evotrainer.evolve.screening.Screening`), :attr:`leads` (incumbent, Pareto front, lead,
     :class:`~evotrainer.evolve.lead.LeadState`) and :attr:`style_library` (the mutation styles,
     :class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
@@ -193,7 +193,8 @@ class LLMObjective:
         self.experience = ExperiencePool()
         self.leads = LeadState(rec, seeds)
         self.screening = Screening(evaluator=evaluator, usage=usage, rec=rec, console=console, timings=timings,
-                                   selection=selection, screen=screen, outer=cfg.outer, on_scored=self.leads.add)
+                                   selection=selection, screen=screen, rule=ScoringRule.from_config(cfg.outer),
+                                   on_scored=self.leads.add)
         self.style_library = StyleLibrary(mutator, self.inner_cfg, rec, seeds)
         self.adapter_backend = None
         if cfg.inner.adapter_mutation_share > 0:
@@ -216,10 +217,8 @@ class LLMObjective:
         The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the *lead*, a
         parent drawn from the per-item Pareto front (:meth:`LeadState.choose <evotrainer.evolve.lead.LeadState.choose>`),
         rotating through the mutation kinds until each was tried on it. The candidate's fittest policies
-        then race the incumbent (:meth:`Screening.race <evotrainer.evolve.screening.Screening.race>`);
-        ``screen_s_val`` is the race's estimate of the leader's whole-set S_val (the incumbent's mean plus
-        the paired mean difference on the items raced), and ``full_score`` is free when the leader ran
-        every item.
+        then race the incumbent (:meth:`Screening.race <evotrainer.evolve.screening.Screening.race>`), which gives
+        the leader's race estimate; ``full_score`` is free when the leader ran every item.
         """
         tokens0 = self.usage.completion_tokens()
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
@@ -228,13 +227,10 @@ class LLMObjective:
         chosen = self.racers(result, population)
         reference = self.leads.reference(population, result.best) or result.best
         best, estimate = self.screening.race(chosen, reference, result.best, harness_id, outer_generation)
-        try:
-            start_max = float(result.logbook[0]["max"])
-        except (IndexError, KeyError, TypeError, ValueError):
-            start_max = float("nan")
-        gain = result.best_fitness - start_max if np.isfinite(start_max) else None
+        start_max = finite(result.logbook[0].get("max")) if result.logbook else None  # the start population's best
+        gain = None if start_max is None else result.best_fitness - start_max
         return CandidateResult(
-            best=best, population=tuple(result.population), screen_s_val=estimate,
+            best=best, population=tuple(result.population), race_estimate=estimate,
             full_score=partial(self.screening.full_score, best, harness_id, outer_generation),
             inner_gain=gain, best_fitness=result.best_fitness, generated_tokens=self.usage.completion_tokens() - tokens0,
         )
@@ -258,7 +254,8 @@ class LLMObjective:
         return tasks
 
     def racers(self, result: InnerResult, population: Sequence[Policy]) -> list[Policy]:
-        """The candidate's policies that race: its fittest, then ``outer.screen_top_k - 1`` of its new genomes.
+        """The candidate's policies that race: its fittest, then ``ScoringRule.racers - 1`` of its new genomes
+        (``outer.screen_top_k``).
 
         Fitness on generated tasks and S_val disagree, so the lead's fittest child comes first among the new
         genomes (it is compared with its parent), then the fittest others.
@@ -269,7 +266,7 @@ class LLMObjective:
         pool = {p.genome_hash: p for p in (*result.hall_of_fame, *result.population, *result.lead_children)}
         new = sorted((p for h, p in pool.items() if h not in known and p.id in fitness and h != result.best.genome_hash),
                      key=lambda p: -fitness[p.id])
-        slots = max(self.cfg.outer.screen_top_k - 1, 0)
+        slots = max(self.screening.rule.racers - 1, 0)
         lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
         return [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
 

@@ -3,10 +3,9 @@ promote at once, tell the source, then roll back or stop. :func:`run_outer_loop`
 any :class:`~evotrainer.harness.objective.Objective` (the real one,
 :class:`~evotrainer.evolve.llm_objective.LLMObjective`, is wired by :func:`evotrainer.evolve.coevolution.run_evolve`).
 
-A candidate's outcome: :func:`run_candidate` calls the objective and turns a crash or a non-finite score into a
-failed candidate; :func:`decide` scores a candidate whose race estimate beat the incumbent on the whole
-selection set and promotes it only on a confidently positive paired difference ("Scores and promotions"
-below); :func:`record_candidates` writes one ``harness_candidates`` row per candidate of a generation.
+A candidate's outcome: :func:`run_candidate` calls the objective (a crash or a non-finite race estimate: failed);
+the run's :class:`~evotrainer.harness.scoring.ScoringRule` scores it and :func:`decide` promotes it (how: that
+module's docstring); :func:`record_candidates` writes one ``harness_candidates`` row per candidate.
 
 **What is damped.** ``a`` is the applied harness vector of the population the run continues from (at
 the start the initial harness; after each generation the winner's applied vector; after a rollback
@@ -16,23 +15,15 @@ proposals ``x_j`` (the arrays ``ask`` returned), each with the score obtained un
 harness: CMA-ES searches the landscape as seen through the damping map, and its state (mean, sigma,
 covariance) is undamped. ``damping=1`` applies the proposals as they are.
 
-**Scores and promotions.** Each candidate's policies race the incumbent (``harness/racing.py``): on
-the screening items first, then on more selection items while undecided, dropped once confidently
-worse. CMA-ES is told the race's estimate of the leader's whole-set S_val (the incumbent's S_val plus
-the paired mean difference on the items raced; minus ``outer.hack_check.penalty`` for a candidate
-flagged by the reward-hacking check). Promotion is decided right after each candidate, in candidate
-order: a candidate whose estimate beats the incumbent's S_val is scored on the whole selection set
-(free when its race ran every item) and is *promoted* only when the paired difference to the incumbent
-on those same items is confidently positive: a one-sided Student-t lower bound above 0 at
-``outer.race.level``; ties and "not yet known" keep the incumbent (a ``promotion`` event archives the
-decision and its evidence, an ``incumbent`` event each promotion, in order). A promoted policy is the
-reference of every later race at once, also in its own generation: a later candidate must beat
-it, not the generation's first incumbent. The run continues from the generation's best candidate by told
-score, promoted or not. Promoted pairs enter the top-k archive, whose first pair is always the incumbent: the
+**Promotions, in candidate order.** Promotion is decided right after each candidate (a ``promotion`` event
+archives the decision and its evidence, an ``incumbent`` event each promotion, in order). A promoted policy is the
+reference of every later race at once, also in its own generation: a later candidate must beat it, not the
+generation's first incumbent. The run continues from the generation's best candidate by told score, promoted or
+not. Promoted pairs enter the top-k archive, whose first pair is always the incumbent: the
 run never ends worse than its best archived pair. An objective that gives no per-item values (synthetic test
 objectives) is promoted on a higher whole-set mean. Rollback semantics: ``harness/rollback.py``. Stopping: ``harness/stopping.py`` (budget, plateau, ``outer.generations``).
 pycma's own termination flags (tolfun, tolflatfitness, ...) are logged but do not stop the run: with a
-few screening scores, often tied, they fire after one flat generation; the sigma floor keeps CMA-ES
+few race estimates, often tied, they fire after one flat generation; the sigma floor keeps CMA-ES
 exploring and the plateau rule decides when more generations are not worth it.
 """
 
@@ -65,12 +56,12 @@ from evotrainer.events.kinds import (
 from evotrainer.evolve.report import fmt, fmt_harness
 from evotrainer.harness import Harness, HarnessSpace, ema_toward
 from evotrainer.harness.candidates import CandidateSource
-from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
-from evotrainer.harness.promotion import PromotionRule
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
+from evotrainer.harness.scoring import CandidateScore, ScoringRule
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
 from evotrainer.run.control import RunControl, StopRequested
+from evotrainer.stats.bootstrap import finite
 
 __all__ = ["OuterResult", "Outcome", "decide", "record_candidates", "run_candidate", "run_outer_loop", "safe_full",
            "tell_incumbent"]
@@ -86,7 +77,8 @@ class OuterResult:
         incumbent: the best archived pair (whole-selection-set S_val, higher is better).
         pairs: the top-k archive, best first (``pairs[0] is incumbent``).
         s_val_curve: incumbent S_val after each outer generation, generation 0 first (non-decreasing).
-        current_curve: current S_val (screening items) per outer generation, generation 0 first.
+        current_curve: current S_val per outer generation, generation 0 first: the incumbent's whole-set S_val,
+            then each generation's best race estimate.
         rollbacks: one dict per rollback (the ``rollback`` event payloads).
         stop: which limit or criterion stopped the run.
         usage: seconds, generated tokens and candidate evaluations spent (model load and generation 0
@@ -118,7 +110,8 @@ def run_outer_loop(
         space: the harness space (decodes the applied vectors).
         search: the candidate source over ``space`` (``outer.candidate_source``: CMA-ES, or an ablation arm's
             frozen or random harness, ``harness/candidates.py``; maximising; asked, told, moved and shrunk here).
-        cfg: ``outer.*`` settings (generations, damping, rollback, budget, patience, hack check).
+        cfg: ``outer.*`` settings (generations, damping, rollback, budget, patience; race and hack check via
+            :meth:`ScoringRule.from_config <evotrainer.harness.scoring.ScoringRule.from_config>`).
         rec: the run's archive writer (events, candidate rows).
         console: progress output (a quiet one when None).
         clock: seconds, monotonic (injected for tests).
@@ -134,8 +127,7 @@ def run_outer_loop(
                           rollouts=cfg.budget.rollouts, usd=cfg.budget.usd, prompt_tokens=cfg.budget.prompt_tokens)
     r = cfg.rollback
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
-    check = HackCheck(cfg.hack_check.enabled, cfg.hack_check.fitness_rise, cfg.hack_check.s_val_drop,
-                      cfg.hack_check.penalty)
+    scoring = ScoringRule.from_config(cfg)
     control = control or RunControl(rec, limits)
     tokens, evaluations = start.generated_tokens, 0
 
@@ -145,8 +137,8 @@ def run_outer_loop(
     # ---- generation 0: the first incumbent -------------------------------------------------------
     full0 = safe_full(start)
     tokens += full0.generated_tokens
-    incumbent = ArchivedPair(full0.s_val or 0.0, full0.screen_s_val or 0.0, start_harness, tuple(start.population),
-                             start.best, 0, "h0", full0.per_item)
+    incumbent = ArchivedPair(full0.s_val or 0.0, start_harness, tuple(start.population), start.best, 0, "h0",
+                             full0.per_item)
     pairs: tuple[ArchivedPair, ...] = (incumbent,)
     rec.emit(IncumbentEvent(outer_generation=0, policy_id=incumbent.best.id, s_val=incumbent.s_val, harness_id="h0"))
     tell_incumbent(objective, incumbent)
@@ -154,7 +146,7 @@ def run_outer_loop(
     if after_generation is not None:
         after_generation(0)
     anchor = np.asarray(start_harness.vector, dtype=float)  # the applied harness `a` we damp from
-    population, current = tuple(start.population), incumbent.screen_s_val
+    population, current = tuple(start.population), incumbent.s_val
     history = [current]  # current S_val since the start or the last rollback
     s_val_curve, current_curve = [incumbent.s_val], [current]
     rollbacks: list[dict[str, Any]] = []
@@ -179,19 +171,17 @@ def run_outer_loop(
                 break
             evaluations += 1
             tokens += res.generated_tokens
-            delta = None if res.screen_s_val is None else res.screen_s_val - current
-            flagged = hacking_flag(res.inner_gain, delta, check)
-            outcome = Outcome(x, harness, hid, res, flagged, told_score(res.screen_s_val, flagged, check))
+            outcome = Outcome(x, harness, hid, res, scoring.score(res.race_estimate, res.inner_gain, current))
             outcomes.append(outcome)
-            if flagged:
+            if outcome.score.flagged:
                 rec.emit(RewardHackingEvent(outer_generation=g, harness_id=hid, inner_gain=res.inner_gain,
-                                            s_val_delta=delta, penalty=check.penalty))
+                                            s_val_delta=outcome.score.delta, penalty=scoring.penalty))
             console.print(f"  outer {g} cand {j}: {fmt_harness(harness)} → best {getattr(res.best, 'id', None)} "
-                          f"fitness {fmt(res.best_fitness)}, screen S_val {fmt(res.screen_s_val)}"
-                          f"{' [red](reward hacking: penalised)[/]' if flagged else ''}")
+                          f"fitness {fmt(res.best_fitness)}, race estimate {fmt(res.race_estimate)}"
+                          f"{' [red](reward hacking: penalised)[/]' if outcome.score.flagged else ''}")
             # Promotion at once: the next candidate races the incumbent as of its turn (module docstring).
-            if math.isfinite(outcome.told) and res.screen_s_val > incumbent.screen_s_val:
-                incumbent, pairs = decide(objective, outcome, incumbent, pairs, g, cfg, rec)
+            if scoring.worth_scoring(outcome.score.estimate, incumbent.s_val):
+                incumbent, pairs = decide(objective, outcome, incumbent, pairs, g, scoring, cfg.rollback.top_k, rec)
                 tokens += outcome.full.generated_tokens if outcome.full is not None else 0
                 if outcome.promoted:
                     console.print(f"  outer {g} cand {j}: {incumbent.best.id} promoted (whole-set S_val "
@@ -199,8 +189,8 @@ def run_outer_loop(
         if stop is not None and not outcomes:
             break
         if len(outcomes) == len(xs):
-            search.tell(xs, [o.told for o in outcomes])
-        scored = [o for o in outcomes if math.isfinite(o.told)]
+            search.tell(xs, [math.nan if o.score.told is None else o.score.told for o in outcomes])
+        scored = [o for o in outcomes if o.score.told is not None]
         if not scored:
             record_candidates(rec, g, outcomes, None)
             rec.emit(OuterSkippedEvent(outer_generation=g, reason="no candidate evaluated successfully"))
@@ -210,20 +200,20 @@ def run_outer_loop(
             continue
 
         # The run continues from the generation's best candidate by told score (promoted or not).
-        best = max(scored, key=lambda o: o.told)  # first on ties
+        best = max(scored, key=lambda o: o.score.told)  # first on ties
         full = best.full
         record_candidates(rec, g, outcomes, best)
         promoted = [o.harness_id for o in outcomes if o.promoted]
         anchor = np.asarray(best.harness.vector, dtype=float)
-        population, current = tuple(best.result.population), float(best.result.screen_s_val)
+        population, current = tuple(best.result.population), best.score.estimate
         history.append(current)
 
         # Rollback: restore the best archived pair when the current S_val regresses or oscillates.
-        trigger = rollback_cause(history, incumbent.screen_s_val, rule) if r.enabled else None
+        trigger = rollback_cause(history, incumbent.s_val, rule) if r.enabled else None
         if trigger is not None:
             restored = pairs[0]
             anchor = np.asarray(restored.harness.vector, dtype=float)
-            population, current = restored.population, restored.screen_s_val
+            population, current = restored.population, restored.s_val
             history = [current]
             search.set_mean(anchor)
             search.shrink_sigma(r.sigma_shrink)
@@ -235,20 +225,20 @@ def run_outer_loop(
             console.print(f"[yellow]rollback[/] at outer {g} ({trigger.cause}): {trigger.detail}; restored "
                           f"{restored.harness_id}, sigma → {search.sigma:.3f}")
         s_val_curve.append(incumbent.s_val)
-        current_curve.append(float(best.result.screen_s_val))
+        current_curve.append(best.score.estimate)
         rec.emit(OuterGenerationEvent(
-            outer_generation=g, current_s_val=float(best.result.screen_s_val),
+            outer_generation=g, current_s_val=best.score.estimate,
             current_full_s_val=None if full is None else full.s_val, incumbent_s_val=incumbent.s_val,
-            incumbent_screen_s_val=incumbent.screen_s_val, incumbent_policy_id=incumbent.best.id,
+            incumbent_policy_id=incumbent.best.id,
             best_harness_id=best.harness_id, rolled_back=trigger is not None, sigma=search.sigma,
-            told=tuple(o.told if math.isfinite(o.told) else None for o in outcomes),
+            told=tuple(o.score.told for o in outcomes),
             archive=tuple((p.harness_id, p.s_val) for p in pairs),
             cma_termination={k: str(v) for k, v in search.stop_reasons.items()}))
         rec.emit(PhaseEvent(name="outer_generation", fields={"outer_generation": g, "seconds": clock() - t_outer}))
         if after_generation is not None:
             after_generation(g)
         verdict = (f"whole-set S_val {fmt(full.s_val)}" if full is not None
-                   else f"screen {fmt(best.result.screen_s_val)}, no whole-set score")
+                   else f"race estimate {fmt(best.score.estimate)}, no whole-set score")
         new = f" [green](new: promoted {', '.join(promoted)})[/]" if promoted else ""
         console.print(f"[bold]outer {g}/{cfg.generations}[/]: best candidate {best.harness_id}: {verdict}; incumbent "
                       f"{incumbent.best.id} S_val {incumbent.s_val:.4f}{new}; CMA sigma {search.sigma:.3f}")
@@ -269,37 +259,31 @@ class Outcome:
     harness: Harness
     harness_id: str
     result: CandidateResult
-    flagged: bool
-    told: float
+    score: CandidateScore
     full: FullScore | None = None  # its whole-selection-set score, when its estimate beat the incumbent
     promoted: bool = False
 
 
 def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tuple[ArchivedPair, ...], g: int,
-            cfg: OuterConfig, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
-    """Score candidate ``o`` on the whole selection set and decide whether it replaces ``incumbent``.
-
-    Sets ``o.full`` and ``o.promoted``. Promoted by :class:`~evotrainer.harness.promotion.PromotionRule` at
-    ``outer.race.level`` against the incumbent as of now (a paired lower bound above 0; a higher whole-set mean
-    for objectives without per-item values);
-    archived as a ``promotion`` event, and on promotion an ``incumbent`` event, both in candidate order, and
-    the objective is told the new incumbent (later races compare with it). Returns the incumbent and the
-    top-k archive after the decision.
-    """
+           scoring: ScoringRule, top_k: int, rec: RunRecorder) -> tuple[ArchivedPair, tuple[ArchivedPair, ...]]:
+    """Score candidate ``o`` on the whole selection set and decide by ``scoring.promotion`` whether it replaces
+    ``incumbent`` (sets ``o.full`` and ``o.promoted``); archived as a ``promotion`` event, and on promotion an
+    ``incumbent`` event, and the objective is told the new incumbent (later races compare with it). Returns the
+    incumbent and the top-``top_k`` archive (``outer.rollback.top_k``) after the decision."""
     o.full = full = safe_full(o.result)
     if full.s_val is None:
         return incumbent, pairs
-    pair = ArchivedPair(full.s_val, full.screen_s_val or 0.0, o.harness, tuple(o.result.population), o.result.best,
-                        g, o.harness_id, full.per_item)
-    decision = PromotionRule(cfg.race.level).decide(incumbent.s_val, pair.s_val, incumbent.per_item, pair.per_item)
+    pair = ArchivedPair(full.s_val, o.harness, tuple(o.result.population), o.result.best, g, o.harness_id,
+                        full.per_item)
+    decision = scoring.promotion.decide(incumbent.s_val, pair.s_val, incumbent.per_item, pair.per_item)
     o.promoted = promote = decision.promoted
     evidence = decision.evidence
     rec.emit(PromotionEvent(outer_generation=g, harness_id=o.harness_id, policy_id=pair.best.id,
                             incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
-                            incumbent_s_val=incumbent.s_val, level=cfg.race.level,
+                            incumbent_s_val=incumbent.s_val, level=scoring.level,
                             paired=None if evidence is None else evidence.as_dict()))
     if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
-        pairs = archive_pair(pairs, pair, cfg.rollback.top_k)
+        pairs = archive_pair(pairs, pair, top_k)
     if not promote:
         return incumbent, pairs
     rec.emit(IncumbentEvent(outer_generation=g, policy_id=pair.best.id, s_val=pair.s_val, harness_id=o.harness_id))
@@ -316,7 +300,7 @@ def tell_incumbent(objective: Objective, pair: ArchivedPair) -> None:
 
 def run_candidate(objective: Objective, harness: Harness, population: Sequence[Any], hid: str, g: int,
                    rec: RunRecorder) -> CandidateResult:
-    """The objective's result; a crash or a non-finite screen score becomes a failed candidate."""
+    """The objective's result; a crash or a non-finite race estimate becomes a failed candidate."""
     try:
         res = objective(harness, population, hid, g)
     except (EvoTrainerError, StopRequested):
@@ -324,11 +308,11 @@ def run_candidate(objective: Objective, harness: Harness, population: Sequence[A
     except Exception as exc:  # a failing candidate never raises (it gets the worst penalty)
         log.exception("harness candidate %s failed", hid)
         rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"{type(exc).__name__}: {exc}"))
-        return CandidateResult(best=None, population=tuple(population), screen_s_val=None)
-    s = res.screen_s_val
-    if s is not None and not (isinstance(s, (int, float)) and math.isfinite(s)):
-        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"non-finite screen S_val {s!r}"))
-        return CandidateResult(best=res.best, population=tuple(population), screen_s_val=None,
+        return CandidateResult(best=None, population=tuple(population), race_estimate=None)
+    s = res.race_estimate
+    if s is not None and finite(s) is None:
+        rec.emit(CandidateFailedEvent(outer_generation=g, harness_id=hid, error=f"non-finite race estimate {s!r}"))
+        return CandidateResult(best=res.best, population=tuple(population), race_estimate=None,
                                generated_tokens=res.generated_tokens)
     return res
 
@@ -341,9 +325,8 @@ def safe_full(result: CandidateResult) -> FullScore:
         raise
     except Exception:
         log.exception("whole-set scoring failed")
-        return FullScore(None, None)
-    ok = full.s_val is not None and math.isfinite(full.s_val)
-    return full if ok else FullScore(None, None, full.generated_tokens)
+        return FullScore(None)
+    return full if finite(full.s_val) is not None else FullScore(None, full.generated_tokens)
 
 
 def record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[Outcome], best: Outcome | None) -> None:
@@ -351,13 +334,13 @@ def record_candidates(rec: RunRecorder, g: int, outcomes: Sequence[Outcome], bes
     whether it replaced the incumbent (several may in one generation, in candidate order)."""
     for j, o in enumerate(outcomes):
         is_best = o is best
-        status = ("failed" if o.result.screen_s_val is None else "best" if is_best
-                  else "flagged_reward_hacking" if o.flagged else "evaluated")
+        status = ("failed" if o.score.estimate is None else "best" if is_best
+                  else "flagged_reward_hacking" if o.score.flagged else "evaluated")
         rec.candidate(HarnessCandidateRow(
             harness_id=o.harness_id, outer_generation=g, index=j, vector=tuple(float(v) for v in o.harness.vector),
             values={**o.harness.as_dict(), "proposal": [float(v) for v in o.proposal],
-                    "told": o.told if math.isfinite(o.told) else None, "flagged_reward_hacking": o.flagged,
+                    "told": o.score.told, "flagged_reward_hacking": o.score.flagged,
                     "promoted": o.promoted},
-            s_val=o.full.s_val if o.full is not None else None, screen_s_val=o.result.screen_s_val,
+            s_val=o.full.s_val if o.full is not None else None, race_estimate=o.score.estimate,
             best_policy_id=getattr(o.result.best, "id", None), status=status,
         ))

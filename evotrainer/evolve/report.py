@@ -1,4 +1,4 @@
-"""Console output of an evolve run: number and harness formatting, the closing summary."""
+"""Console output of an evolve run: number and harness formatting, the closing summary read from the archive."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from evotrainer.backends.usage import usage_lines
 from evotrainer.browse.transfer_view import render_table as transfer_table
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
-from evotrainer.stats.generalisation import render_table
+from evotrainer.stats.generalisation import from_payload, render_table
+from evotrainer.stats.transfer import read_report
 
-__all__ = ["fmt", "fmt_harness", "print_generalisation", "print_operator_stats", "print_summary",
-           "print_transfer"]
+__all__ = ["fmt", "fmt_harness", "print_operator_stats", "print_summary", "print_transfer"]
 
 
 def fmt(x: float | None) -> str:
@@ -29,14 +29,6 @@ def fmt_harness(h: Harness) -> str:
     return escape(f"[{knobs} | w: {weights}]")
 
 
-def print_generalisation(console: Console, g: Any) -> None:
-    """The final best vs the best seed (:class:`~evotrainer.stats.generalisation.Generalisation`): a table of
-    the paired difference per split (95 % interval, wins/losses/ties), then the verdict sentence."""
-    console.print(render_table(g))
-    style = "green" if g.held is True else "red" if g.held is False else "yellow"
-    console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
-
-
 def print_transfer(console: Console, r: Any) -> None:
     """The transfer report (:class:`~evotrainer.stats.transfer.TransferReport`; None: "transfer: not configured"): mean
     S_val per policy on the transfer items, the paired differences (95 % interval, W/L/T), then the verdict."""
@@ -47,52 +39,55 @@ def print_transfer(console: Console, r: Any) -> None:
     console.print(f"[{'green' if r.transfers else 'red'}]transfer: {escape(r.verdict)}[/]")
 
 
-def print_summary(console: Console, s: Any, incumbent: Any) -> None:
-    """Print an :class:`~evotrainer.evolve.coevolution.EvolveSummary` and its incumbent pair.
-
-    When ``s.generalisation`` (a :class:`~evotrainer.stats.generalisation.Generalisation`) is set, the
-    comparison of the final best with the best seed follows the held-out line, then the transfer report
-    (``s.transfer``, :func:`print_transfer`).
-    """
+def print_summary(console: Console, store: Any, run_id: str, harness: Harness) -> None:
+    """Print the closing summary of the finished run ``run_id`` from its open archive ``store``: the numbers of its
+    ``summary`` event, the final best's archived prompt, its ``generalisation``, ``transfer`` and ``rollback`` events
+    and its last ``usage`` and ``totals`` phase events. ``harness``: the best pair's applied harness (the start
+    harness, ``h0``, has no candidate row to read it from)."""
+    events = store.events(run_id)
+    s = next(e.event for e in reversed(events) if e.kind == "summary")
+    phases = {e.event.name: e.event.fields for e in events if e.kind == "phase"}  # the last of each name
+    best = store.get_policy(run_id, s.best)
     console.rule("[bold]summary")
-    console.print(f"run {s.run_id}; stopped by {s.stop_reason}: {s.stop_detail}")
+    console.print(f"run {run_id}; stopped by {s.stop_reason}: {s.stop_detail}")
     console.print(f"S_val (selection set: {s.selection_items} items, higher is better): generation-0 best "
-                  f"{s.initial_best.id} {s.initial_s_val:.4f} → final best {s.best.id} {s.best_s_val:.4f} "
+                  f"{s.initial_best} {fmt(s.initial_s_val)} → final best {best.id} {fmt(s.best_s_val)} "
                   f"({s.best_s_val - s.initial_s_val:+.4f})")
-    if s.best.operator == "seed":
+    if best.operator == "seed":
         console.print("  note: the final best is an unmodified seed policy; no evolved policy was confidently "
                       "better than it on the same items (races and paired promotions), so the change (if any) "
                       "comes from selecting among seeds, not from variation.")
     console.print(f"final best on the held-out part ({s.heldout_items} items, never used to select): "
-                  f"{fmt(s.heldout_s_val)}  (selection {s.best_s_val:.4f})")
-    g = getattr(s, "generalisation", None)
-    if g is not None:
-        print_generalisation(console, g)
-    print_transfer(console, getattr(s, "transfer", None))
-    console.print(f"incumbent S_val per outer generation: {', '.join(f'{v:.4f}' for v in s.s_val_curve)}")
+                  f"{fmt(s.heldout_s_val)}  (selection {fmt(s.best_s_val)})")
+    for g in [from_payload(e.payload) for e in events if e.kind == "generalisation"][-1:]:  # the final best vs
+        console.print(render_table(g))  # the best seed: paired difference per split, then the verdict
+        style = "green" if g.held is True else "red" if g.held is False else "yellow"
+        console.print(f"[{style}]generalisation: {escape(g.verdict)}[/]")
+    print_transfer(console, read_report([e for e in events if e.kind == "transfer"])[0])
+    console.print(f"incumbent S_val per outer generation: {', '.join(fmt(v) for v in s.s_val_curve)}")
     console.print("current S_val (the generation's best race estimate) per outer generation: "
                   + ", ".join(fmt(v) for v in s.current_curve))
-    for r in s.rollbacks:
-        console.print(f"rollback at outer {r['outer_generation']}: {r['cause']} → restored "
-                      f"{r['restored_harness_id']} (S_val {r['s_val']:.4f}); {r['detail']}")
-    console.print(f"best harness (outer gen {incumbent.outer_generation}, {incumbent.harness_id}): "
-                  f"{fmt_harness(incumbent.harness)}")
-    console.print(f"evaluations: {s.candidates} harness candidates, {s.policy_evaluations} policy evaluations "
-                  f"on task batches, {s.rollouts} rollouts, {s.generated_tokens} generated tokens")
-    for line in usage_lines(getattr(s, "usage", None) or {}):
+    for r in (e.event for e in events if e.kind == "rollback"):
+        console.print(f"rollback at outer {r.outer_generation}: {r.cause} → restored {r.restored_harness_id} "
+                      f"(S_val {fmt(r.s_val)}); {r.detail}")
+    console.print(f"best harness ({s.best_harness_id}): {fmt_harness(harness)}")
+    console.print(f"evaluations: {s.candidates} harness candidates, "
+                  f"{len(store.evaluations(run_id, kind='fitness'))} policy evaluations on task batches, "
+                  f"{s.rollouts} rollouts, {s.generated_tokens} generated tokens")
+    for line in usage_lines(dict(phases.get("usage", {}))):
         console.print(f"model usage: {line}", markup=False, highlight=False)
-    console.print("timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in s.timings.items()))
-    console.print(f"archive: {s.archive}")
-    console.rule(f"best prompt ({s.best.id}, operator {s.best.operator}, generation {s.best.generation})")
-    console.print(render_system_prompt(s.best.sections) or "(empty system prompt)", markup=False, highlight=False)
-    prefill = s.best.section_dict.get(PREFILL_SECTION, "")
+    console.print("timings: " + ", ".join(f"{k} {v:.0f}s" for k, v in phases.get("totals", {}).items()))
+    console.print(f"archive: {store.path}")
+    console.rule(f"best prompt ({best.id}, operator {best.operator}, generation {best.generation})")
+    console.print(render_system_prompt(best.sections) or "(empty system prompt)", markup=False, highlight=False)
+    prefill = best.section_dict.get(PREFILL_SECTION, "")
     if prefill.strip():
         console.print(f"answer prefill (starts the assistant turn): {prefill!r}", markup=False, highlight=False)
-    if s.best.decoding:
-        console.print("decoding genes: " + ", ".join(f"{k}={v:g}" for k, v in s.best.decoding), markup=False,
+    if best.decoding:
+        console.print("decoding genes: " + ", ".join(f"{k}={v:g}" for k, v in best.decoding), markup=False,
                       highlight=False)
-    if s.best.adapter:
-        console.print(f"LoRA adapter: {s.best.adapter}", markup=False, highlight=False)
+    if best.adapter:
+        console.print(f"LoRA adapter: {best.adapter}", markup=False, highlight=False)
 
 
 def print_operator_stats(console: Console, stats: Any) -> None:

@@ -4,9 +4,8 @@
 
 - it keeps the selection set in *race order* (the screening items first, :func:`~evotrainer.run.validation_split.race_order`)
   and, per genome, the S_val value of every item scored so far, so no policy is scored twice on an item;
-- :meth:`Screening.race` races a candidate's fittest policies against a reference on growing item prefixes
-  (:func:`~evotrainer.harness.racing.run_race`: paired differences with confidence bounds, dropping policies
-  that are confidently worse);
+- :meth:`Screening.race` races a candidate's fittest policies against a reference on growing item prefixes and
+  returns the leader's race estimate, both by the run's :class:`~evotrainer.harness.scoring.ScoringRule`;
 - :meth:`Screening.full_score` completes a policy's whole-set score from the items still missing.
 
 Every evaluation is archived (``meta_screen``, ``meta_val``, ``meta_heldout`` rows) and each race as a
@@ -19,20 +18,20 @@ import time
 from collections.abc import Callable, MutableMapping, Sequence
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.backends.usage import RunUsage
-from evotrainer.config import OuterConfig
 from evotrainer.errors import EvoTrainerError
 from evotrainer.events.kinds import RaceEvent
 from evotrainer.genome import Policy
 from evotrainer.harness.objective import FullScore
-from evotrainer.harness.racing import Race, race_stages, run_race
+from evotrainer.harness.racing import Race
+from evotrainer.harness.scoring import ScoringRule
 from evotrainer.progress import task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.run.validation_split import race_order
+from evotrainer.stats.bootstrap import mean_stderr
 
 __all__ = ["Screening", "planned_requests"]
 
@@ -57,25 +56,25 @@ class Screening:
         timings: phase -> seconds, accumulated in place (``"meta-validation"``).
         selection: the selection part of the meta-validation set.
         screen: the screening subset (items of ``selection``).
-        outer: ``outer.*`` settings; reads ``race`` (stages, levels, survivors, futility) and ``screen_top_k``.
+        rule: how candidates are scored (its race stages, levels, survivors, futility and estimate).
         on_scored: called with the first policy of each genome scored on selection items (the lead's
             Pareto front, :class:`~evotrainer.evolve.lead.LeadState`), or None.
 
     Attributes:
         order: the selection items in race order; per-item vectors follow it.
-        stages: the race's item counts (:func:`~evotrainer.harness.racing.race_stages`); empty without items.
+        stages: the race's item counts (:meth:`~evotrainer.harness.scoring.ScoringRule.stages`); empty without items.
     """
 
     def __init__(
         self, *, evaluator: RolloutEvaluator, usage: RunUsage, rec: RunRecorder, console: Console,
-        timings: MutableMapping[str, float], selection: Sequence[Any], screen: Sequence[Any], outer: OuterConfig,
+        timings: MutableMapping[str, float], selection: Sequence[Any], screen: Sequence[Any], rule: ScoringRule,
         on_scored: Callable[[Policy], None] | None = None,
     ) -> None:
         self.evaluator, self.usage, self.rec, self.console, self.timings = evaluator, usage, rec, console, timings
-        self.selection, self.screen, self.outer, self.on_scored = list(selection), list(screen), outer, on_scored
+        self.selection, self.screen, self.rule, self.on_scored = list(selection), list(screen), rule, on_scored
         self.order = race_order(self.selection, self.screen)
         self._position = {id(t): i for i, t in enumerate(self.order)}
-        self.stages = race_stages(len(self.order), max(len(self.screen), 1), outer.race.sizes) if self.order else ()
+        self.stages = rule.stages(len(self.order), len(self.screen))
         self._items: dict[str, dict[int, float]] = {}  # genome hash -> race position -> S_val item value
         self._parts: dict[str, list[tuple[int, dict[str, float]]]] = {}  # genome hash -> (items, mean parts)
 
@@ -127,8 +126,7 @@ class Screening:
 
     def full_score(self, policy: Policy, harness_id: str, outer_generation: int) -> FullScore:
         """``policy`` on the whole selection set: only items not yet scored are evaluated; the whole-set
-        value is archived as one ``meta_val`` row. ``screen_s_val`` is on the same scale (the race's
-        estimates are whole-set estimates), ``per_item`` in race order."""
+        value is archived as one ``meta_val`` row; ``per_item`` in race order."""
         tokens0 = self.usage.completion_tokens()
         missing = [t for i, t in enumerate(self.order) if i not in self._items.get(policy.genome_hash, {})]
         if missing:
@@ -136,12 +134,11 @@ class Screening:
                                         words="whole selection set, items not yet scored:")[0]
             if evaluation.s_val is None:
                 self.rec.meta(evaluation, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
-                return FullScore(None, None, self.usage.completion_tokens() - tokens0)
+                return FullScore(None, self.usage.completion_tokens() - tokens0)
         vec = self.vector(policy) or [0.0] * len(self.order)
-        s_val = float(np.mean(vec)) if vec else 0.0
-        self.rec.meta(self._whole_set(policy, vec), kind="meta_val", harness_id=harness_id,
-                      outer_generation=outer_generation)
-        return FullScore(s_val, s_val, self.usage.completion_tokens() - tokens0, tuple(vec))
+        whole = self._whole_set(policy, vec)
+        self.rec.meta(whole, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
+        return FullScore(whole.s_val, self.usage.completion_tokens() - tokens0, tuple(vec))
 
     def _whole_set(self, policy: Policy, vec: Sequence[float]) -> MetaEvaluation:
         """One whole-selection-set evaluation assembled from the per-item values scored so far."""
@@ -149,9 +146,7 @@ class Screening:
         weight = sum(n for n, _ in chunks) or 1
         names = {k for _, parts in chunks for k in parts}
         parts = {k: sum(n * p.get(k, 0.0) for n, p in chunks) / weight for k in sorted(names)}
-        n = len(vec)
-        mean = float(np.mean(vec)) if n else 0.0
-        stderr = float(np.std(vec, ddof=1) / np.sqrt(n)) if n >= 2 else None
+        mean, stderr = mean_stderr(vec)
         return MetaEvaluation(policy.id, policy.genome_hash, batch_id_for(self.selection), mean, stderr, parts,
                               tuple(vec), (), 0, 0.0, True, None)
 
@@ -159,14 +154,13 @@ class Screening:
 
     def race(self, chosen: Sequence[Policy], reference: Policy, fallback: Policy, harness_id: str,
              outer_generation: int) -> tuple[Policy, float | None]:
-        """Race ``chosen`` against ``reference`` (``harness/racing.py``): all on the screening items, then the
-        best survivor on the ``outer.race.sizes`` item counts and the whole selection set, dropping every
-        policy that is confidently worse. Evaluations are archived as ``meta_screen`` rows, the race as a
-        ``race`` event.
+        """Race ``chosen`` against ``reference`` by :meth:`ScoringRule.race
+        <evotrainer.harness.scoring.ScoringRule.race>` on :attr:`stages`. Evaluations are archived as
+        ``meta_screen`` rows, the race as a ``race`` event.
 
         Returns:
-            The race's leader (``fallback`` when there is none) and its estimated whole-set S_val: the
-            reference's mean plus the paired mean difference (None when every evaluation failed).
+            The race's leader (``fallback`` when there is none) and its race estimate
+            (:meth:`~evotrainer.harness.scoring.ScoringRule.estimate`; None when every evaluation failed).
 
         Raises:
             EvoTrainerError: the selection set is empty.
@@ -185,15 +179,10 @@ class Screening:
             failed.update(i for i, e in zip(indices, evaluations, strict=True) if e.s_val is None)
             return [list(e.per_item) for e in evaluations]
 
-        rc = self.outer.race
-        race = run_race(len(chosen), ref, evaluate, self.stages, level=rc.level, drop_level=rc.drop_level,
-                        survivors=rc.survivors, futility=rc.futility)
+        race = self.rule.race(len(chosen), ref, evaluate, self.stages)
         self._log_race(race, chosen, reference, harness_id, outer_generation)
         leader = chosen[race.leader] if race.leader is not None else fallback
-        if race.leader is None or len(failed) == len(chosen):
-            return leader, None
-        entry = race.entries[race.leader]
-        return leader, float(np.mean(ref)) + entry.bound.mean
+        return leader, (None if len(failed) == len(chosen) else self.rule.estimate(ref, race))
 
     def _log_race(self, race: Race, chosen: Sequence[Policy], reference: Policy, harness_id: str,
                   outer_generation: int) -> None:
@@ -201,6 +190,6 @@ class Screening:
             outer_generation=outer_generation, harness_id=harness_id, reference=reference.id,
             stages=tuple(race.stages), evaluations=race.evaluations,
             leader=None if race.leader is None else chosen[race.leader].id,
-            level=self.outer.race.level, drop_level=self.outer.race.drop_level,
+            level=self.rule.level, drop_level=self.rule.drop_level,
             entries=tuple({"policy_id": chosen[e.index].id, "items": e.items, "status": e.status,
                            **e.bound.as_dict()} for e in race.entries)))

@@ -5,8 +5,7 @@ evidence: both policies on the same items, the per-item differences ``candidate 
 one-sided Student-t bound on their mean (the paired t-test; Student 1908). The candidate is
 *confidently better* when the lower bound at ``level`` is above 0, *confidently worse* when the upper
 bound at ``drop_level`` is below 0, undecided otherwise. The run's *claim* is made elsewhere: the
-held-out comparison at its end, on items no race used. ``level`` trades missed gains against wrong
-promotions (0.95 in the main job; the ablation study races at 0.6, docs/outer_loop_budget.md).
+held-out comparison at its end, on items no race used.
 
 :func:`run_race` spends evaluations where the decision is close. Racing (Maron & Moore 1997,
 "The racing algorithm: model selection for lazy learners"; Birattari et al. 2002, F-Race; the
@@ -32,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from evotrainer.stats.bootstrap import mean_stderr
 
 __all__ = ["PairedBound", "Race", "RaceEntry", "paired_bound", "race_stages", "run_race"]
 
@@ -100,12 +101,10 @@ def paired_bound(reference: Sequence[float], candidate: Sequence[float], level: 
     d = b - a  # (n,)
     n = int(d.size)
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
-    if n == 0:
-        return PairedBound(0.0, -math.inf, math.inf, 0, 0, 0, 0)
-    mean = float(d.mean())
-    if n < 2:
+    mean, stderr = mean_stderr(d)
+    if stderr is None:  # fewer than 2 items: no bound
         return PairedBound(mean, -math.inf, math.inf, n, wins, losses, n - wins - losses)
-    half = float(stats.t.ppf(level, n - 1)) * float(d.std(ddof=1)) / math.sqrt(n)
+    half = float(stats.t.ppf(level, n - 1)) * stderr
     return PairedBound(mean, mean - half, mean + half, n, wins, losses, n - wins - losses)
 
 

@@ -7,16 +7,16 @@ Semantics (all scores are meta-validation S_val, higher is better):
   by that whole-set S_val (ties: the earlier pair first). The incumbent of the run is always the
   archive's first pair, so the run never reports anything worse than the best archived pair.
 * **Current S_val.** Each outer generation the run continues from the best candidate's population.
-  Its *current* S_val is that candidate's score on the fixed screening items: the only score every
-  generation has. It is compared with the incumbent's mean on the same screening items, so both
-  numbers are on one scale. The incumbent never decreases; the current S_val can, and that is what
-  the rule watches.
+  Its *current* S_val is that candidate's race estimate of its whole-set S_val
+  (:mod:`evotrainer.harness.scoring`): the only score every candidate has. It is compared with the
+  incumbent's whole-set S_val, the number the estimate estimates. The incumbent never decreases; the
+  current S_val can, and that is what the rule watches.
 * **History.** The current S_val per outer generation since the run started or was last restored;
-  its first entry is the start value (the incumbent's screening score at that time).
+  its first entry is the start value (the whole-set S_val of the incumbent or the restored pair).
 * **Rollback rule** (:func:`rollback_cause`), checked after every outer generation:
 
   - *regression*: the last ``generations`` current values (start value excluded) all lie more than
-    ``tolerance`` below the incumbent's screening score;
+    ``tolerance`` below the incumbent's whole-set S_val;
   - *oscillation*: among the last ``window`` deltas of the history, the deltas larger than
     ``oscillation_threshold`` in size change sign at least ``oscillations`` times (a swing up then
     down then up, ...).
@@ -43,7 +43,6 @@ class ArchivedPair:
 
     Attributes:
         s_val: whole-selection-set S_val of ``best``, in [0, 1], higher is better.
-        screen_s_val: ``best``'s mean over the screening items (the scale current S_val is on).
         harness: the applied :class:`~evotrainer.harness.space.Harness` (its ``vector`` is where to
             resume the search).
         population: the population to resume from (opaque tuple of policies).
@@ -54,7 +53,6 @@ class ArchivedPair:
     """
 
     s_val: float
-    screen_s_val: float
     harness: Any
     population: tuple
     best: Any
@@ -113,7 +111,7 @@ def rollback_cause(history: Sequence[float], best: float, rule: RollbackRule) ->
     Args:
         history: current S_val per outer generation since the start or the last restore, oldest
             first; ``history[0]`` is the start value. Each in [0, 1], higher is better.
-        best: the incumbent's S_val on the same scale (its screening-items mean).
+        best: the incumbent's whole-set S_val.
         rule: the thresholds.
 
     Returns:

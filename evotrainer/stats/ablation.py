@@ -30,7 +30,6 @@ Pure apart from that file's reading and writing: records in, numbers out. S_val 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -43,7 +42,7 @@ from rich.table import Table
 
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import DataError
-from evotrainer.stats.bootstrap import rng_for
+from evotrainer.stats.bootstrap import finite, rng_for
 from evotrainer.stats.generalisation import format_diff
 from evotrainer.stats.transfer_pool import ClusterDifference, cluster_difference
 
@@ -364,7 +363,7 @@ def _scores_from(d: Any, where: str) -> ItemScores | None:
     roles: dict[str, tuple[float, ...]] = {}
     for role, values in d["roles"].items():
         ok = (role in _ROLES and isinstance(values, list) and len(values) == len(ids)
-              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values))
+              and all(finite(v) is not None for v in values))
         if not ok:
             raise DataError(f"{where}.roles.{role}: expected one of {_ROLES} with {len(ids)} finite scores")
         roles[role] = tuple(float(v) for v in values)

@@ -1,5 +1,6 @@
-"""Bootstrap statistics of every report (``mode=evaluate``, generalisation, transfer, the ablation): intervals over
-items, paired differences, per-group means.
+"""Statistics over items: which values count (:func:`finite`, :func:`item_values`), the mean and its standard error
+(:func:`mean_stderr`, every S_val and race bound), and the bootstrap of every report (``mode=evaluate``, generalisation, transfer, the ablation): intervals over items, paired
+differences, per-group means.
 
 Percentile bootstrap (Efron & Tibshirani 1993, *An Introduction to the Bootstrap*, ch. 13): resample
 items with replacement, take the mean of each resample, read the interval off the quantiles. A paired
@@ -12,8 +13,10 @@ not depend on which other policies were evaluated in the same run.
 from __future__ import annotations
 
 import hashlib
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -21,10 +24,35 @@ __all__ = [
     "GroupScore",
     "PairedDifference",
     "bootstrap_interval",
+    "finite",
     "group_scores",
+    "item_values",
+    "mean_stderr",
     "paired_difference",
     "rng_for",
 ]
+
+
+def finite(x: Any) -> float | None:
+    """``x`` as a float when it is a finite int or float (not a bool), else None: the one check that a score,
+    an estimate or a knob value is usable (None, NaN and infinities count as failed or unknown)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def item_values(values: Sequence[float | None]) -> tuple[float, ...]:
+    """Per-item scores as S_val counts them: a failed (None) or non-finite item is 0.0."""
+    return tuple(finite(v) or 0.0 for v in values)
+
+
+def mean_stderr(values: Sequence[float]) -> tuple[float, float | None]:
+    """``(mean, standard error)`` of per-item ``values``, shape (n,), finite: the error is the sample standard
+    deviation / sqrt(n), None below 2 items; the mean of no item is 0.0."""
+    arr = np.asarray(values, dtype=float)
+    if arr.size == 0:
+        return 0.0, None
+    return float(arr.mean()), (float(arr.std(ddof=1)) / math.sqrt(arr.size) if arr.size >= 2 else None)
 
 
 def rng_for(seed: int, *labels: str) -> np.random.Generator:

@@ -16,7 +16,6 @@ Pure: no model, no archive. The run stores :func:`to_payload` as its ``"generali
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,7 +24,7 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from evotrainer.stats.bootstrap import PairedDifference, paired_difference, rng_for
+from evotrainer.stats.bootstrap import PairedDifference, item_values, paired_difference, rng_for
 
 __all__ = [
     "PAYLOAD_VERSION",
@@ -144,13 +143,9 @@ class PooledDifference:
 # --- one run ------------------------------------------------------------------------------------------
 
 
-def _clean(values: Sequence[float | None]) -> tuple[float, ...]:
-    return tuple(float(v) if v is not None and math.isfinite(float(v)) else 0.0 for v in values)
-
-
 def _split(name: str, pair: Pair, ids: Sequence[str] | None, *, seed: int, labels: tuple[str, str],
            level: float, n_resamples: int) -> SplitComparison:
-    a, b = _clean(pair[0]), _clean(pair[1])
+    a, b = item_values(pair[0]), item_values(pair[1])
     ids_t = tuple(str(i) for i in ids) if ids else ()
     if ids_t and len(ids_t) != len(a):
         raise ValueError(f"compare: {len(ids_t)} {name} item ids for {len(a)} items")
@@ -304,7 +299,7 @@ def _split_from(d: Any, name: str) -> SplitComparison | None:
         raise ValueError(f"generalisation payload: {name} is not an object")
     try:
         diff = d["diff"]
-        base, best = _clean(d.get("baseline", ())), _clean(d.get("best", ()))
+        base, best = item_values(d.get("baseline", ())), item_values(d.get("best", ()))
         ids = tuple(str(i) for i in d.get("item_ids") or ())
         return SplitComparison(
             str(d.get("split", name)), int(d["n"]), float(d["baseline_mean"]), float(d["best_mean"]),

@@ -1,8 +1,9 @@
 """Which harness knobs move a candidate's score? A rank-correlation sensitivity study over archived candidates.
 
 Which harness parameters measurably move S_val, before the outer loop's dimension is changed? Every run
-archives each harness candidate's named values and its score on the screening items (``screen_s_val``: the
-best of its racers, the fitness CMA-ES is told, in [0, 1], higher is better). This module pools those
+archives each harness candidate's named values and its race estimate (``race_estimate``: its race leader's
+whole-set S_val as the race estimated it, what CMA-ES is told before any reward-hacking penalty, higher is better;
+:mod:`evotrainer.harness.scoring`). This module pools those
 (values, score) pairs over runs and, per knob, reports Spearman's rank correlation between the knob's value and
 the score, with a percentile bootstrap interval over candidates (``scipy.stats.bootstrap``, paired resampling;
 Efron & Tibshirani 1993, ch. 13). Scores are centred on their run's median first, so a seed whose best seed
@@ -15,13 +16,14 @@ Knobs that never varied (a frozen harness) are listed with ``rho = None``.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from scipy import stats
+
+from evotrainer.stats.bootstrap import finite
 
 __all__ = ["CandidatePoint", "KnobSensitivity", "knob_values", "sensitivity"]
 
@@ -34,7 +36,7 @@ class CandidatePoint:
         run: the run (or job) it belongs to; scores are centred per run.
         harness_id: its id in the run.
         values: knob name -> value (difficulty knobs in their units, reward weights in [0, 1]).
-        score: its screening score in [0, 1], higher is better.
+        score: its race estimate (S_val units, higher is better).
     """
 
     run: str
@@ -78,8 +80,8 @@ def knob_values(values: Mapping[str, object]) -> dict[str, float]:
         flat = {**dict(values.get("difficulty") or {}), **dict(values.get("reward_weights") or {})}
     out: dict[str, float] = {}
     for k, v in flat.items():
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(float(v)):
-            out[str(k)] = float(v)
+        if (value := finite(v)) is not None:
+            out[str(k)] = value
     return out
 
 
@@ -95,7 +97,7 @@ def _rho(x: np.ndarray, y: np.ndarray) -> float:
     with warnings.catch_warnings():  # a resample with one distinct value has no correlation: it counts as 0
         warnings.simplefilter("ignore", stats.ConstantInputWarning)
         r = stats.spearmanr(x, y).statistic
-    return float(r) if math.isfinite(r) else 0.0
+    return finite(r) or 0.0
 
 
 def sensitivity(points: Sequence[CandidatePoint], *, level: float = 0.95, resamples: int = 2000,
@@ -118,7 +120,7 @@ def sensitivity(points: Sequence[CandidatePoint], *, level: float = 0.95, resamp
         raise ValueError(f"level: expected a value in (0, 1), got {level}")
     if resamples < 100:
         raise ValueError(f"resamples: expected >= 100, got {resamples}")
-    pts = [p for p in points if math.isfinite(p.score)]
+    pts = [p for p in points if finite(p.score) is not None]
     knobs = sorted({k for p in pts for k in p.values})
     rows: list[KnobSensitivity] = []
     for knob in knobs:
@@ -133,6 +135,6 @@ def sensitivity(points: Sequence[CandidatePoint], *, level: float = 0.95, resamp
         res = stats.bootstrap((x, y), _rho, paired=True, vectorized=False, n_resamples=resamples,
                               confidence_level=level, method="percentile", random_state=np.random.default_rng(seed))
         low, high = float(res.confidence_interval.low), float(res.confidence_interval.high)
-        ok = math.isfinite(low) and math.isfinite(high)
+        ok = finite(low) is not None and finite(high) is not None
         rows.append(KnobSensitivity(knob, len(have), rho, low if ok else None, high if ok else None, spread))
     return sorted(rows, key=lambda r: (r.rho is None, -abs(r.rho or 0.0), r.knob))

@@ -13,7 +13,6 @@ item counts 0.0. Pure apart from :func:`score_transfer` (the objective's screeni
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -22,7 +21,7 @@ import numpy as np
 
 from evotrainer.events.transfer import TransferEvent
 from evotrainer.genome import Policy
-from evotrainer.stats.bootstrap import PairedDifference, paired_difference, rng_for
+from evotrainer.stats.bootstrap import PairedDifference, item_values, paired_difference, rng_for
 from evotrainer.stats.generalisation import format_diff
 
 __all__ = ["LABELS", "PAYLOAD_VERSION", "ROLES", "TransferComparison", "TransferReport", "compare_transfer",
@@ -72,10 +71,6 @@ class TransferReport:
         return tuple(float(np.mean(v)) if v else 0.0 for v in self.values)
 
 
-def _clean(values: Sequence[float | None]) -> tuple[float, ...]:
-    return tuple(float(v) if v is not None and math.isfinite(float(v)) else 0.0 for v in values)
-
-
 def _why(d: PairedDifference) -> str:
     return "worse" if d.high < 0 else "no gain" if d.mean <= 0 else "its interval reaches 0"
 
@@ -116,7 +111,7 @@ def compare_transfer(
     if "final_best" not in policy_ids or "best_seed" not in policy_ids:
         raise ValueError("compare_transfer: final_best and best_seed are required")
     roles = tuple(r for r in ROLES if r in policy_ids)
-    vecs = {r: _clean(values[r]) for r in roles}
+    vecs = {r: item_values(values[r]) for r in roles}
     if any(len(v) != len(item_ids) for v in vecs.values()):
         raise ValueError(f"compare_transfer: {[len(v) for v in vecs.values()]} values for {len(item_ids)} items")
     same = policy_ids["final_best"] == policy_ids["best_seed"] if same is None else same

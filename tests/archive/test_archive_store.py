@@ -73,7 +73,7 @@ def test_round_trip_every_record_type(tmp_path):
         cand = HarnessCandidateRow(
             harness_id="h0.1", outer_generation=0, index=1, vector=(0.25, 1.0),
             values={"difficulty": {"length": 300.0}, "reward_weights": {"completeness": 0.6, "format": 0.4}},
-            s_val=0.37, screen_s_val=0.35, best_policy_id=child.id,
+            s_val=0.37, race_estimate=0.35, best_policy_id=child.id,
         )
         store.add_harness_candidate(RUN, cand)
         eid = store.add_event(RUN, "incumbent", {"policy_id": child.id, "s_val": 0.37, "note": "première"})

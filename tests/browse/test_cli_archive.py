@@ -29,7 +29,7 @@ def _harness(g: int, j: int, length: float, w: float, status: str, s_val=None, s
     values = {"difficulty": {"length": length, "speakers": 2 + j}, "reward_weights": {"completeness": w, "format": 1 - w},
               "extras": {}, "values": {}}
     return HarnessCandidateRow(harness_id=f"g{g}c{j}", outer_generation=g, index=j, vector=(0.5, 0.2 + 0.1 * j),
-                               values=values, s_val=s_val, screen_s_val=screen, best_policy_id=best, status=status)
+                               values=values, s_val=s_val, race_estimate=screen, best_policy_id=best, status=status)
 
 
 def build_archive(path: Path, *, finished: bool = True, rollback: bool = True, nasty: bool = False) -> dict[str, Policy]:

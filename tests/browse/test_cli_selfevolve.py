@@ -152,7 +152,7 @@ def test_harness_view_labels_the_race_estimate_as_an_estimate(tmp_path: Path, ca
         store.create_run("co", seed=1, config={"seed": 1}, code_version="test")
         store.add_harness_candidate("co", HarnessCandidateRow(
             harness_id="h1.0", outer_generation=1, index=0, vector=(0.5,), values={"difficulty": {"length": 100}},
-            screen_s_val=-0.0312, status="evaluated"))
+            race_estimate=-0.0312, status="evaluated"))
     code, out, _ = _cli(capsys, "harness", path)
     assert code == 0 and "race estimate (can be < 0)" in out and "-0.0312" in out
     assert "screen S_val" not in out and "S_val (whole set)" in out

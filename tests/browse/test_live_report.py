@@ -28,14 +28,14 @@ def test_a_run_rewrites_its_report_at_each_outer_generation(tiny_run_config: Cal
     cfg.inner.llm_mutation_share = 0.0  # model-free operators only: keeps the test fast
     cfg.outer.generations = 2
     cfg.outer.patience = 10  # no plateau stop before the 2nd generation
-    summary = run_evolve(cfg, run_dir=tmp_path)
+    run_evolve(cfg, run_dir=tmp_path)
     report = tmp_path / REPORT_NAME
     assert f"report (rewritten after each outer generation): {report}" in capsys.readouterr().out
-    assert report.is_file() and summary.run_id in report.read_text(encoding="utf-8")
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        events = _report_events(store, summary.run_id)
-        order = [(e.kind, e.payload.get("name"), e.payload.get("outer_generation"))
-                 for e in store.events(summary.run_id)]
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        events = _report_events(store, run_id)
+        order = [(e.kind, e.payload.get("name"), e.payload.get("outer_generation")) for e in store.events(run_id)]
+    assert report.is_file() and run_id in report.read_text(encoding="utf-8")
     assert [e["outer_generation"] for e in events] == [0, 1, 2, None]
     assert all(e["error"] is None and e["path"] == str(report) for e in events)
     # written during the run: each refresh follows its generation and precedes the next one and the summary

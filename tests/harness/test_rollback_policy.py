@@ -1,18 +1,15 @@
-"""Pure outer-loop policies: top-k pair archive, rollback rule, stopping, reward-hacking flag."""
+"""Pure outer-loop policies: top-k pair archive, rollback rule, stopping (the reward-hacking flag: test_scoring.py)."""
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
-from evotrainer.harness.hacking import HackCheck, hacking_flag, told_score
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.stopping import BudgetLimits, Usage, budget_stop, plateau_stop
 
 
 def _pair(s: float, g: int) -> ArchivedPair:
-    return ArchivedPair(s, s, None, (), None, g, f"g{g}")
+    return ArchivedPair(s, None, (), None, g, f"g{g}")
 
 
 def test_archive_keeps_top_k_best_first_earlier_on_ties() -> None:
@@ -58,13 +55,3 @@ def test_budget_and_plateau() -> None:
     assert plateau_stop([0.5, 0.5, 0.5], 0.0, 2).key == "outer.patience"  # zero gain never counts
     assert plateau_stop([0.5, 0.5, 0.52], 0.01, 2) is None
     assert plateau_stop([0.5, 0.5, 0.505], 0.01, 2) is not None
-
-
-def test_hacking_flag_and_told_score() -> None:
-    check = HackCheck(fitness_rise=0.01, s_val_drop=0.01, penalty=0.1)
-    assert hacking_flag(0.2, -0.05, check)
-    assert not hacking_flag(0.2, 0.0, check) and not hacking_flag(0.0, -0.5, check)
-    assert not hacking_flag(None, -0.5, check) and not hacking_flag(0.2, float("nan"), check)
-    assert not hacking_flag(0.2, -0.05, HackCheck(enabled=False))
-    assert told_score(0.5, True, check) == pytest.approx(0.4) and told_score(0.5, False, check) == 0.5
-    assert math.isnan(told_score(None, False, check)) and math.isnan(told_score(float("inf"), False, check))

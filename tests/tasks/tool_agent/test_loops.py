@@ -34,11 +34,11 @@ def _tool_config(make: Callable[[], Config]) -> Config:
 
 def test_tool_agent_main_job_archives_trajectories(tiny_run_config: Callable[[], Config], tmp_path: Path) -> None:
     cfg = _tool_config(tiny_run_config)
-    summary = run_evolve(cfg, run_dir=tmp_path)
-    assert summary.candidates >= 1
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        events = store.events(summary.run_id, kind="trajectories")
-        (setup,) = store.events(summary.run_id, kind="setup")
+    assert run_evolve(cfg, run_dir=tmp_path).candidates >= 1
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        events = store.events(run_id, kind="trajectories")
+        (setup,) = store.events(run_id, kind="setup")
     assert set(setup.payload["harness_names"]) >= {"steps", "distractors", "magnitude"}
     kinds = {e.payload["kind"] for e in events}
     assert "fitness" in kinds and kinds & {"meta_val", "meta_screen", "race", "heldout"}
@@ -46,7 +46,7 @@ def test_tool_agent_main_job_archives_trajectories(tiny_run_config: Callable[[],
     assert {"messages", "steps", "stop_reason", "first_wrong_step", "components"} <= set(traj)
     assert 1 <= len(traj["steps"]) <= 2  # the step limit
     out = tmp_path / "new_folder" / "trajectories.jsonl"  # a missing folder is made
-    res = CliRunner().invoke(app, ["trajectories", str(summary.archive), "--out", str(out)])
+    res = CliRunner().invoke(app, ["trajectories", str(tmp_path / "archive.db"), "--out", str(out)])
     assert res.exit_code == 0, res.output
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) == sum(len(e.payload["trajectories"]) for e in events)
@@ -83,10 +83,11 @@ def test_adapter_genes_learn_from_episodes_in_the_main_job(tiny_run_config: Call
     cfg.inner.adapter_mutation_share = 1.0
     cfg.inner.adapter_pass_threshold = 0.0  # the random model never answers: let every episode pass
     cfg.inner.adapter_lora.steps = 2
-    summary = run_evolve(cfg, run_dir=tmp_path)
-    with ArchiveStore(summary.archive, read_only=True) as store:
-        policies = store.policies(summary.run_id)
-        evaluated = {e.policy_id for e in store.evaluations(summary.run_id, kind="fitness")}
+    run_evolve(cfg, run_dir=tmp_path)
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
+        run_id = store.list_runs()[0].run_id
+        policies = store.policies(run_id)
+        evaluated = {e.policy_id for e in store.evaluations(run_id, kind="fitness")}
     tuned = [p for p in policies if p.operator == "mut_adapter/finetune"]
     assert tuned and all(p.adapter and (Path(p.adapter) / "adapter_config.json").exists() for p in tuned)
     assert evaluated & {p.id for p in tuned}
