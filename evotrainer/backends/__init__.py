@@ -13,7 +13,7 @@ from evotrainer.backends.embedded import embedded_embedder_dir, embedded_gguf
 
 if TYPE_CHECKING:
     from evotrainer.backends.embedder import MiniLMEmbedder, cosine
-    from evotrainer.backends.hf import HFBackend, load_backend
+    from evotrainer.backends.hf import HFBackend
     from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
 __all__ = [
@@ -30,12 +30,10 @@ __all__ = [
     "cosine",
     "embedded_embedder_dir",
     "embedded_gguf",
-    "load_backend",
 ]
 
 _LAZY = {
     "HFBackend": "evotrainer.backends.hf",
-    "load_backend": "evotrainer.backends.hf",
     "MiniLMEmbedder": "evotrainer.backends.embedder",
     "cosine": "evotrainer.backends.embedder",
     "VLLMBackend": "evotrainer.backends.vllm",

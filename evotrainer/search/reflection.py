@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.search.mutation_prompts import build_rewrite_messages
-from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
+from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan, seeded
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = [
@@ -122,8 +122,8 @@ def mut_reflective_plan(
     """Plan a reflective rewrite of one section of ``parent`` from its worst training task.
 
     The section is drawn among ``sections`` the parent carries non-empty (else among all its non-empty
-    sections); a sampling seed is drawn from ``rng`` when ``params`` samples. Turn the answer into a child
-    with :func:`~evotrainer.search.operators.apply_rewrite` (same checks as a rewrite).
+    sections); a sampling seed is drawn from ``rng`` when ``params`` samples. The answer is judged as a rewrite's
+    (:func:`~evotrainer.search.operators.judge_rewrite`).
 
     Args:
         parent: the policy to mutate (not modified).
@@ -151,7 +151,6 @@ def mut_reflective_plan(
     section = rng.choice(candidates)
     messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint,
                                          output_name=output_name, section=section)
-    seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
-    request = GenerationRequest(messages=messages, params=seeded)
+    request = GenerationRequest(messages=messages, params=seeded(params, rng))
     return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request,
                         generation, shown=(info.output, info.reference))

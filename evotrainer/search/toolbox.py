@@ -19,7 +19,7 @@ from evotrainer.backends.base import LLM
 from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import is_near_duplicate
-from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operators import is_valid, judge_rewrite, sel_tournament
@@ -27,7 +27,7 @@ from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegis
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.reflection import Feedback
 
-__all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "InnerToolbox", "build_toolbox"]
+__all__ = ["GenomeHallOfFame", "InnerToolbox", "build_toolbox"]
 
 
 class InnerToolbox(base.Toolbox):

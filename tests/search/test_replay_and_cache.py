@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from _fakes import FakeMutator
+from _replay import RecordingLLM, ReplayLLM
 
-from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.replay import RecordingLLM, ReplayLLM, request_hash
+from evotrainer.backends.base import GenerationRequest, SamplingParams, request_hash
 from evotrainer.errors import DataError, ModelError
 from evotrainer.search.fitness_cache import FitnessCache, settings_key
 
