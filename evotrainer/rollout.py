@@ -138,7 +138,7 @@ class _Scores:
 
 @dataclass
 class _Job:
-    """Bookkeeping of one distinct genome within one call."""
+    """One distinct genome within one call."""
 
     policy: Policy
     rollout: _Rollout | None = None
@@ -170,21 +170,16 @@ class RolloutEvaluator:
 
     def evaluate(self, policies: Sequence[Policy], tasks: Sequence[Task], weights: Mapping[str, float],
                  batch_id: str | None = None) -> list[PolicyEvaluation]:
-        """Harness fitness of each policy on ``tasks`` under reward ``weights``.
-
-        Args:
-            policies: the policies (duplicates and repeated genomes allowed; they cost nothing).
-            tasks: the batch every policy is scored on (common random numbers), >= 1 task.
-            weights: reward weights by component name (on the simplex), passed to ``family.reward``.
-            batch_id: identity of ``tasks`` (computed with :func:`batch_id_for` when None).
+        """Harness fitness of each policy on ``tasks`` (>= 1; one batch for all: common random numbers) under reward
+        ``weights`` (by component name, on the simplex; passed to ``family.reward``). Duplicate policies and
+        repeated genomes cost nothing; ``batch_id`` is computed with :func:`batch_id_for` when None.
 
         Returns:
             One :class:`PolicyEvaluation` per policy, in order. Never raises for a failing policy.
         """
-        batch_id = batch_id or batch_id_for(tasks)
+        batch_id, n = batch_id or batch_id_for(tasks), len(tasks)
         out: list[PolicyEvaluation] = []
         for policy, job, scores, seconds, tokens, cached in self._score("reward", policies, tasks, batch_id, weights):
-            n = len(tasks)
             if scores is None or job.rollout is None:
                 out.append(PolicyEvaluation(policy.id, policy.genome_hash, batch_id, None, {}, (None,) * n, ("",) * n,
                                             (None,) * n, tokens, seconds, cached, job.error))
@@ -202,10 +197,9 @@ class RolloutEvaluator:
         Scores with ``family.meta_score`` (fixed; no harness parameter touches it). Deduplicates by
         genome hash and caches by (genome, batch, settings) like :meth:`evaluate`.
         """
-        batch_id = batch_id or batch_id_for(tasks)
+        batch_id, n = batch_id or batch_id_for(tasks), len(tasks)
         out: list[MetaEvaluation] = []
         for policy, job, scores, seconds, tokens, cached in self._score("meta", policies, tasks, batch_id, None):
-            n = len(tasks)
             if scores is None or job.rollout is None:
                 out.append(MetaEvaluation(policy.id, policy.genome_hash, batch_id, None, None, {}, (None,) * n,
                                           ("",) * n, tokens, seconds, cached, job.error))
@@ -222,14 +216,10 @@ class RolloutEvaluator:
     def fitness_function(self, tasks: Sequence[Task], weights: Mapping[str, float], *,
                          on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
                          feedback: FeedbackRecorder | None = None) -> Callable[[Sequence[Policy]], list[float | None]]:
-        """An ``evaluate`` callable for the inner loop, bound to one batch and reward weights.
-
-        Args:
-            tasks: the batch (fixed for the whole inner-loop call).
-            weights: reward weights.
-            on_evaluations: receives the full records of each call (e.g. to archive per-task results).
-            feedback: records each evaluation's worst task for reflective mutation (pass the same
-                recorder to ``build_toolbox(feedback=...)``); it must be built on ``tasks``.
+        """An ``evaluate`` callable for the inner loop, bound to ``tasks`` (one batch for the whole call) and reward
+        ``weights``. ``on_evaluations`` receives the full records of each call (e.g. to archive per-task results);
+        ``feedback`` records each evaluation's worst task for reflective mutation (pass the same recorder to
+        ``build_toolbox(feedback=...)``) and must be built on ``tasks``.
 
         Raises:
             DataError: ``feedback`` was built on another batch.
@@ -400,14 +390,11 @@ class _BatchRecorder:
         self.batch_id = batch_id_for(tasks)
         self._by_genome: dict[str, Any] = {}
 
-    def _keep(self, evaluation: PolicyEvaluation) -> Any:
-        raise NotImplementedError
-
     def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
         """Remember each evaluation made on this batch (others are ignored; a genome's first one counts)."""
         for e in evaluations:
             if e.batch_id == self.batch_id and e.genome_hash not in self._by_genome and len(e.per_task) == len(self.tasks):
-                kept = self._keep(e)
+                kept = self._keep(e)  # type: ignore[attr-defined]
                 if kept is not None:
                     self._by_genome[e.genome_hash] = kept
 

@@ -50,7 +50,6 @@ _EXPORTS = {
     "negation_flipped": "phrases",
     "LeakGuard": "leakage",
     "Leaks": "leakage",
-    "leaked_terms": "leakage",
     "differing_sentences": "diversity",
     "enforce_min_diversity": "diversity",
     "is_near_duplicate": "diversity",

@@ -374,7 +374,7 @@ def mut_llm_rewrite_plan(
         task_hint: what the policy does ("an AI that ...") for the mutator's system message.
 
     Returns:
-        The plan; turn the mutator's answer into a child with :func:`apply_rewrite`.
+        The plan; turn the mutator's answer into a child with :func:`judge_rewrite`.
     """
     editable = instruction_sections(parent.sections) or list(parent.sections)
     candidates = [name for name, text in editable if text.strip()] or [n for n, _ in editable]

@@ -12,7 +12,7 @@ from evotrainer.backends.base import Generation
 from evotrainer.genome import Policy
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
-from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
+from evotrainer.search.leakage import LeakGuard, Leaks
 from evotrainer.search.operators import judge_rewrite, mut_llm_rewrite_plan
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution, negation_count, negation_flipped
 from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
@@ -37,6 +37,11 @@ RULES = "Only facts from the transcript. Keep names exactly as written."
 
 
 # --- the leak check itself --------------------------------------------------------------------------
+
+
+def leaked_terms(text, training_texts, allowed_texts=(), **kw) -> Leaks:
+    """The leaks of one text (a guard built for it alone)."""
+    return LeakGuard(training_texts, allowed_texts, **kw)(text)
 
 def test_names_numbers_and_phrases_only_the_training_meeting_holds_are_leaks() -> None:
     leaks = leaked_terms("List every action item with its owner, e.g. Priya Raman calls the vendor about Q3.",
