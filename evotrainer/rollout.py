@@ -255,7 +255,7 @@ class RolloutEvaluator:
         scored: dict[str, tuple[_Scores | None, float]] = {}
         for gh, job in jobs.items():
             t0 = time.perf_counter()
-            key = self.cache.make_key(kind, gh, batch_id, skey)
+            key = CacheKey(kind, gh, batch_id, skey)
             scores = None if job.rollout is None else self._scores(kind, key, job.rollout, tasks, weights)
             scored[gh] = (scores, time.perf_counter() - t0)
         charged: set[str] = set()
@@ -281,7 +281,7 @@ class RolloutEvaluator:
         requests: list[RolloutRequest] = []
         owners: list[str] = []
         for gh, job in jobs.items():
-            cached = self.cache.get(self.cache.make_key("rollout", gh, batch_id, gkey))
+            cached = self.cache.get(CacheKey("rollout", gh, batch_id, gkey))
             if cached is not None:
                 job.rollout = cached
                 continue
@@ -326,7 +326,7 @@ class RolloutEvaluator:
             job.rollout, job.fresh = rollout, True
             share = sum(rollout.tokens) / token_total if token_total > 0 else len(gens) / len(generations)
             job.seconds = elapsed * share
-            self.cache.put(self.cache.make_key("rollout", gh, batch_id, gkey), rollout)
+            self.cache.put(CacheKey("rollout", gh, batch_id, gkey), rollout)
         return jobs
 
     def _generate(self, requests: list[RolloutRequest], owners: list[str], jobs: dict[str, _Job]
