@@ -12,7 +12,7 @@ from evotrainer.backends.base import LLM, Embedder, Generation, GenerationReques
 from evotrainer.backends.embedded import embedded_embedder_dir, embedded_gguf
 
 if TYPE_CHECKING:
-    from evotrainer.backends.embedder import MiniLMEmbedder, cosine
+    from evotrainer.backends.embedder import MiniLMEmbedder
     from evotrainer.backends.hf import HFBackend
     from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
@@ -27,7 +27,6 @@ __all__ = [
     "SamplingParams",
     "VLLMBackend",
     "VLLMBackendConfig",
-    "cosine",
     "embedded_embedder_dir",
     "embedded_gguf",
 ]
@@ -35,7 +34,6 @@ __all__ = [
 _LAZY = {
     "HFBackend": "evotrainer.backends.hf",
     "MiniLMEmbedder": "evotrainer.backends.embedder",
-    "cosine": "evotrainer.backends.embedder",
     "VLLMBackend": "evotrainer.backends.vllm",
     "VLLMBackendConfig": "evotrainer.backends.vllm",
 }

@@ -47,11 +47,6 @@ class AdapterSlots:
         self._adapters: dict[str, _LoadedAdapter] = {}
         self._adapter_counter = 0
 
-    @property
-    def loaded_adapters(self) -> dict[str, str]:
-        """Adapters resident in the model: ``{resolved folder: internal PEFT adapter name}``."""
-        return {folder: entry.name for folder, entry in self._adapters.items()}
-
     def load_adapter(self, folder: str | Path) -> str:
         """Load the PEFT LoRA adapter saved in ``folder`` (once per distinct folder) and return its name.
 
