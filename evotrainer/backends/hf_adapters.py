@@ -41,8 +41,8 @@ class AdapterSlots:
     name: str
     prefix_store: Any
 
-    def _init_adapters(self, max_loaded: int = 64) -> None:
-        self.max_loaded_adapters = max_loaded
+    def _init_adapters(self) -> None:
+        self.max_loaded_adapters = 64
         self._peft: Any = None
         self._adapters: dict[str, _LoadedAdapter] = {}
         self._adapter_counter = 0

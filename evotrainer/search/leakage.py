@@ -69,17 +69,14 @@ class Leaks:
         """All leaked terms: names, then numbers, then phrases."""
         return self.names + self.numbers + self.phrases
 
-    def reason(self, max_terms: int = 4) -> str:
-        """A short archive reason, e.g. ``leak: names 'Priya', 'Jarrah'; numbers 'Q3'`` ("" when empty).
-
-        Args:
-            max_terms: at most this many terms quoted per kind, >= 1; the rest are counted ("+2 more").
-        """
+    def reason(self) -> str:
+        """A short archive reason, e.g. ``leak: names 'Priya', 'Jarrah'; numbers 'Q3'`` ("" when empty); at most 4
+        terms are quoted per kind, the rest counted ("+2 more")."""
         parts = []
         for kind, terms in (("names", self.names), ("numbers", self.numbers), ("phrases", self.phrases)):
             if terms:
-                shown = ", ".join(repr(t) for t in terms[:max_terms])
-                more = f" +{len(terms) - max_terms} more" if len(terms) > max_terms else ""
+                shown = ", ".join(repr(t) for t in terms[:4])
+                more = f" +{len(terms) - 4} more" if len(terms) > 4 else ""
                 parts.append(f"{kind} {shown}{more}")
         return "leak: " + "; ".join(parts) if parts else ""
 
