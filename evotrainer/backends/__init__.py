@@ -12,8 +12,8 @@ from evotrainer.backends.base import LLM, Embedder, Generation, GenerationReques
 from evotrainer.backends.embedded import embedded_embedder_dir, embedded_gguf
 
 if TYPE_CHECKING:
-    from evotrainer.backends.embedder import MiniLMEmbedder, cosine
-    from evotrainer.backends.hf import HFBackend, load_backend
+    from evotrainer.backends.embedder import MiniLMEmbedder
+    from evotrainer.backends.hf import HFBackend
     from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
 __all__ = [
@@ -27,17 +27,13 @@ __all__ = [
     "SamplingParams",
     "VLLMBackend",
     "VLLMBackendConfig",
-    "cosine",
     "embedded_embedder_dir",
     "embedded_gguf",
-    "load_backend",
 ]
 
 _LAZY = {
     "HFBackend": "evotrainer.backends.hf",
-    "load_backend": "evotrainer.backends.hf",
     "MiniLMEmbedder": "evotrainer.backends.embedder",
-    "cosine": "evotrainer.backends.embedder",
     "VLLMBackend": "evotrainer.backends.vllm",
     "VLLMBackendConfig": "evotrainer.backends.vllm",
 }

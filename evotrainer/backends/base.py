@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -15,6 +17,7 @@ __all__ = [
     "LLM",
     "Message",
     "SamplingParams",
+    "request_hash",
     "split_prefill",
     "with_answer",
 ]
@@ -83,6 +86,13 @@ class GenerationRequest:
     messages: tuple[Message, ...]
     params: SamplingParams = SamplingParams()
     adapter: str | None = None
+
+
+def request_hash(request: GenerationRequest) -> str:
+    """sha256 hex of a request's messages, decoding settings and adapter (its identity)."""
+    blob = json.dumps({"messages": list(request.messages), "params": asdict(request.params), "adapter": request.adapter},
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from evotrainer import testhooks
-from evotrainer.backends.base import LLM, Generation, GenerationRequest
-from evotrainer.backends.replay import request_hash
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, request_hash
 from evotrainer.backends.urls import redact_url
 from evotrainer.errors import ArchiveError, ModelError
 

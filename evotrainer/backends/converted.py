@@ -26,10 +26,13 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import torch
 
-__all__ = ["MARK", "converted_dir", "load_converted", "logit_fingerprint", "save_converted", "save_plain"]
+__all__ = [
+    "MARK", "converted_dir", "load_converted", "logit_fingerprint", "save_converted", "save_plain", "save_served_folder",
+]
 
 log = logging.getLogger(__name__)
 
@@ -202,3 +205,35 @@ def _alias_key(tensor: torch.Tensor) -> tuple:
     """What makes two tensors the same memory: storage address, offset, shape, stride, dtype."""
     return (tensor.untyped_storage().data_ptr(), tensor.storage_offset(), tuple(tensor.shape),
             tuple(tensor.stride()), tensor.dtype)
+
+
+def save_served_folder(backend: Any, folder: str | Path) -> Path:
+    """Write ``backend``'s (a loaded :class:`~evotrainer.backends.hf.HFBackend`) model as a plain transformers folder another process can serve, e.g.
+    ``transformers serve FOLDER`` or ``vllm serve FOLDER``: the embedded GGUF cannot be served as it is (its
+    config names no architecture).
+
+    The folder holds the tokenizer with its chat template, the config with ``architectures`` set, the weights
+    as safetensors (de-quantised, in the backend's dtype: the same numbers the in-process backend runs), and a
+    generation config with ``do_sample: true, top_k: 0`` so that a request with temperature > 0 samples
+    (``transformers serve`` applies the temperature without switching sampling on; temperature 0 still decodes
+    greedily) with no top-k cut, as the in-process sampler.
+
+    Args:
+        backend: the loaded backend.
+        folder: where to write (created; existing files are overwritten).
+
+    Returns:
+        The folder.
+    """
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    backend.tokenizer.save_pretrained(str(out))
+    save_plain(backend.model, out)
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    config["architectures"] = [type(backend.model).__name__]
+    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
+    gen_path = out / "generation_config.json"
+    generation = json.loads(gen_path.read_text(encoding="utf-8")) if gen_path.is_file() else {}
+    generation.update(do_sample=True, top_k=0, eos_token_id=list(backend.stop_token_ids))
+    gen_path.write_text(json.dumps(generation, indent=2) + "\n", encoding="utf-8")
+    return out

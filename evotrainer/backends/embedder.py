@@ -11,7 +11,7 @@ import numpy as np
 from evotrainer.backends.embedded import embedded_embedder_dir
 from evotrainer.errors import ConfigError, ModelError
 
-__all__ = ["ENCODE_THREADS", "MiniLMEmbedder", "cosine", "shared_embedder"]
+__all__ = ["ENCODE_THREADS", "MiniLMEmbedder", "shared_embedder"]
 
 ENCODE_THREADS = 1
 """torch threads while encoding (fixed, so embeddings do not depend on the machine's load)."""
@@ -110,19 +110,6 @@ class MiniLMEmbedder:
             for offset, length in enumerate(mask.sum(dim=1).tolist()):
                 groups.setdefault(int(length), []).append(start + offset)
         return list(groups.values())
-
-
-def cosine(a: np.ndarray, b: np.ndarray) -> float:
-    """Cosine similarity of two vectors of equal shape (dim,), in [-1, 1], higher is more similar.
-
-    Returns 0.0 when either vector is all zeros.
-    """
-    a = np.asarray(a, dtype=np.float64).ravel()
-    b = np.asarray(b, dtype=np.float64).ravel()
-    if a.shape != b.shape:
-        raise ValueError(f"cosine needs vectors of equal length, got {a.shape} and {b.shape}")
-    norm = float(np.linalg.norm(a) * np.linalg.norm(b))
-    return float(a @ b / norm) if norm > 0 else 0.0
 
 
 @lru_cache(maxsize=1)

@@ -1,46 +1,19 @@
-"""Where policy rollouts run: in this process (``executor=local``) or on Ray actors (``executor=ray``).
+"""Where policy rollouts run: in this process (``executor=local``: the backend itself) or on Ray actors
+(``executor=ray``: :class:`RayExecutor`; user guide: docs/scaling_out.md, "Ray executor").
 
-Both executors are an :class:`~evotrainer.backends.base.LLM` (``name`` and a batched ``generate``), so the
-rollout evaluator, the loops and the archive do not know which one they got:
+Both are an :class:`~evotrainer.backends.base.LLM`, so the evaluator, the loops and the archive do not know which
+one they got. ``executor.ray.workers`` actors each build their own backend once, with the builder the caller hands
+in and the run's ``model.*`` settings; each ``generate`` call is split into one part per worker
+(:func:`split_requests`: the transformers backend's prefix grouping on characters, cut into contiguous parts of
+equal size, so a transcript's requests go to one worker but at most one group per cut; deterministic), and the
+results come back in request order. Only the driver scores, selects and writes the archive. Greedy text does not
+depend on how rows share a batch, so fitness values equal ``executor=local``'s (``tests/test_executor.py``).
 
-- **local**: the backend itself (:func:`evotrainer.run.runtime.build_llm`), unchanged.
-- **ray**: :class:`RayExecutor`. ``executor.ray.workers`` Ray actors each build their own backend once, with
-  the builder the caller hands in (:func:`~evotrainer.run.runtime.build_llm`, so this module does not import
-  the module that imports it) and the run's ``model.*`` settings (threads per worker from
-  ``executor.ray.threads``), and keep it for the run. Each ``generate`` call splits its requests into one
-  part per worker (:func:`split_requests`), runs the parts at once, and puts the results back in request
-  order. Only the driver (this process) scores, selects and writes the archive; workers generate text.
-
-**The split keeps shared prefixes together.** The transformers backend computes a prompt prefix shared by
-several requests once (every policy reading one input shares it, see ``backends/prefix.py``). The split
-orders requests by the same prefix grouping, on characters instead of tokens (the driver holds no
-tokenizer), and cuts that order into contiguous parts of equal size: one input's requests go to one worker,
-except at most one group per cut. Deterministic: the same requests always give the same parts.
-
-**Same values as local.** A worker's backend batches its part differently from the local backend batching
-everything, so the rows that share a forward pass differ. Greedy text does not depend on that (the backend
-lays rows out ``[pad | prefix][pad | suffix]`` with positions from the attention mask, tested there), and
-``tests/test_executor.py`` checks that a run's fitness values are the same with ``executor=local`` and with 2
-Ray workers. Sampled text depends only on each request's own seed.
-
-**A worker that dies is restarted once.** Ray's memory monitor kills workers when a node runs low on memory,
-and an actor that died stays dead by default (``max_restarts=0``), so every later call would fail and each
-generation be skipped while the run spends its budget. Each actor is created with ``max_restarts=1`` and
-``max_task_retries=1`` (Ray's own fault tolerance, docs.ray.io "Actor fault tolerance"): a worker killed mid-call
-is started again (its model loaded again) and the part it was running is re-run; a worker that dies a second
-time ends the run with one line (:class:`~evotrainer.errors.ServerError`, which no failing-example fallback
-swallows).
-
-A Ray cluster: ``executor.ray.address=auto`` (or the head's ``host:port``) joins it instead of starting a
-local instance; every node needs this package and the model (README, "Running on a Ray cluster").
-
-**One local instance per machine at a time.** Without an address each run starts its own local Ray
-instance and shuts it down when it ends, so jobs run one after another (the basic launcher) each get a
-fresh one, and so do several executors opened and closed in turn in one process. Several instances at once
-on one machine are not supported by Ray: each picks its ports at random and two can take the same one
-(ray#53906). So ``executor=ray`` without an address inside a parallel sweep (the joblib launcher running
-several jobs at once) is refused before any model loads (:func:`refuse_parallel_local_ray`); the jobs can
-share one instance started beforehand (``ray start --head``) with ``executor.ray.address=auto``.
+A worker that dies is restarted once (``max_restarts=1``, ``max_task_retries=1``: docs.ray.io "Actor fault
+tolerance") and its part re-run; a second death ends the run with one :class:`~evotrainer.errors.ServerError`
+line. Without ``executor.ray.address`` each run starts and ends its own local Ray instance; several at once on one
+machine can collide on a port (ray#53906), so a parallel sweep with a local instance is refused
+(:func:`refuse_parallel_local_ray`).
 """
 
 from __future__ import annotations

@@ -32,16 +32,13 @@ import logging
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 
 from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.chat_tokens import chat_ids, render_chat
-from evotrainer.backends.converted import save_plain
 from evotrainer.backends.hf_adapters import AdapterSlots
-from evotrainer.backends.hf_config import GenerationStats
 from evotrainer.backends.hf_loading import (  # noqa: F401  (_resolve_source: re-exported for tests)
     _cache_kwarg,
     _plain_kv_cache,
@@ -55,19 +52,32 @@ from evotrainer.backends.prompt_fit import ensure_system_turn, fit_messages
 from evotrainer.errors import ConfigError, ModelError
 from evotrainer.model_schema import ModelConfig
 
-__all__ = [
-    "GenerationStats",
-    "HFBackend",
-    "ensure_system_turn",
-    "fit_messages",
-    "load_backend",
-    "save_served_folder",
-]
+__all__ = ["GenerationStats", "HFBackend", "ensure_system_turn", "fit_messages"]
 
 log = logging.getLogger(__name__)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 _PAD_CANDIDATES = ("<|endoftext|>", "<pad>", "<|pad|>", "[PAD]", "<|finetune_right_pad_id|>")
+
+
+@dataclass
+class GenerationStats:
+    """Running token counts of one backend, for benchmarks and the run summary.
+
+    Attributes:
+        requests: requests generated.
+        prompt_tokens: prompt tokens of those requests (after context fitting).
+        prefix_tokens_reused: prompt tokens not run through the model because a shared prefix's states
+            were computed once (or found in the prefix store) and reused.
+        prefix_tokens_computed: prompt tokens of shared prefixes that were run through the model.
+        generated_tokens: tokens generated, end-of-turn included.
+    """
+
+    requests: int = 0
+    prompt_tokens: int = 0
+    prefix_tokens_reused: int = 0
+    prefix_tokens_computed: int = 0
+    generated_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -78,8 +88,6 @@ class _Prepared:
     truncated: bool
     omitted_words: int
     prefill: str = ""  # start of the answer, already in ``ids``; prepended to the decoded continuation
-
-
 
 
 class HFBackend(AdapterSlots):
@@ -108,23 +116,18 @@ class HFBackend(AdapterSlots):
     def __init__(self, cfg: ModelConfig | None = None, *, progress: bool = False) -> None:
         cfg = cfg or ModelConfig()
         cfg = replace(cfg, dtype=resolve_dtype(cfg.dtype, cfg.device))  # auto: bf16 where the hardware has it
-        if cfg.dtype not in _DTYPES:
-            raise ConfigError(f"model.dtype must be one of {sorted(_DTYPES)}, got {cfg.dtype!r}")
-        if cfg.batch_size < 1:
-            raise ConfigError(f"model.batch_size must be >= 1, got {cfg.batch_size}")
-        if cfg.prefix_min_tokens < 1:
-            raise ConfigError(f"model.prefix_min_tokens must be >= 1, got {cfg.prefix_min_tokens}")
-        if cfg.kv_cache not in ("dynamic", "static"):
-            raise ConfigError(f"model.kv_cache must be 'dynamic' or 'static', got {cfg.kv_cache!r}")
-        if cfg.max_batch_tokens is not None and cfg.max_batch_tokens < 1:
-            raise ConfigError(f"model.max_batch_tokens must be >= 1 or null, got {cfg.max_batch_tokens}")
-        if cfg.prefix_cache_mb < 0:
-            raise ConfigError(f"model.prefix_cache_mb must be >= 0, got {cfg.prefix_cache_mb}")
-        if cfg.max_context is not None and cfg.max_context < 16:
-            raise ConfigError(f"model.max_context must be >= 16 tokens or null, got {cfg.max_context}")
+        for key, ok, want in (("dtype", cfg.dtype in _DTYPES, f"one of {sorted(_DTYPES)}"),
+                              ("batch_size", cfg.batch_size >= 1, ">= 1"),
+                              ("prefix_min_tokens", cfg.prefix_min_tokens >= 1, ">= 1"),
+                              ("kv_cache", cfg.kv_cache in ("dynamic", "static"), "'dynamic' or 'static'"),
+                              ("max_batch_tokens", cfg.max_batch_tokens is None or cfg.max_batch_tokens >= 1,
+                               ">= 1 or null"),
+                              ("prefix_cache_mb", cfg.prefix_cache_mb >= 0, ">= 0"),
+                              ("max_context", cfg.max_context is None or cfg.max_context >= 16, ">= 16 tokens or null"),
+                              ("threads", cfg.threads is None or cfg.threads >= 1, ">= 1 or null")):
+            if not ok:
+                raise ConfigError(f"model.{key} must be {want}, got {getattr(cfg, key)!r}")
         if cfg.threads is not None:
-            if cfg.threads < 1:
-                raise ConfigError(f"model.threads must be >= 1 or null, got {cfg.threads}")
             torch.set_num_threads(cfg.threads)
         self.cfg, self.progress = cfg, progress
         source, gguf_file = _resolve_source(cfg)
@@ -148,7 +151,6 @@ class HFBackend(AdapterSlots):
         self.stats = GenerationStats()
         self.prefix_store = PrefixStore(cfg.prefix_cache_mb * 2**20)
         self.prefix_sharing = cfg.prefix_sharing and _plain_kv_cache(self.model)
-
 
     def _stop_ids(self) -> tuple[int, ...]:
         """End-of-turn ids: the generation config's eos id(s), then the tokenizer's eos; first is forced."""
@@ -197,10 +199,6 @@ class HFBackend(AdapterSlots):
         chat, prefill = split_prefill(ensure_system_turn(messages))
         return render_chat(self.tokenizer, chat, prefill)
 
-    def _encode(self, messages: list[Message], prefill: str = "") -> list[int]:
-        """Prompt ids, content and prefill as text (:func:`~evotrainer.backends.chat_tokens.chat_ids`)."""
-        return chat_ids(self.tokenizer, messages, prefill)
-
     def _prepare(self, index: int, request: GenerationRequest) -> _Prepared:
         messages = ensure_system_turn(request.messages, where=f"request {index}")
         budget = self.context_length - request.params.max_new_tokens
@@ -210,11 +208,11 @@ class HFBackend(AdapterSlots):
                 f"[1, {self.context_length - 1}] (context window {self.context_length} tokens)"
             )
         chat, prefill = split_prefill(messages)
-        ids = self._encode(chat, prefill)
+        ids = chat_ids(self.tokenizer, chat, prefill)
         if len(ids) <= budget:
             return _Prepared(ids, False, 0, prefill)
-        fitted, omitted = fit_messages(chat, lambda m: len(self._encode(m, prefill)), budget)
-        return _Prepared(self._encode(fitted, prefill), True, omitted, prefill)
+        fitted, omitted = fit_messages(chat, lambda m: len(chat_ids(self.tokenizer, m, prefill)), budget)
+        return _Prepared(chat_ids(self.tokenizer, fitted, prefill), True, omitted, prefill)
 
     # ------------------------------------------------------------------ generation
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
@@ -472,44 +470,3 @@ class HFBackend(AdapterSlots):
             prompt_truncated=prepared.truncated,
             omitted_words=prepared.omitted_words,
         )
-
-
-
-
-def save_served_folder(backend: HFBackend, folder: str | Path) -> Path:
-    """Write ``backend``'s model as a plain transformers folder another process can serve, e.g.
-    ``transformers serve FOLDER`` or ``vllm serve FOLDER``: the embedded GGUF cannot be served as it is (its
-    config names no architecture).
-
-    The folder holds the tokenizer with its chat template, the config with ``architectures`` set, the weights
-    as safetensors (de-quantised, in the backend's dtype: the same numbers the in-process backend runs), and a
-    generation config with ``do_sample: true, top_k: 0`` so that a request with temperature > 0 samples
-    (``transformers serve`` applies the temperature without switching sampling on; temperature 0 still decodes
-    greedily) with no top-k cut, as the in-process sampler.
-
-    Args:
-        backend: a loaded backend.
-        folder: where to write (created; existing files are overwritten).
-
-    Returns:
-        The folder.
-    """
-    import json
-
-    out = Path(folder)
-    out.mkdir(parents=True, exist_ok=True)
-    backend.tokenizer.save_pretrained(str(out))
-    save_plain(backend.model, out)
-    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    config["architectures"] = [type(backend.model).__name__]
-    (out / "config.json").write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
-    gen_path = out / "generation_config.json"
-    generation = json.loads(gen_path.read_text(encoding="utf-8")) if gen_path.is_file() else {}
-    generation.update(do_sample=True, top_k=0, eos_token_id=list(backend.stop_token_ids))
-    gen_path.write_text(json.dumps(generation, indent=2) + "\n", encoding="utf-8")
-    return out
-
-
-def load_backend(cfg: ModelConfig | None = None) -> HFBackend:
-    """Load an :class:`HFBackend` (the model loads once); ``cfg``: the ``model.*`` keys (:class:`ModelConfig`)."""
-    return HFBackend(cfg)

@@ -41,16 +41,11 @@ class AdapterSlots:
     name: str
     prefix_store: Any
 
-    def _init_adapters(self, max_loaded: int = 64) -> None:
-        self.max_loaded_adapters = max_loaded
+    def _init_adapters(self) -> None:
+        self.max_loaded_adapters = 64
         self._peft: Any = None
         self._adapters: dict[str, _LoadedAdapter] = {}
         self._adapter_counter = 0
-
-    @property
-    def loaded_adapters(self) -> dict[str, str]:
-        """Adapters resident in the model: ``{resolved folder: internal PEFT adapter name}``."""
-        return {folder: entry.name for folder, entry in self._adapters.items()}
 
     def load_adapter(self, folder: str | Path) -> str:
         """Load the PEFT LoRA adapter saved in ``folder`` (once per distinct folder) and return its name.

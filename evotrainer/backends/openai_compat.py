@@ -1,46 +1,21 @@
 """The OpenAI-compatible backend: a role's model served by vLLM, llama.cpp, Ollama, ``transformers serve`` or a
-hosted API, through the official ``openai`` client.
+hosted API, through the official ``openai`` client (user guide: docs/scaling_out.md, "Any model a server runs").
 
-Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`):
-
-- **Requests run concurrently**, at most ``concurrency`` in flight (a thread pool; the ``openai`` client is
-  thread-safe), and come back in request order. Each is independent of the others, so the call log sends only
-  the requests it has no answer for (:class:`~evotrainer.backends.call_log.LoggedLLM`), and when a call fails
-  the error carries the answers already received (``done``: request index -> answer) and the call log keeps
-  them: nothing paid for is lost.
-- **Retries** of 408/409/429/5xx answers and dropped connections, ``max_retries`` times (exponential backoff
-  from 0.5 s to 8 s with jitter, or the server's ``Retry-After``): the ``openai`` client's own for the model
-  list and adapter loads, :func:`~evotrainer.backends.openai_retry.send` for generations, which never sends
-  again a request that timed out (or got a gateway's 504): the server may still be computing it. Then one line
-  says what failed (:func:`error_line`): an unreachable server, a timeout, a refused key, an unknown model, a
-  rate limit that did not lift, server errors raise :class:`~evotrainer.errors.ServerError` (the run stops); a
-  request the server refuses (HTTP 400/413/422: a prompt too long, a field it rejects) raises a plain
-  ``ModelError``, which fails that evaluation only.
-- **The key** is read from the environment variable named by ``api_key_env`` when the backend is built, and
-  is never stored, logged or shown (error messages are scrubbed of it). A credential in ``base_url`` (userinfo,
-  a query value) is masked wherever the URL is shown or archived (:func:`~evotrainer.backends.urls.redact_url`).
-- **Decoding fields** per server kind: :mod:`evotrainer.backends.openai_fields`; every sampling field the server
-  takes is sent (neutral where the genome has no value), so no server-side default applies; what each field
-  became (sent, approximated, dropped, neutral, not settable) is counted and archived
-  (:meth:`OpenAIBackend.describe`).
-- **Chat turns** are sent as the in-process backend renders them: an explicit empty system turn when the chat
-  has none (:func:`~evotrainer.backends.hf.ensure_system_turn`). With a tokenizer (``tokenizer``, or the served
-  model's name when that is a local folder) and ``max_context`` (capped by the window the server states), a
-  prompt too long for the window has the middle of its longest user message cut first
-  (:func:`~evotrainer.backends.hf.fit_messages`), as in process. A prompt the server cut itself, seen from the
-  prompt tokens it reports, is recorded as cut too (:mod:`evotrainer.backends.server_window`).
-- **Answer prefill** (a trailing assistant message): ``continue`` sends it as the last chat message for the
-  server to continue (vLLM with ``continue_final_message``; llama.cpp natively); ``completions`` renders the
-  chat template here and sends prompt + prefill to ``/completions``, as token ids to a server that takes them
-  (vLLM, llama.cpp: content stays text, one BOS), as text to others (:meth:`OpenAIBackend._completion_prompt`);
-  otherwise the request is refused.
-- **Adapters** (``GenerationRequest.adapter``, a PEFT folder the server can read): loaded into a vLLM server
-  through ``/v1/load_lora_adapter`` under a name made of their files' digest, before anything of the call is
-  sent (the server needs ``--enable-lora`` and ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``; a name the server
-  already holds is this adapter: :mod:`evotrainer.backends.openai_adapters`), and requested by that name; an
-  adapter that fails to load fails its own requests only; refused on other servers.
-- **Usage**: ``Generation.prompt_tokens`` / ``generated_tokens`` are the server's ``usage`` figures (a local
-  count, or the answer's words without a tokenizer, when a server leaves ``usage`` out).
+Same contract as the in-process backends (:class:`~evotrainer.backends.base.LLM`). Requests run concurrently, at
+most ``concurrency`` in flight, and come back in request order; each is independent, so the call log sends only
+the requests it has no answer for, and a failed call's error carries the answers already received (``done``:
+request index -> answer). Retries and what a failure means: :mod:`evotrainer.backends.openai_errors` (a
+:class:`~evotrainer.errors.ServerError` stops the run; a refused request raises ``ModelError`` and fails that
+evaluation only). The key is read from the variable named by ``api_key_env`` and never stored, logged or shown;
+a credential in ``base_url`` is masked wherever the URL is shown (:func:`~evotrainer.backends.urls.redact_url`).
+Decoding fields per server kind: :mod:`evotrainer.backends.openai_fields`. Chat turns are sent as the in-process
+backend renders them (an explicit empty system turn), and with a tokenizer and ``max_context`` a prompt too long
+for the window is cut here as in process (:func:`~evotrainer.backends.prompt_fit.fit_messages`); a prompt the
+server cut itself, seen from the prompt tokens it reports, is recorded as cut too. An answer prefill goes as the
+last chat message (``continue``) or through ``/completions`` with the chat template applied here
+(:meth:`OpenAIBackend._completion_prompt`). Adapters load into a vLLM server at run time
+(:mod:`evotrainer.backends.openai_adapters`). ``Generation`` token counts are the server's ``usage`` figures (a
+local count, or words without a tokenizer, when a server leaves ``usage`` out).
 """
 
 from __future__ import annotations
@@ -56,10 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from evotrainer import progress
-from evotrainer.backends import openai_retry
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.chat_tokens import chat_ids, control_text, render_chat
 from evotrainer.backends.openai_adapters import RuntimeAdapters
+from evotrainer.backends.openai_errors import error_line, is_systemic, scrub, send
 from evotrainer.backends.openai_fields import (
     PROFILES,
     ServerProfile,
@@ -68,11 +43,11 @@ from evotrainer.backends.openai_fields import (
     unsupported,
 )
 from evotrainer.backends.server_window import context_from_model_entry, cut_by_server, ollama_parameters
-from evotrainer.backends.urls import redact_url, redact_urls
+from evotrainer.backends.urls import redact_url
 from evotrainer.errors import ConfigError, ModelError, ServerError
 from evotrainer.model_schema import OpenAIConfig
 
-__all__ = ["OpenAIBackend", "error_line", "is_systemic"]
+__all__ = ["OpenAIBackend"]
 
 log = logging.getLogger(__name__)
 
@@ -81,76 +56,12 @@ _STANDARD_KEYS = {"id", "object", "created", "owned_by"}
 _WEIGHT_KEYS = ("root", "parent", "meta")  # a /models entry's fields naming the weights (vLLM; llama.cpp's meta)
 
 
-def _scrub(text: str, secret: str | None) -> str:
-    """``text`` on one line, at most 300 characters, with ``secret`` replaced by ``***`` and the credentials of
-    any URL in it masked."""
-    if secret:
-        text = text.replace(secret, "***")
-    text = redact_urls(text)
-    text = " ".join(text.split())
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
 def _adds_bos(tokenizer: Any) -> bool:
     """Whether ``tokenizer`` puts its BOS first when tokenizing with special tokens (as servers tokenize a text
     prompt: vLLM's ``/completions`` default, ``transformers serve``, llama.cpp with ``add_bos_token``)."""
     bos = getattr(tokenizer, "bos_token_id", None)
     ids = tokenizer("a")["input_ids"]
     return bos is not None and len(ids) > len(tokenizer("a", add_special_tokens=False)["input_ids"]) and ids[0] == bos
-
-
-def is_systemic(exc: BaseException) -> bool:
-    """Whether an ``openai`` error means the server is unusable for the run (no connection, timeouts after the
-    retries, HTTP 401/403/404/429/5xx), not that one request was refused."""
-    import openai
-
-    if isinstance(exc, openai.APIConnectionError):  # APITimeoutError included
-        return True
-    status = getattr(exc, "status_code", None)
-    return status is not None and (status in (401, 403, 404, 429) or status >= 500)
-
-
-def error_line(exc: BaseException, cfg: OpenAIConfig, secret: str | None = None, where: str = "",
-               role: str = "model") -> str:
-    """One line saying what a failed ``openai`` call means for the run (the key scrubbed from it).
-
-    Args:
-        exc: the ``openai`` exception (another exception is described by its type and text).
-        cfg: the role's ``openai`` settings (the URL, model, key variable and retry count the line names).
-        secret: the key, removed from the server's message.
-        where: what was being done ("request 3", "listing the models").
-        role: the config prefix the line names ("model", "mutator", "selfevolve.judge").
-    """
-    import openai
-
-    at = f"{role}: the server at {redact_url(cfg.base_url)}"
-    what = f" ({where})" if where else ""
-    detail = _scrub(str(getattr(exc, "message", None) or exc), secret)
-    if isinstance(exc, openai.APITimeoutError):
-        return (f"{at} did not answer within {role}.openai.timeout_s={cfg.timeout_s:g} s{what}; not sent again "
-                f"(the server may still be computing it): raise {role}.openai.timeout_s or lower "
-                f"{role}.openai.concurrency")
-    if isinstance(exc, openai.APIConnectionError):
-        return (f"{at} cannot be reached after {cfg.max_retries} retries{what}: {detail}; is it running? "
-                f"({role}.openai.base_url)")
-    status = getattr(exc, "status_code", None)
-    if isinstance(exc, openai.AuthenticationError) or status == 401:
-        key = (f"the key in ${cfg.api_key_env}" if cfg.api_key_env
-               else f"no key (set {role}.openai.api_key_env to the name of the variable holding one)")
-        return f"{at} refused {key} (HTTP 401){what}: {detail}"
-    if isinstance(exc, openai.PermissionDeniedError):
-        return f"{at} denied access to model {cfg.model!r} (HTTP 403){what}: {detail}"
-    if isinstance(exc, openai.NotFoundError):
-        return (f"{at} does not know model {cfg.model!r} or this endpoint (HTTP 404){what}: {detail} "
-                f"({role}.openai.model)")
-    if isinstance(exc, openai.RateLimitError):
-        return (f"{at} kept refusing with HTTP 429 (rate limit or quota) after {cfg.max_retries} retries{what}: "
-                f"{detail}; lower {role}.openai.concurrency or raise {role}.openai.max_retries")
-    if isinstance(exc, openai.InternalServerError) or (status is not None and status >= 500):
-        return f"{at} failed with HTTP {status} after {cfg.max_retries} retries{what}: {detail}"
-    if isinstance(exc, openai.APIStatusError):
-        return f"{at} refused the request (HTTP {status}){what}: {detail}"
-    return f"{at}: {type(exc).__name__}{what}: {detail}"
 
 
 @dataclass
@@ -229,7 +140,7 @@ class OpenAIBackend:
             client = openai.OpenAI(base_url=cfg.base_url, api_key=self._secret or _NO_KEY, timeout=cfg.timeout_s,
                                    max_retries=cfg.max_retries)
         self.client = client
-        # generations: retried by openai_retry.send, never after a timeout (the client would resend those)
+        # generations: retried by openai_errors.send, never after a timeout (the client would resend those)
         self._gen_client = client.with_options(max_retries=0) if hasattr(client, "with_options") else client
         self.tally = _Tally()
         self._lock = threading.Lock()
@@ -449,7 +360,7 @@ class OpenAIBackend:
         try:
             if prefill and self.prefill_mode == "completions":
                 prompt = self._completion_prompt(chat, prefill, i)
-                resp = openai_retry.send(lambda: gen.completions.create(
+                resp = send(lambda: gen.completions.create(
                     model=model, prompt=prompt, **fields.body, extra_body=extra or None), self.cfg.max_retries)
                 choice = resp.choices[0]
                 text = choice.text or ""
@@ -457,7 +368,7 @@ class OpenAIBackend:
                 messages: list[Message] = [*chat, {"role": "assistant", "content": prefill}] if prefill else chat
                 if prefill:
                     extra.update(dict(self.profile.continue_fields))
-                resp = openai_retry.send(lambda: gen.chat.completions.create(
+                resp = send(lambda: gen.chat.completions.create(
                     model=model, messages=messages, **fields.body, extra_body=extra or None), self.cfg.max_retries)
                 choice = resp.choices[0]
                 text = choice.message.content or ""
@@ -466,7 +377,7 @@ class OpenAIBackend:
             raise kind(error_line(exc, self.cfg, self._secret, f"request {i}", self.role)) from None
         except (IndexError, AttributeError, TypeError) as exc:  # an answer without a choice or a message
             raise ModelError(f"{self.role}: the server at {redact_url(self.cfg.base_url)} sent a malformed answer "
-                             f"(request {i}): {type(exc).__name__}: {_scrub(str(exc), self._secret)}") from None
+                             f"(request {i}): {type(exc).__name__}: {scrub(str(exc), self._secret)}") from None
         usage = getattr(resp, "usage", None)
         prompt_tokens = getattr(usage, "prompt_tokens", None)
         completion_tokens = getattr(usage, "completion_tokens", None)

@@ -1,42 +1,22 @@
 """What an OpenAI-compatible server can do with a request, per kind of server, and the request fields of one.
 
 Pure tables and functions (no network): :mod:`evotrainer.backends.openai_compat` sends what they say, and
-:mod:`evotrainer.run.gene_support` refuses a run whose genes a server cannot honour. Each
-:class:`~evotrainer.backends.base.SamplingParams` field is handled one of three ways per server:
+:mod:`evotrainer.run.gene_support` refuses a run whose genes a server cannot honour (user guide:
+docs/scaling_out.md, "Genes" and "Sampling defaults of the server"). Each
+:class:`~evotrainer.backends.base.SamplingParams` field is **sent** (``temperature``, ``top_p``, ``seed``;
+``max_new_tokens`` as ``max_tokens``, or ``max_completion_tokens`` for the hosted API), **approximated**
+(``repetition_penalty``, only when the role's ``openai.approximate`` lists it: each server's penalty also counts
+the prompt) or **dropped** and counted (``no_repeat_ngram_size``, an unapproximated ``repetition_penalty``).
+Every other sampling field a server takes is sent at its neutral value (:attr:`ServerProfile.neutral`), since a
+server fills a field left out from its own defaults (vLLM and ``transformers serve`` from the model's
+``generation_config.json``, llama.cpp from its command line, Ollama from the Modelfile).
 
-- **sent** as the request field of the same meaning: ``temperature``, ``top_p`` and ``seed`` (greedy ignores
-  the last two, as the in-process backends do, but they are sent all the same); ``max_new_tokens`` as
-  ``max_tokens`` (``max_completion_tokens`` for the hosted OpenAI API, whose newer models refuse ``max_tokens``);
-- **approximated**: ``repetition_penalty`` only, and only when the role's ``openai.approximate`` lists it:
-  ours counts generated tokens only (:mod:`evotrainer.backends.logits`); each server's own penalty also
-  counts the prompt (vLLM's ``repetition_penalty``, llama.cpp's ``repeat_penalty`` over its last 64 tokens,
-  ``transformers serve``'s ``frequency_penalty`` turned into ``repetition_penalty = 1 + f``), which the
-  archive names;
-- **dropped**, counted and archived: ``no_repeat_ngram_size`` (no server blocks n-grams of the generated
-  text only) and an unapproximated ``repetition_penalty``. The mutator and the judge send built-in values
-  of these; a policy setting that would be dropped is refused before the run starts instead.
-
-**Every other sampling field the server takes is sent at its neutral value** (:attr:`ServerProfile.neutral`:
-``top_k`` off, ``min_p`` 0, penalties off, ...): a server fills a field the request leaves out from its own
-defaults, and vLLM (``--generation-config auto``, its default) and ``transformers serve`` take those from the
-served model's ``generation_config.json`` (Qwen2.5's carries ``repetition_penalty`` 1.05, ``top_k`` 20,
-``top_p`` 0.8), llama.cpp from its command line (``top_k`` 40, ``min_p`` 0.05 unless told), Ollama from the
-model's Modelfile. Fields a server's endpoint does not take are named in :attr:`ServerProfile.not_settable`
-and archived: there the server's own value applies.
-
-Sources: vLLM's OpenAI-compatible server docs ("Extra Parameters": ``repetition_penalty``, ``top_k`` -1 =
-off, ``min_p``, ``continue_final_message``, ``add_generation_prompt``; "Dynamically serving LoRA Adapters":
-``/v1/load_lora_adapter``; ``--generation-config``), llama.cpp's ``tools/server/README.md`` (``top_k`` 0 = off,
-``min_p``, ``typical_p``, ``repeat_penalty``, ``dry_multiplier``, ``xtc_probability``, ``mirostat``, ``seed``, a
-final assistant message continued as a prefill), ``transformers serve`` (transformers 5.x
-``cli/serving/utils.py`` and ``chat_completion.py``: unknown request fields refused with HTTP 422,
-``frequency_penalty`` -> ``repetition_penalty``, a ``generation_config`` JSON field, the seed set
-process-wide), Ollama's OpenAI compatibility page (``temperature``, ``top_p``, ``seed``,
-``frequency_penalty``, ``presence_penalty`` only), and the OpenAI API reference (``max_completion_tokens``,
-``seed`` "best effort"). Batch invariance: vllm#23138 (greedy text changes with the batch; a
-batch-invariant mode, ``VLLM_BATCH_INVARIANT=1``, exists in recent versions), llama.cpp#7052 (results change
-with the batch size and parallel slots). Only ``transformers serve`` is exercised by this repository's tests;
-the rest follow those sources.
+Sources: vLLM's OpenAI-compatible server docs ("Extra Parameters"; "Dynamically serving LoRA Adapters";
+``--generation-config``), llama.cpp's ``tools/server/README.md``, ``transformers serve`` (transformers 5.x
+``cli/serving/utils.py`` and ``chat_completion.py``: unknown fields refused with HTTP 422, ``frequency_penalty`` ->
+``repetition_penalty``, a ``generation_config`` JSON field, the seed set process-wide), Ollama's OpenAI
+compatibility page, the OpenAI API reference (``max_completion_tokens``, ``seed`` "best effort"); batch invariance:
+vllm#23138, llama.cpp#7052. Only ``transformers serve`` is exercised by this repository's tests.
 """
 
 from __future__ import annotations

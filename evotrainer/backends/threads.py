@@ -1,33 +1,15 @@
-"""Compute threads chosen from the cores actually free.
+"""Compute threads chosen from the cores actually free (user guide: docs/scaling_out.md, "Speed on a CPU").
 
-A parallel region ends only when its slowest thread does: a torch thread whose core is taken by another
-process waits for a time slice, and its sibling waits for it. :func:`choose_threads` counts the cores left
-free by other processes (and this run's share of a parallel Hydra sweep); :func:`apply_threads` sets
-``torch.set_num_threads`` to that (``model.threads`` overrides it). With one core of two busy the choice
-is 1 thread: no OpenMP team, so no thread ever waits for a descheduled sibling.
+A parallel region ends only when its slowest thread does: a torch thread whose core is taken by another process
+waits for a time slice, and its siblings wait for it. :func:`choose_threads` counts the cores left free by other
+processes (and this run's share of a parallel Hydra sweep); :func:`apply_threads` sets ``torch.set_num_threads``
+to that (``model.threads`` overrides it). Other processes' load is the smaller of the 1-minute load average (which
+still counts a job that ended a minute ago) and, on Linux, a half-second sample of ``/proc/stat`` (which never
+sees a finished job). ``OMP_WAIT_POLICY`` is left to the user.
 
-The 1-minute load average lags a minute behind in both directions: right after another job ends it still
-counts that job (measured here: load 1.91 on a machine gone quiet, so 1 thread instead of 2). On Linux a
-half-second sample of ``/proc/stat`` is taken too, and the smaller of the two counts is used (the sample
-never sees a finished job; the load average never sees a momentary burst).
-
-``OMP_WAIT_POLICY`` is left to the user. GNU libgomp (torch's CPU wheel ships ``torch/lib/libgomp.so.1``)
-spins a waiting thread 300,000 times before it sleeps when the variable is unset, and 0 times with
-``PASSIVE`` (libgomp manual, "GOMP_SPINCOUNT", https://gcc.gnu.org/onlinedocs/libgomp/GOMP_005fSPINCOUNT.html).
-Measured on this 2-core machine (smoke experiment, 2 threads): quiet, ``PASSIVE`` took 79-80 s against
-64-71 s for libgomp's default (3 runs each, interleaved); with one core busy, 100.9 s against 101.3 s (one
-run each).
-Sleeping at once costs every quiet run about 13 % and bought nothing measurable, so it is not set; on a
-machine shared with other OpenMP jobs a user may still export ``OMP_WAIT_POLICY=PASSIVE``.
-
-**Does the count change results?** A BLAS library may split a sum differently over another number of
-threads, so results can depend on it (pytorch#88718; Intel MKL promises equal results only for an equal
-thread count unless its strict CNR mode is set). Measured here (torch 2.13 CPU with MKL, 2-core AVX2
-machine, the embedded SmolLM2-135M): the logits of 4 prompts of 376 tokens were bit-identical at 1, 2, 3, 4
-and 8 threads, and so were greedy and seeded-sampled texts (``tests/backends/test_thread_count.py`` keeps
-the 1-versus-2 check). Since that may not hold on another machine, an evolve run records the count it used
-(a ``phase`` event named :data:`COMPUTE_PHASE`, :func:`threads_in_use`), and a resume reuses it when
-``model.threads`` is null and warns when told another (``evotrainer/run/resume.py``).
+A BLAS library may split a sum differently over another number of threads (pytorch#88718), so an evolve run
+records the count it used (a ``phase`` event named :data:`COMPUTE_PHASE`, :func:`threads_in_use`) and a resume
+reuses it when ``model.threads`` is null (``evotrainer/run/resume.py``).
 """
 
 from __future__ import annotations

@@ -38,7 +38,6 @@ from evotrainer.browse.cli_common import (
     new_app,
     open_store,
 )
-from evotrainer.browse.cli_selfevolve import print_overview, rounds_table
 from evotrainer.browse.diff import diff_policies
 from evotrainer.browse.textsafe import clip, fmt, terminal_safe
 from evotrainer.browse.tree import lineage_tree
@@ -118,7 +117,7 @@ def show(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> N
             if as_json:
                 _emit_json(se)
             else:
-                print_overview(_console(), se)
+                selfevolve_view.print_overview(_console(), se)
             return
         ov = views.run_overview(store, info)
         try:
@@ -287,7 +286,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
         _emit_json(rows)
         return
     if se is not None and not rows:
-        _console().print(Text(selfevolve_view.NO_HARNESS), rounds_table(se))
+        _console().print(Text(selfevolve_view.NO_HARNESS), selfevolve_view.rounds_table(se))
         return
     t = Table(title="harness candidates (higher is better)", title_justify="left")
     for col in ("outer", "cand", "status", "race estimate (can be < 0)", "S_val (whole set)", "best policy"):

@@ -113,24 +113,19 @@ def sweep(
     if not summary["runs"] and study is None:
         where = ", ".join(str(p) for p in paths)
         raise ArchiveError(f"{where}: no run holds a generalisation event; nothing to summarise")
-    for split, label in (("selection", "selection"), ("heldout", "held-out")):
-        p = summary["pooled"][split]
-        if p is not None:
-            console.print(Text(f"pooled {label} difference over {p['runs']} run(s), {p['n']} items "
-                               f"(cluster bootstrap by item, {pct}): ") + _diff_cell(p))
-    p = summary["pooled"]["heldout"]
-    if p is not None:
-        console.print(Text(f"sweep: {p['verdict']}", style=_HELD[p["held"]][1]))
+    pooled = [(summary["pooled"], "", "sweep", f"cluster bootstrap by item, {pct}")]
     if (sub := summary["pooled_items"]) is not None:
         where = f"items matching {sub['pattern']!r}"
-        if sub["heldout"] is None and sub["selection"] is None:
-            console.print(Text(terminal_safe(f"no run recorded {where}"), style="yellow"))
+        pooled.append((sub, f" on {where},", where, pct))
+    for splits, on, verdict, how in pooled:
+        if on and splits["heldout"] is None and splits["selection"] is None:
+            console.print(Text(terminal_safe(f"no run recorded {verdict}"), style="yellow"))
         for split, label in (("selection", "selection"), ("heldout", "held-out")):
-            if (p := sub[split]) is not None:
-                console.print(Text(terminal_safe(f"pooled {label} difference on {where}, over {p['runs']} run(s), "
-                                                 f"{p['n']} items ({pct}): ")) + _diff_cell(p))
-        if (p := sub["heldout"]) is not None:
-            console.print(Text(terminal_safe(f"{where}: {p['verdict']}"), style=_HELD[p["held"]][1]))
+            if (p := splits[split]) is not None:
+                console.print(Text(terminal_safe(f"pooled {label} difference{on} over {p['runs']} run(s), {p['n']} "
+                                                 f"items ({how}): ")) + _diff_cell(p))
+        if (p := splits["heldout"]) is not None:
+            console.print(Text(terminal_safe(f"{verdict}: {p['verdict']}"), style=_HELD[p["held"]][1]))
     if by_source := summary["pooled_by_source"]:
         t = Table(title=f"pooled differences by item source (task id up to its first '-'; {pct} intervals): "
                         "a gain pooled over a mixed set can hide a loss on one source", title_justify="left")

@@ -1,25 +1,19 @@
 """One self-contained HTML report of a run: plots (plotly, with plotly.js inlined) and the lineage graph.
 
-Sections: run summary and budget; generalisation (the final best vs the best seed on the selection
-and held-out items, paired differences with intervals and a verdict, from the run's
-``"generalisation"`` event); transfer (the final best, the best seed and a plain prompt on items no
-selection used, from the ``"transfer"`` event); the yardstick (S_val's probes and whether they kept their order,
-from the ``"yardstick"`` event or the ``"setup"`` event's probes: ``browse/yardstick_view.py``); fitness (max and mean of the population) per inner generation;
-S_val per outer generation (incumbent, screened and whole-set candidate scores); racing (each raced
-policy's paired difference against the incumbent, its interval and how many items it took, and the
-whole-set promotion decisions); harness parameters
-over outer generations; operator success rates; the lineage graph of the best policy, whose nodes
-show their prompt in a side panel when clicked; rollback events (also marked on the S_val and
-harness plots). The file needs no server and no network: open it from disk.
+Sections: the run's summary and budget; generalisation (final best vs best seed on selection and held-out items,
+the ``generalisation`` event); transfer (items no selection used, the ``transfer`` event); the yardstick
+(:mod:`evotrainer.browse.yardstick_view`); fitness per inner generation; S_val per outer generation; racing (each
+raced policy's paired difference against the incumbent, and the whole-set promotion decisions); harness
+parameters; operator success rates; the best policy's lineage graph, whose nodes show their prompt in a side panel
+when clicked; rollback events (also marked on the S_val and harness plots). Open the file from disk: it needs no
+server and no network.
 
-All model-written text is untrusted: it is HTML-escaped (``html.escape``) wherever it enters markup or
-plot labels, and the prompts for the side panel travel as JSON inside a ``<script
-type="application/json">`` block with ``<``, ``>`` and ``&`` escaped, shown with ``textContent``.
+All model-written text is untrusted: it is escaped as :mod:`evotrainer.browse.page` says (the prompts for the side
+panel travel as JSON in a script block and are shown with ``textContent``).
 """
 
 from __future__ import annotations
 
-import html
 import json
 import math
 from collections.abc import Callable
@@ -28,14 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from evotrainer.archive.store import ArchiveStore
-from evotrainer.atomic import write_text_atomic
 from evotrainer.backends.urls import redact_url
 from evotrainer.browse import views
-from evotrainer.browse.textsafe import fmt
+from evotrainer.browse.page import empty_plot, esc, num, page_head, plot_div, script_json, table, write_page
 from evotrainer.browse.transfer_view import columns as transfer_columns
 from evotrainer.browse.transfer_view import table_rows as transfer_rows
 from evotrainer.browse.tree import graph_layout
@@ -53,38 +45,6 @@ gets ``yardstick-plot`` (before them)."""
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf")
-_PLOT_CONFIG = {"displaylogo": False, "responsive": True}
-
-
-def _e(x: Any) -> str:
-    """HTML-escaped text of ``x`` (quotes too)."""
-    return html.escape("–" if x is None else str(x), quote=True)
-
-
-def _num(x: Any, digits: int = 4) -> str:
-    """:func:`~evotrainer.browse.textsafe.fmt`'s cell, HTML-escaped."""
-    return _e(fmt(x, digits))
-
-
-def _script_json(obj: Any) -> str:
-    """JSON safe inside a ``<script>`` element (no ``</script>``, no ``<!--``)."""
-    text = json.dumps(obj, ensure_ascii=False, allow_nan=False, default=str)
-    return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e") \
-        .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
-
-
-def _div(fig: go.Figure, div_id: str, height: int) -> str:
-    fig.update_layout(height=height, margin={"l": 60, "r": 20, "t": 50, "b": 50}, template="plotly_white")
-    return fig.to_html(full_html=False, include_plotlyjs=False, include_mathjax=False, div_id=div_id,
-                       config=_PLOT_CONFIG)
-
-
-def _empty(fig: go.Figure, message: str) -> go.Figure:
-    fig.add_annotation(text=_e(message), showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font={"size": 16, "color": "#888"})
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return fig
 
 
 def _mark_rollbacks(fig: go.Figure, rollbacks: list[dict[str, Any]], **where: Any) -> None:
@@ -97,18 +57,16 @@ def _mark_rollbacks(fig: go.Figure, rollbacks: list[dict[str, Any]], **where: An
                            xref="paper", yref="paper", xanchor="right", font={"color": "#d62728"})
 
 
-# --- figures ------------------------------------------------------------------------------------------
-
 
 def _fitness_figure(series: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     if not series:
-        return _empty(fig, "no inner generations archived yet")
+        return empty_plot(fig, "no inner generations archived yet")
     for i, s in enumerate(series):
         color = _PALETTE[(s["outer_generation"] or 0) % len(_PALETTE)] if len(series) > len(_PALETTE) else \
             _PALETTE[i % len(_PALETTE)]
         xs = [p["generation"] for p in s["points"]]
-        name = _e(s["harness_id"])
+        name = esc(s["harness_id"])
         fig.add_trace(go.Scatter(x=xs, y=[p["max"] for p in s["points"]], mode="lines+markers", name=f"{name} max",
                                  legendgroup=name, line={"color": color}))
         fig.add_trace(go.Scatter(x=xs, y=[p["mean"] for p in s["points"]], mode="lines", name=f"{name} mean",
@@ -121,12 +79,12 @@ def _fitness_figure(series: list[dict[str, Any]]) -> go.Figure:
 def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
     fig = go.Figure()
     if not traj["incumbent"] and not traj["candidates"]:
-        return _empty(fig, "no meta-validation score archived yet")
+        return empty_plot(fig, "no meta-validation score archived yet")
     inc = traj["incumbent"]
     fig.add_trace(go.Scatter(
         x=[p["outer_generation"] for p in inc], y=[p["s_val"] for p in inc], mode="lines+markers",
         name="incumbent S_val (whole set)", line={"shape": "hv", "color": "#1f77b4", "width": 3},
-        hovertext=[f"incumbent {_e(p['policy_id'])}" for p in inc], hoverinfo="x+y+text"))
+        hovertext=[f"incumbent {esc(p['policy_id'])}" for p in inc], hoverinfo="x+y+text"))
     cands = traj["candidates"]
     scr = [c for c in cands if c["race_estimate"] is not None]
     full = [c for c in cands if c["s_val"] is not None]
@@ -134,12 +92,12 @@ def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[c["outer_generation"] for c in scr], y=[c["race_estimate"] for c in scr], mode="markers",
             name="candidate race estimate (can be < 0)", marker={"color": "#ff7f0e", "size": 8},
-            hovertext=[_e(c["harness_id"]) for c in scr], hoverinfo="x+y+text"))
+            hovertext=[esc(c["harness_id"]) for c in scr], hoverinfo="x+y+text"))
     if full:
         fig.add_trace(go.Scatter(
             x=[c["outer_generation"] for c in full], y=[c["s_val"] for c in full], mode="markers",
             name="promoted candidate S_val (whole set)", marker={"color": "#2ca02c", "size": 12, "symbol": "diamond"},
-            hovertext=[_e(c["harness_id"]) for c in full], hoverinfo="x+y+text"))
+            hovertext=[esc(c["harness_id"]) for c in full], hoverinfo="x+y+text"))
     if traj.get("current"):
         fig.add_trace(go.Scatter(
             x=[c["outer_generation"] for c in traj["current"]], y=[c["s_val"] for c in traj["current"]],
@@ -154,10 +112,10 @@ def _s_val_figure(traj: dict[str, Any]) -> go.Figure:
 def _harness_figure(rows: list[dict[str, Any]], rollbacks: list[dict[str, Any]]) -> go.Figure:
     names = list(dict.fromkeys(k for r in rows for k in r["params"]))
     if not names:
-        return _empty(go.Figure(), "no harness candidates archived yet")
+        return empty_plot(go.Figure(), "no harness candidates archived yet")
     cols = 3
     nrows = math.ceil(len(names) / cols)
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[_e(n) for n in names],
+    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=[esc(n) for n in names],
                         vertical_spacing=min(0.12, 0.6 / max(1, nrows)))
     chosen = [r for r in rows if r["status"] == "best"]
     for i, name in enumerate(names):
@@ -166,12 +124,12 @@ def _harness_figure(rows: list[dict[str, Any]], rollbacks: list[dict[str, Any]])
         fig.add_trace(go.Scatter(
             x=[r["outer_generation"] for r in pts], y=[r["params"][name] for r in pts], mode="markers",
             marker={"color": "#9467bd", "size": 7, "opacity": 0.6}, name="candidate", legendgroup="cand",
-            showlegend=i == 0, hovertext=[_e(r["harness_id"]) for r in pts], hoverinfo="x+y+text"), row=row, col=col)
+            showlegend=i == 0, hovertext=[esc(r["harness_id"]) for r in pts], hoverinfo="x+y+text"), row=row, col=col)
         best = [r for r in chosen if name in r["params"]]
         fig.add_trace(go.Scatter(
             x=[r["outer_generation"] for r in best], y=[r["params"][name] for r in best], mode="lines+markers",
             line={"color": "#2ca02c"}, marker={"size": 9}, name="best candidate of the generation",
-            legendgroup="best", showlegend=i == 0, hovertext=[_e(r["harness_id"]) for r in best],
+            legendgroup="best", showlegend=i == 0, hovertext=[esc(r["harness_id"]) for r in best],
             hoverinfo="x+y+text"), row=row, col=col)
     if rollbacks:
         _mark_rollbacks(fig, rollbacks, row="all", col="all")
@@ -183,8 +141,8 @@ def _harness_figure(rows: list[dict[str, Any]], rollbacks: list[dict[str, Any]])
 def _operator_figure(stats: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     if not stats:
-        return _empty(fig, "no children archived yet")
-    labels = [_e(s["operator"]) for s in stats]
+        return empty_plot(fig, "no children archived yet")
+    labels = [esc(s["operator"]) for s in stats]
     fig.add_trace(go.Bar(
         x=labels, y=[s["success_rate"] or 0.0 for s in stats], marker={"color": "#17becf"},
         text=[f"{s['improved']}/{s['improved'] + s['equal'] + s['worse']}"
@@ -200,7 +158,7 @@ def _operator_figure(stats: list[dict[str, Any]]) -> go.Figure:
 def _lineage_figure(graph: dict[str, Any] | None) -> go.Figure:
     fig = go.Figure()
     if graph is None:
-        return _empty(fig, "no scored policy yet")
+        return empty_plot(fig, "no scored policy yet")
     pos = graph_layout(graph)
     for kind, style in (("parent", {"color": "#999", "width": 1.5}),
                         ("root", {"color": "#bbb", "width": 1.5, "dash": "dot"})):
@@ -224,10 +182,10 @@ def _lineage_figure(graph: dict[str, Any] | None) -> go.Figure:
             colors.append("#2ca02c"), symbols.append("square"), sizes.append(15)
         else:
             colors.append("#1f77b4"), symbols.append("circle"), sizes.append(13)
-        labels.append(_e(n["id"][:14]))
+        labels.append(esc(n["id"][:14]))
         hover.append("<br>".join([
-            f"<b>{_e(n['id'])}</b>", f"operator: {_e(n['operator'])}", f"generation: {_e(n['generation'])}",
-            f"fitness (best): {_num(n.get('fitness'))}", f"S_val: {_num(n.get('meta_val'))}",
+            f"<b>{esc(n['id'])}</b>", f"operator: {esc(n['operator'])}", f"generation: {esc(n['generation'])}",
+            f"fitness (best): {num(n.get('fitness'))}", f"S_val: {num(n.get('meta_val'))}",
             "click to show the prompt" if n["archived"] else "not archived",
         ]))
     fig.add_trace(go.Scatter(
@@ -235,36 +193,28 @@ def _lineage_figure(graph: dict[str, Any] | None) -> go.Figure:
         text=labels, textposition="top center", customdata=[n["id"] for n in nodes], hovertext=hover,
         hoverinfo="text", marker={"color": colors, "symbol": symbols, "size": sizes, "line": {"width": 1}},
         name="policy (red star: best; green: seed; grey: not archived)"))
-    fig.update_layout(title=f"Lineage of the best policy {_e(graph['policy_id'])} (click a node)",
+    fig.update_layout(title=f"Lineage of the best policy {esc(graph['policy_id'])} (click a node)",
                       xaxis={"title": "inner generation", "zeroline": False, "dtick": 1},
                       yaxis={"visible": False}, legend={"orientation": "h", "y": -0.15}, hovermode="closest")
     return fig
 
 
-# --- page ---------------------------------------------------------------------------------------------
-
-
-def _table(headers: list[str], rows: list[list[str]]) -> str:
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
 
 def _summary_html(ov: dict[str, Any]) -> str:
     b = ov["budget"]
     status_class = "ok" if ov["status"] == "finished" else "warn"
-    kv = [("status", f"<span class='{status_class}'>{_e(ov['status'])}</span>"), ("stop reason", _e(ov["stop_reason"])),
-          ("stop detail", _e(ov.get("stop_detail"))), ("held-out S_val", _num(ov.get("heldout_s_val"))),
-          ("seed", _e(ov["seed"])), ("created", _e(ov["created_at"])), ("last event", _e(ov["last_event_at"])),
-          ("code", _e(ov["code_version"])), ("best policy", _e(ov["best_policy_id"])),
-          ("best S_val", _num(ov["best_s_val"])), ("initial best", _e(ov["initial_policy_id"])),
-          ("initial S_val", _num(ov["initial_s_val"])), ("policies archived", _e(ov["policies"])),
-          ("outer generations", _e(ov["outer_generations"])), ("rollbacks", _e(ov["rollbacks"]))]
-    left = _table(["", ""], [[_e(k), v] for k, v in kv])
-    budget_rows = [[_e(kind), _e(k["evaluations"]), _e(k["computed"]), _e(k["failed"]), _e(k["rollouts"]),
-                    _e(k["generated_tokens"]), f"{k['seconds']:.0f}"] for kind, k in [*b["by_kind"].items(), ("total", b)]]
-    budget = _table(["kind", "evaluations", "computed", "failed", "rollouts", "generated tokens", "seconds"], budget_rows)
-    config = _table(["config", "value"], [[_e(k), _e(v)] for k, v in ov["config"].items()])
+    kv = [("status", f"<span class='{status_class}'>{esc(ov['status'])}</span>"), ("stop reason", esc(ov["stop_reason"])),
+          ("stop detail", esc(ov.get("stop_detail"))), ("held-out S_val", num(ov.get("heldout_s_val"))),
+          ("seed", esc(ov["seed"])), ("created", esc(ov["created_at"])), ("last event", esc(ov["last_event_at"])),
+          ("code", esc(ov["code_version"])), ("best policy", esc(ov["best_policy_id"])),
+          ("best S_val", num(ov["best_s_val"])), ("initial best", esc(ov["initial_policy_id"])),
+          ("initial S_val", num(ov["initial_s_val"])), ("policies archived", esc(ov["policies"])),
+          ("outer generations", esc(ov["outer_generations"])), ("rollbacks", esc(ov["rollbacks"]))]
+    left = table(["", ""], [[esc(k), v] for k, v in kv])
+    budget_rows = [[esc(kind), esc(k["evaluations"]), esc(k["computed"]), esc(k["failed"]), esc(k["rollouts"]),
+                    esc(k["generated_tokens"]), f"{k['seconds']:.0f}"] for kind, k in [*b["by_kind"].items(), ("total", b)]]
+    budget = table(["kind", "evaluations", "computed", "failed", "rollouts", "generated tokens", "seconds"], budget_rows)
+    config = table(["config", "value"], [[esc(k), esc(v)] for k, v in ov["config"].items()])
     return (f"<div class='row'><div>{left}</div><div>{budget}{_usage_html(ov.get('usage'), ov.get('backends'))}"
             f"<details><summary>config (selected entries)</summary>{config}</details></div></div>")
 
@@ -274,52 +224,52 @@ def _usage_html(usage: dict[str, Any] | None, backends: dict[str, Any] | None) -
     what each was sent (``usage`` and ``backend`` phase events); empty for a run archived without them."""
     if not usage:
         return ""
-    rows = [[_e(role), _e(d.get("backend")), _e(d.get("requests")), _e(d.get("sent")), _e(d.get("prompt_tokens")),
-             _e(d.get("completion_tokens")), _e("-" if d.get("cost_usd") is None else f"{d['cost_usd']:.4f}")]
+    rows = [[esc(role), esc(d.get("backend")), esc(d.get("requests")), esc(d.get("sent")), esc(d.get("prompt_tokens")),
+             esc(d.get("completion_tokens")), esc("-" if d.get("cost_usd") is None else f"{d['cost_usd']:.4f}")]
             for role, d in usage.get("roles", {}).items()]
-    table = _table(["role", "backend", "requests", "sent", "prompt tokens", "completion tokens", "cost (USD)"], rows)
+    calls = table(["role", "backend", "requests", "sent", "prompt tokens", "completion tokens", "cost (USD)"], rows)
     servers = ""
     if backends:
-        srows = [[_e(role), _e(d.get("server")), _e(d.get("model")), _e(redact_url(d.get("base_url") or "")), _e(d.get("sent")),
-                  _e(d.get("approximated")), _e(d.get("dropped")), _e(d.get("prefill") or d.get("prefill_refusal")),
-                  _e(d.get("seed"))] for role, d in backends.items() if d.get("backend") == "openai"]
+        srows = [[esc(role), esc(d.get("server")), esc(d.get("model")), esc(redact_url(d.get("base_url") or "")), esc(d.get("sent")),
+                  esc(d.get("approximated")), esc(d.get("dropped")), esc(d.get("prefill") or d.get("prefill_refusal")),
+                  esc(d.get("seed"))] for role, d in backends.items() if d.get("backend") == "openai"]
         if srows:
             servers = ("<details><summary>what each server was sent</summary>"
-                       + _table(["role", "server", "model", "URL", "sent", "approximated", "dropped", "prefill",
+                       + table(["role", "server", "model", "URL", "sent", "approximated", "dropped", "prefill",
                                  "seed"], srows) + "</details>")
-    return table + servers
+    return calls + servers
 
 
 def _generalisation_html(g: Generalisation | None, problem: str | None = None) -> str:
     if g is None:
         note = problem or "No generalisation event: the run is still going, crashed, or was archived by older code."
-        return f"<p class='note'>{_e(note)}</p>"
+        return f"<p class='note'>{esc(note)}</p>"
     rows = []
     for plain, tone in table_rows(g):
-        cells = [_e(x) for x in plain]
+        cells = [esc(x) for x in plain]
         cls = {"up": "ok", "down": "bad"}.get(tone, "")
         cells[4] = f"<span class='{cls}'>{cells[4]}</span>" if cls else cells[4]
         rows.append(cells)
     verdict_class = {True: "ok", False: "bad", None: "warn"}[g.held]
-    return (f"<p class='note'>Final best {_e(g.best_id)} vs best seed {_e(g.baseline_id)} (the generation-0 "
+    return (f"<p class='note'>Final best {esc(g.best_id)} vs best seed {esc(g.baseline_id)} (the generation-0 "
             "best), item by item; difference = final best − best seed, paired bootstrap interval over items. "
             "The selection difference is biased upward (the final best was chosen on those items).</p>"
-            f"{_table(list(columns(g.level)), rows)}<p class='{verdict_class}'>{_e(g.verdict)}</p>")
+            f"{table(list(columns(g.level)), rows)}<p class='{verdict_class}'>{esc(g.verdict)}</p>")
 
 
 def _transfer_html(r: TransferReport | None, problem: str | None) -> str:
     if r is None:
         note = problem or ("No transfer event: task.transfer_path gives no items, or the run is still going or "
                            "was archived by older code.")
-        return f"<p class='note'>{_e(note)}</p>"
+        return f"<p class='note'>{esc(note)}</p>"
     rows = []
     for cells, tone in transfer_rows(r):
-        out = [_e(x) for x in cells]
+        out = [esc(x) for x in cells]
         rows.append([*out[:2], f"<span class='{tone}'>{out[2]}</span>" if tone else out[2], out[3]])
     return (f"<p class='note'>The final best, the best seed and a plain prompt (the family's plain instruction as "
             f"the whole system prompt) on {len(r.item_ids)} items of task.transfer_path that no selection used, item by item; a "
             "difference is the first policy − the second, with a paired bootstrap interval over items.</p>"
-            f"{_table(list(transfer_columns(r)), rows)}<p class='{'ok' if r.transfers else 'bad'}'>{_e(r.verdict)}</p>")
+            f"{table(list(transfer_columns(r)), rows)}<p class='{'ok' if r.transfers else 'bad'}'>{esc(r.verdict)}</p>")
 
 
 def _yardstick_figure(y: ArchivedYardstick) -> go.Figure:
@@ -327,7 +277,7 @@ def _yardstick_figure(y: ArchivedYardstick) -> go.Figure:
     rows = y.rows()
     colours = ["#2ca02c" if n == "reference" else "#1f77b4" if n.startswith("policy ") else "#7f7f7f"
                for n, _, _ in rows]
-    fig = go.Figure(go.Bar(y=[_e(n) for n, _, _ in rows], x=[v for _, v, _ in rows], orientation="h",
+    fig = go.Figure(go.Bar(y=[esc(n) for n, _, _ in rows], x=[v for _, v, _ in rows], orientation="h",
                            marker={"color": colours}, text=[f"{v:.4f}" for _, v, _ in rows], textposition="auto",
                            hoverinfo="y+x"))
     fig.update_layout(xaxis_title="mean S_val (higher is better)", yaxis={"autorange": "reversed"},
@@ -337,20 +287,20 @@ def _yardstick_figure(y: ArchivedYardstick) -> go.Figure:
 
 def _yardstick_html(y: ArchivedYardstick) -> str:
     if y.report is None:
-        return f"<p class='note'>{_e(y.verdict())}</p>"
-    plot = _div(_yardstick_figure(y), "yardstick-plot", 240)
-    rows = [[_e(n), _num(v), _e(share)] for n, v, share in y.rows()]
+        return f"<p class='note'>{esc(y.verdict())}</p>"
+    plot = plot_div(_yardstick_figure(y), "yardstick-plot", 240)
+    rows = [[esc(n), num(v), esc(share)] for n, v, share in y.rows()]
     misses = y.misses()
     failed = "" if y.ok else ("<p class='bad'>The yardstick failed: S_val did not keep its probes in order, so "
                               "S_val gains in this run may reward a template rather than better outputs.</p>")
     return ("<p class='note'>S_val must score the reference at least 2x every other probe and the policy, the "
             "skeleton and another item's answer (wrong item) at most 5% of the reference, and the policy above the "
             "baseline (<code>harness/yardstick.py</code>); skeleton &le; 10% and wrong item &le; 25% of the policy are "
-            f"targets, reported, not enforced. {_e(y.title())}.</p>"
-            f"<div class='row'><div>{_table(['probe', 'mean S_val', y.share_header()], rows)}</div>"
+            f"targets, reported, not enforced. {esc(y.title())}.</p>"
+            f"<div class='row'><div>{table(['probe', 'mean S_val', y.share_header()], rows)}</div>"
             f"<div style='flex:1 1 420px;min-width:0'>{plot}</div></div>"
-            f"<p class='{'ok' if y.ok else 'bad'}'>{_e(y.verdict())}</p>{failed}"
-            + (f"<p class='warn'>{_e(misses)}</p>" if misses else ""))
+            f"<p class='{'ok' if y.ok else 'bad'}'>{esc(y.verdict())}</p>{failed}"
+            + (f"<p class='warn'>{esc(misses)}</p>" if misses else ""))
 
 
 _STATUS_COLOURS = {"worse": "#d62728", "futile": "#ff7f0e", "cut": "#7f7f7f", "undecided": "#1f77b4",
@@ -371,35 +321,35 @@ def _race_figure(entries: list[dict[str, Any]]) -> go.Figure:
         fig.add_trace(go.Scatter(
             x=[r["items"] for r in rows], y=[r["mean"] for r in rows], mode="markers", name=status,
             marker=dict(color=colour, size=9), error_y=error,
-            text=[_e(f"{r['policy_id']} ({r['harness_id']}) vs {r['reference']}") for r in rows],
+            text=[esc(f"{r['policy_id']} ({r['harness_id']}) vs {r['reference']}") for r in rows],
             hovertemplate="%{text}<br>items %{x}<br>paired mean %{y:.4f}<extra></extra>"))
     fig.add_hline(y=0, line=dict(color="#444", dash="dot"))
     fig.update_layout(xaxis_title="selection items raced (log)", yaxis_title="policy − incumbent, S_val",
                       xaxis_type="log", margin=dict(t=30))
-    return fig if entries else _empty(fig, "No race events: the run raced no candidate yet.")
+    return fig if entries else empty_plot(fig, "No race events: the run raced no candidate yet.")
 
 
 def _race_html(summary: dict[str, Any], entries: list[dict[str, Any]], decisions: list[dict[str, Any]]) -> str:
     by_status = ", ".join(f"{k} {v}" for k, v in sorted(summary["by_status"].items())) or "none"
-    head = (f"<p class='note'>{_e(summary['races'])} races, {_e(summary['entries'])} policies raced ({_e(by_status)}), "
-            f"{_e(summary['evaluations'])} policy-item evaluations spent racing; {_e(summary['promotions'])} "
-            f"whole-set decisions, {_e(summary['promoted'])} promoted. A policy is dropped as soon as its paired "
+    head = (f"<p class='note'>{esc(summary['races'])} races, {esc(summary['entries'])} policies raced ({esc(by_status)}), "
+            f"{esc(summary['evaluations'])} policy-item evaluations spent racing; {esc(summary['promotions'])} "
+            f"whole-set decisions, {esc(summary['promoted'])} promoted. A policy is dropped as soon as its paired "
             "interval against the incumbent lies below 0 (worse), or when its mean is not above 0 before the last "
             "stage (futile); it is promoted only when the lower bound on the whole selection set is above 0.</p>")
-    rows = [[_e(r["outer_generation"]), _e(r["harness_id"]), _e(r["policy_id"]), _e(r["reference"]), _e(r["items"]),
-             f"<span class='{_STATUS_CLASS.get(str(r['status']), '')}'>{_e(r['status'])}</span>",
-             _num(r["mean"]), f"[{_num(r['low'])}, {_num(r['high'])}]",
-             _e(f"{r['wins']}/{r['losses']}/{r['ties']}")] for r in entries]
-    table = _table(["outer gen", "candidate", "policy", "vs", "items", "status", "paired mean", "interval",
+    rows = [[esc(r["outer_generation"]), esc(r["harness_id"]), esc(r["policy_id"]), esc(r["reference"]), esc(r["items"]),
+             f"<span class='{_STATUS_CLASS.get(str(r['status']), '')}'>{esc(r['status'])}</span>",
+             num(r["mean"]), f"[{num(r['low'])}, {num(r['high'])}]",
+             esc(f"{r['wins']}/{r['losses']}/{r['ties']}")] for r in entries]
+    entries_html = table(["outer gen", "candidate", "policy", "vs", "items", "status", "paired mean", "interval",
                     "W/L/T"], rows) if rows else ""
-    drows = [[_e(d["outer_generation"]), _e(d["harness_id"]), _e(d["policy_id"]), _e(d["incumbent_policy_id"]),
-              _num(d["s_val"]), _num(d["incumbent_s_val"]), _num(d["mean"]), f"[{_num(d['low'])}, {_num(d['high'])}]",
-              _e(f"{d['wins']}/{d['losses']}/{d['ties']}"),
+    drows = [[esc(d["outer_generation"]), esc(d["harness_id"]), esc(d["policy_id"]), esc(d["incumbent_policy_id"]),
+              num(d["s_val"]), num(d["incumbent_s_val"]), num(d["mean"]), f"[{num(d['low'])}, {num(d['high'])}]",
+              esc(f"{d['wins']}/{d['losses']}/{d['ties']}"),
               "<span class='ok'>promoted</span>" if d["promoted"] else "kept incumbent"] for d in decisions]
-    dtable = ("<h3>Whole-set promotion decisions</h3>" + _table(
+    dtable = ("<h3>Whole-set promotion decisions</h3>" + table(
         ["outer gen", "candidate", "policy", "incumbent", "S_val", "incumbent S_val", "paired mean", "interval",
          "W/L/T", "decision"], drows)) if drows else "<p class='note'>No whole-set promotion decisions.</p>"
-    return head + (f"<details><summary>every race entry ({len(rows)})</summary>{table}</details>" if rows else "") + dtable
+    return head + (f"<details><summary>every race entry ({len(rows)})</summary>{entries_html}</details>" if rows else "") + dtable
 
 
 def _lineage_data(graph: dict[str, Any] | None) -> dict[str, Any]:
@@ -415,23 +365,11 @@ def _panel_html(graph: dict[str, Any] | None) -> str:
     if graph is None:
         return "<p>No scored policy yet.</p>"
     top = next(n for n in graph["nodes"] if n["id"] == graph["policy_id"])
-    secs = "".join(f"<h4>{_e(s['name'])}</h4><pre>{_e(s['text'])}</pre>" for s in top["sections"])
-    return (f"<h3 id='panel-title'>{_e(top['id'])} — {_e(top['operator'])} (gen {_e(top['generation'])})</h3>"
-            f"<div id='panel-meta'>fitness {_num(top.get('fitness'))}, S_val {_num(top.get('meta_val'))}; "
-            f"parents: {_e(', '.join(top['parent_ids']) or 'none (seed)')}</div><div id='panel-body'>{secs}</div>")
+    secs = "".join(f"<h4>{esc(s['name'])}</h4><pre>{esc(s['text'])}</pre>" for s in top["sections"])
+    return (f"<h3 id='panel-title'>{esc(top['id'])} — {esc(top['operator'])} (gen {esc(top['generation'])})</h3>"
+            f"<div id='panel-meta'>fitness {num(top.get('fitness'))}, S_val {num(top.get('meta_val'))}; "
+            f"parents: {esc(', '.join(top['parent_ids']) or 'none (seed)')}</div><div id='panel-body'>{secs}</div>")
 
-
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:20px;color:#222;background:#fff}
-h1{font-size:22px;margin:0 0 4px} h2{font-size:18px;margin:28px 0 6px;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:13px;margin:4px 0} td,th{border:1px solid #ddd;padding:3px 8px;text-align:left}
-th{background:#f4f4f4} .row{display:flex;gap:24px;flex-wrap:wrap} .ok{color:#2a7d2a;font-weight:bold}
-.warn{color:#b36b00;font-weight:bold} .bad{color:#b22222;font-weight:bold} .lineage{display:flex;gap:12px;align-items:stretch}
-.lineage .graph{flex:1 1 65%;min-width:0;order:1} #prompt-panel{flex:0 0 33%;order:2;border:1px solid #ddd;padding:8px 12px;
-max-height:620px;overflow:auto;background:#fafafa} pre{white-space:pre-wrap;word-wrap:break-word;margin:4px 0;
-font-size:12.5px;background:#fff;border:1px solid #eee;padding:6px} .note{color:#666;font-size:13px}
-#prompt-panel h3{font-size:15px;margin:6px 0} #prompt-panel h4{font-size:13px;margin:10px 0 2px} #panel-meta{font-size:13px;color:#444}
-"""
 
 _CLICK_JS = """
 (function () {
@@ -465,17 +403,6 @@ _CLICK_JS = """
   if (document.readyState === 'complete') { attach(); } else { window.addEventListener('load', attach); }
 })();
 """
-
-
-def _head(title: str) -> str:
-    """The page up to ``<body>``: no network (the CSP), the style sheet, plotly.js inlined; ``title`` escaped."""
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
-<title>{_e(title)}</title>
-<style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
-</head><body>"""
 
 
 def build_report(store: ArchiveStore, run_id: str) -> str:
@@ -512,23 +439,23 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
         "operator-plot": (_operator_figure(stats), 400),
         "lineage-graph": (_lineage_figure(graph), 620),
     }
-    divs = {k: _div(fig, k, h) for k, (fig, h) in figs.items()}
-    op_table = _table(["operator", "children", "improved", "equal", "worse", "unknown", "success rate", "mean Δ fitness"],
-                      [[_e(s["operator"]), _e(s["children"]), _e(s["improved"]), _e(s["equal"]), _e(s["worse"]),
-                        _e(s["unknown"]), _num(s["success_rate"], 2), _num(s["mean_delta"])] for s in stats])
-    rb_html = _table(["id", "time", "outer generation", "details"], [
-        [_e(r["id"]), _e(r["created_at"]), _e(r.get("outer_generation")),
-         _e(json.dumps({k: v for k, v in r.items() if k not in ("id", "created_at", "outer_generation")},
+    divs = {k: plot_div(fig, k, h) for k, (fig, h) in figs.items()}
+    op_table = table(["operator", "children", "improved", "equal", "worse", "unknown", "success rate", "mean Δ fitness"],
+                      [[esc(s["operator"]), esc(s["children"]), esc(s["improved"]), esc(s["equal"]), esc(s["worse"]),
+                        esc(s["unknown"]), num(s["success_rate"], 2), num(s["mean_delta"])] for s in stats])
+    rb_html = table(["id", "time", "outer generation", "details"], [
+        [esc(r["id"]), esc(r["created_at"]), esc(r.get("outer_generation")),
+         esc(json.dumps({k: v for k, v in r.items() if k not in ("id", "created_at", "outer_generation")},
                        ensure_ascii=False, default=str))] for r in rbs]) if rbs else "<p class='note'>No rollback events.</p>"
     lineage_note = "" if graph is None else (
-        f"<p class='note'>{len(graph['nodes'])} nodes; seeds reached: {_e(', '.join(graph['seeds']) or 'none')}"
+        f"<p class='note'>{len(graph['nodes'])} nodes; seeds reached: {esc(', '.join(graph['seeds']) or 'none')}"
         f"{'' if graph['reaches_seeds'] else ' (some paths end at policies that were never archived)'}. "
         "Grey open circles are intermediate children that were varied again before evaluation and so were "
         "never archived; a dotted edge links one to its root seed.</p>")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""{_head(f"EvoTrainer report — {run_id}")}
-<h1>EvoTrainer run {_e(run_id)}</h1>
-<p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · scores are higher-is-better.</p>
+    return f"""{page_head(f"EvoTrainer report — {run_id}")}
+<h1>EvoTrainer run {esc(run_id)}</h1>
+<p class="note">Archive {esc(store.path)} · report generated {esc(generated)} · scores are higher-is-better.</p>
 {_summary_html(ov)}
 <h2 id="generalisation">Generalisation: final best vs best seed</h2>{_generalisation_html(gen, gen_problem)}
 <h2 id="transfer">Transfer: items no selection used</h2>{_transfer_html(transfer, transfer_problem)}
@@ -543,7 +470,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 <!-- the panel comes first in the page so that the graph measures its final width when plotly draws it -->
 <div class="lineage"><div id="prompt-panel">{_panel_html(graph)}</div><div class="graph">{divs["lineage-graph"]}</div></div>
 <h2 id="rollbacks">Rollback events</h2>{rb_html}
-<script type="application/json" id="lineage-data">{_script_json(_lineage_data(graph))}</script>
+<script type="application/json" id="lineage-data">{script_json(_lineage_data(graph))}</script>
 <script type="text/javascript">{_CLICK_JS}</script>
 </body></html>
 """
@@ -552,10 +479,7 @@ def build_report(store: ArchiveStore, run_id: str) -> str:
 def write_report(store: ArchiveStore, run_id: str, out: str | Path,
                  build: Callable[[ArchiveStore, str], str] | None = None) -> Path:
     """Write :func:`build_report` (or ``build``, e.g. the self-evolution report) to ``out`` (a file path chosen
-    by the user; parent folders created).
-
-    Atomic (:func:`evotrainer.atomic.write_text_atomic`): the document goes to a temporary file in the
-    same folder, then replaces ``out``, so a browser reloading the report of a running run never reads half a file.
+    by the user; parent folders created), atomically (:func:`~evotrainer.browse.page.write_page`).
 
     Returns:
         The path written.
@@ -563,11 +487,4 @@ def write_report(store: ArchiveStore, run_id: str, out: str | Path,
     Raises:
         ArchiveError: the file cannot be written, or as :func:`build_report`.
     """
-    path = Path(out)
-    doc = (build or build_report)(store, run_id)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, doc, mode=0o644)  # a report is for reading
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot write the report ({exc})") from None
-    return path
+    return write_page(out, (build or build_report)(store, run_id))

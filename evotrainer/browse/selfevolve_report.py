@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.browse import selfevolve_view
-from evotrainer.browse.report import _div, _e, _empty, _head, _num, _table
+from evotrainer.browse.page import empty_plot, esc, num, page_head, plot_div, table
 
 __all__ = ["SCORES_PLOT_ID", "build_selfevolve_report"]
 
@@ -31,7 +31,7 @@ def _scores_figure(ov: dict[str, Any]) -> go.Figure:
     rounds = ov["rounds"]
     fig = go.Figure()
     if not rounds:
-        return _empty(fig, "no self-evolution round archived yet")
+        return empty_plot(fig, "no self-evolution round archived yet")
     xs = [0, *(r["round"] for r in rounds)]
     dev = [ov["baseline_dev"] if ov["baseline_dev"] is not None else rounds[0]["prev_dev_score"],
            *(r["dev_score"] for r in rounds)]
@@ -39,7 +39,7 @@ def _scores_figure(ov: dict[str, Any]) -> go.Figure:
     fig.add_trace(go.Scatter(x=xs, y=dev, mode="lines+markers", name="dev score", line={"color": "#1f77b4", "width": 3},
                              marker={"size": 11, "color": ["#1f77b4", *(_STATUS_COLOURS.get(r["status"], "#444")
                                                                         for r in rounds)]},
-                             hovertext=["baseline", *(_e(r["status"]) for r in rounds)], hoverinfo="x+y+text"))
+                             hovertext=["baseline", *(esc(r["status"]) for r in rounds)], hoverinfo="x+y+text"))
     if any(v is not None for v in val):
         fig.add_trace(go.Scatter(x=xs, y=val, mode="lines+markers", name="val S_val (meta-validation)",
                                  line={"color": "#9467bd"}, connectgaps=True))
@@ -55,18 +55,18 @@ def _scores_figure(ov: dict[str, Any]) -> go.Figure:
 
 def _summary_html(ov: dict[str, Any]) -> str:
     kv = selfevolve_view.overview_facts(ov)
-    return _table(["", ""], [[_e(k), _num(v)] for k, v in kv])
+    return table(["", ""], [[esc(k), num(v)] for k, v in kv])
 
 
 def _rounds_html(rounds: list[dict[str, Any]]) -> str:
     if not rounds:
         return "<p class='note'>No self-evolution round archived yet.</p>"
-    rows = [[_e(r["round"]), f"<span class='{'ok' if r['status'] == 'kept' else 'warn'}'>{_e(r['status'])}</span>",
-             _e(r["curriculum"]), _e(r["pool_size"]), _e(f"{r['n_added']} (+{r['n_duplicates']} dup.)"),
-             _e(f"{r['n_kept']}/{r['n_samples']}"), _num(r["pass_rate"], 2), _num(r["mean_score"]),
-             f"{_num(r['prev_dev_score'])} → {_num(r['dev_score'])}", _num(r["val_score"]), _e(r["steps"]),
-             _num(r["final_loss"]), _e(r["adapter_path"]), _e(r["note"])] for r in rounds]
-    return _table(["round", "status", "curriculum", "tasks", "added", "passed", "pass rate", "mean judge",
+    rows = [[esc(r["round"]), f"<span class='{'ok' if r['status'] == 'kept' else 'warn'}'>{esc(r['status'])}</span>",
+             esc(r["curriculum"]), esc(r["pool_size"]), esc(f"{r['n_added']} (+{r['n_duplicates']} dup.)"),
+             esc(f"{r['n_kept']}/{r['n_samples']}"), num(r["pass_rate"], 2), num(r["mean_score"]),
+             f"{num(r['prev_dev_score'])} → {num(r['dev_score'])}", num(r["val_score"]), esc(r["steps"]),
+             num(r["final_loss"]), esc(r["adapter_path"]), esc(r["note"])] for r in rounds]
+    return table(["round", "status", "curriculum", "tasks", "added", "passed", "pass rate", "mean judge",
                    "dev score", "val S_val", "steps", "last loss", "adapter", "note"], rows)
 
 
@@ -75,17 +75,17 @@ def _text_cell(text: str | None) -> str:
     if not text:
         return "–"
     head = " ".join(text.split())[:60]
-    return f"<details><summary>{_e(head)}</summary><pre>{_e(text)}</pre></details>"
+    return f"<details><summary>{esc(head)}</summary><pre>{esc(text)}</pre></details>"
 
 
 def _pool_html(store: ArchiveStore, run_id: str) -> str:
     pool = store.selfevolve_pool(run_id)
     if not pool:
         return "<p class='note'>No pool task archived yet.</p>"
-    rows = [[_e(p.round), _e(p.task_id), _e(p.source),
-             _e(", ".join(f"{k}={v:.3g}" for k, v in p.difficulty.items())), _text_cell(p.task_input),
+    rows = [[esc(p.round), esc(p.task_id), esc(p.source),
+             esc(", ".join(f"{k}={v:.3g}" for k, v in p.difficulty.items())), _text_cell(p.task_input),
              _text_cell(p.reference)] for p in pool]
-    return _table(["round added", "task", "source", "difficulty", "input", "reference"], rows)
+    return table(["round added", "task", "source", "difficulty", "input", "reference"], rows)
 
 
 def _samples_html(store: ArchiveStore, run_id: str) -> str:
@@ -95,14 +95,14 @@ def _samples_html(store: ArchiveStore, run_id: str) -> str:
     parts = []
     for rnd in sorted({s.round for s in samples}):
         mine = [s for s in samples if s.round == rnd]
-        rows = [[_e(s.task_id), _e(s.index), _num(s.score), _num(s.rule),
-                 _e(", ".join("–" if g is None else f"{g:g}" for g in s.grades)),
-                 "<span class='ok'>yes</span>" if s.passed else "no", _e(s.degenerate), _e(s.error),
+        rows = [[esc(s.task_id), esc(s.index), num(s.score), num(s.rule),
+                 esc(", ".join("–" if g is None else f"{g:g}" for g in s.grades)),
+                 "<span class='ok'>yes</span>" if s.passed else "no", esc(s.degenerate), esc(s.error),
                  _text_cell(s.output)] for s in mine]
-        table = _table(["task", "sample", "judge score", "rule", "model grades", "passed", "degenerate", "error",
-                        "output"], rows)
-        parts.append(f"<details><summary>round {_e(rnd)}: {len(mine)} samples, "
-                     f"{sum(s.passed for s in mine)} passed</summary>{table}</details>")
+        shown = table(["task", "sample", "judge score", "rule", "model grades", "passed", "degenerate", "error",
+                       "output"], rows)
+        parts.append(f"<details><summary>round {esc(rnd)}: {len(mine)} samples, "
+                     f"{sum(s.passed for s in mine)} passed</summary>{shown}</details>")
     return "".join(parts)
 
 
@@ -113,11 +113,11 @@ def build_selfevolve_report(store: ArchiveStore, run_id: str) -> str:
         ArchiveError: unknown run, or an unreadable archive.
     """
     ov = selfevolve_view.selfevolve_overview(store, store.get_run(run_id))
-    plot = _div(_scores_figure(ov), SCORES_PLOT_ID, 420)
+    plot = plot_div(_scores_figure(ov), SCORES_PLOT_ID, 420)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""{_head(f"EvoTrainer self-evolution report — {run_id}")}
-<h1>EvoTrainer self-evolution run {_e(run_id)}</h1>
-<p class="note">Archive {_e(store.path)} · report generated {_e(generated)} · mode=selfevolve: one policy's LoRA
+    return f"""{page_head(f"EvoTrainer self-evolution report — {run_id}")}
+<h1>EvoTrainer self-evolution run {esc(run_id)}</h1>
+<p class="note">Archive {esc(store.path)} · report generated {esc(generated)} · mode=selfevolve: one policy's LoRA
 adapter trained in rounds (no harness, no outer generations) · scores are higher-is-better.</p>
 {_summary_html(ov)}
 <h2 id="rounds">Rounds</h2>{plot}{_rounds_html(ov["rounds"])}

@@ -1,7 +1,8 @@
 """What the archive CLI and the report show of a self-evolution run (``mode=selfevolve``): its rounds, its task
 pool and its judged samples, as JSON-ready dicts read from the ``selfevolve_*`` tables
 (:mod:`evotrainer.archive.selfevolve_store`) and the run's ``setup`` / ``summary`` events
-(:mod:`evotrainer.events.selfevolve`).
+(:mod:`evotrainer.events.selfevolve`), and the console tables ``show`` and ``harness`` print of it (model-written
+text through :func:`~evotrainer.browse.textsafe.terminal_safe`).
 
 A self-evolution run trains one policy's LoRA adapter round by round; it has no harness candidates, no outer
 generations and no races, so ``show``, ``harness``, ``trajectories`` and ``report`` switch to these views when
@@ -14,12 +15,19 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
 from evotrainer.archive.schema import RunInfo
 from evotrainer.archive.store import ArchiveStore
+from evotrainer.browse.cli_common import kv_table
+from evotrainer.browse.textsafe import clip, fmt, terminal_safe
 from evotrainer.browse.views import RUNNING_OR_CRASHED
 from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 
-__all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "round_rows", "sample_lines", "selfevolve_overview"]
+__all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "print_overview", "round_rows", "rounds_table",
+           "sample_lines", "selfevolve_overview"]
 
 MODE = "selfevolve"
 """``config["mode"]`` (and the ``mode`` of the setup / summary events) of a self-evolution run."""
@@ -154,3 +162,30 @@ def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None)
             "degenerate": s.degenerate, "passed": s.passed, "error": s.error,
         })
     return out
+
+
+def rounds_table(rounds: list[dict[str, Any]]) -> Table | Text:
+    """One row per round: status, curriculum, tasks and pass rate, judge score, dev score (start -> end),
+    val score (S_val of the candidate), training steps and last loss, adapter folder; a note when none yet."""
+    if not rounds:
+        return Text("no self-evolution round archived yet")
+    t = Table(title="self-evolution rounds (scores in [0, 1], higher is better)", title_justify="left")
+    for col in ("round", "status", "curriculum", "tasks", "passed", "mean judge", "dev score", "val S_val",
+                "steps", "last loss", "adapter", "note"):
+        t.add_column(col, min_width=min(len(col), 6))
+    for r in rounds:
+        t.add_row(str(r["round"]), Text(terminal_safe(r["status"]), style="green" if r["status"] == "kept" else
+                                        "yellow"),
+                  Text(terminal_safe(r["curriculum"])), str(r["pool_size"]),
+                  f"{r['n_kept']}/{r['n_samples']} ({r['pass_rate']:.0%})", fmt(r["mean_score"], 3),
+                  f"{fmt(r['prev_dev_score'], 3)} -> {fmt(r['dev_score'], 3)}", fmt(r["val_score"], 3),
+                  fmt(r["steps"]), fmt(r["final_loss"], 3), Text(fmt(r["adapter_path"])),
+                  Text(clip(r["note"] or "", 60)))
+    return t
+
+
+def print_overview(console: Console, ov: dict[str, Any]) -> None:
+    """``show`` of a self-evolution run: its facts, its rounds, and the pool and samples counted."""
+    console.print(kv_table(f"self-evolution run {terminal_safe(ov['run_id'])}", overview_facts(ov)))
+    console.print(rounds_table(ov["rounds"]))
+    console.print(Text("every judged sample with its task: `trajectories`; plots and the pool: `report`"))

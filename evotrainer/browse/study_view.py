@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 from rich.console import Console
 from rich.text import Text
@@ -25,8 +24,8 @@ from rich.text import Text
 from evotrainer.archive.locate import find_archives
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
-from evotrainer.atomic import write_text_atomic
-from evotrainer.browse.report import _CSS, _div, _e, _table
+from evotrainer.browse.page import esc, page_head, plot_div, write_page
+from evotrainer.browse.page import table as html_table
 from evotrainer.browse.textsafe import clip, terminal_safe
 from evotrainer.browse.views import run_generalisation
 from evotrainer.errors import ArchiveError, EvoTrainerError
@@ -177,7 +176,7 @@ def _html_cell(c: Any) -> str:
     if c is None:
         return "–"
     cls = "ok" if c.diff.low > 0 else "bad" if c.diff.high < 0 else ""
-    text = _e(format_diff(c.diff))
+    text = esc(format_diff(c.diff))
     return f"<span class='{cls}'>{text}</span>" if cls else text
 
 
@@ -187,7 +186,7 @@ def _figure(table: StudyTable) -> go.Figure:
     fig = make_subplots(rows=1, cols=2, column_widths=[0.65, 0.35], horizontal_spacing=0.18,
                         subplot_titles=("pooled difference [interval] (S_val; > 0: the first one scores higher)",
                                         "rollouts per arm (budget dashed)"))
-    labels = [_e(r.label) for r in table.rows][::-1]
+    labels = [esc(r.label) for r in table.rows][::-1]
     for name, attr, color, shift in (("held-out items", "heldout", "#1f77b4", 0.12),
                                      ("transfer items", "transfer", "#ff7f0e", -0.12)):
         rows = [(i, getattr(r, attr)) for i, r in enumerate(table.rows[::-1]) if getattr(r, attr) is not None]
@@ -196,14 +195,14 @@ def _figure(table: StudyTable) -> go.Figure:
             marker={"color": color, "size": 9},
             error_x={"type": "data", "symmetric": False, "array": [c.diff.high - c.diff.mean for _, c in rows],
                      "arrayminus": [c.diff.mean - c.diff.low for _, c in rows]},
-            hovertext=[f"{labels[i]}: {_e(format_diff(c.diff))}, W/L/T {c.wins}/{c.losses}/{c.ties}"
+            hovertext=[f"{labels[i]}: {esc(format_diff(c.diff))}, W/L/T {c.wins}/{c.losses}/{c.ties}"
                        for i, c in rows], hoverinfo="text"), row=1, col=1)
     fig.add_vline(x=0, line_dash="dot", line_color="#888", row=1, col=1)
     fig.update_yaxes(tickvals=list(range(len(labels))), ticktext=labels, row=1, col=1)
     arm_rows: list[StudyRow] = [r for r in table.rows if r.kind == "arm"]
     means = [sum(r.rollouts) / len(r.rollouts) if r.rollouts else 0.0 for r in arm_rows]
     fig.add_trace(go.Bar(
-        x=[_e(r.arm) for r in arm_rows], y=means, name="rollouts", marker_color="#2ca02c", showlegend=False,
+        x=[esc(r.arm) for r in arm_rows], y=means, name="rollouts", marker_color="#2ca02c", showlegend=False,
         error_y={"type": "data", "symmetric": False,
                  "array": [max(r.rollouts, default=0) - m for r, m in zip(arm_rows, means, strict=True)],
                  "arrayminus": [m - min(r.rollouts, default=0) for r, m in zip(arm_rows, means, strict=True)]}),
@@ -218,31 +217,25 @@ def study_html(table: StudyTable, sources: Sequence[str] = ()) -> str:
     pct = f"{round(table.level * 100)}% CI"
     rows = []
     for r in table.rows:
-        rollouts = "–" if r.kind != "arm" else _e(", ".join(f"{n:,}" for n in r.rollouts))
-        budgets = "–" if r.kind != "arm" else _e(", ".join("none" if b is None else f"{b:,}" for b in r.budgets))
-        mins = "–" if r.kind != "arm" else _e(", ".join("?" if s is None else f"{s / 60:.1f}" for s in r.seconds))
-        rows.append([_e(r.label), _e(",".join(map(str, r.seeds)) or "–"), _html_cell(r.heldout),
-                     _e(_wlt(r.heldout)), _html_cell(r.transfer), _e(_wlt(r.transfer)), _html_cell(r.transfer_plain),
-                     rollouts, budgets, mins])
+        rollouts = "–" if r.kind != "arm" else esc(", ".join(f"{n:,}" for n in r.rollouts))
+        budgets = "–" if r.kind != "arm" else esc(", ".join("none" if b is None else f"{b:,}" for b in r.budgets))
+        minutes = "–" if r.kind != "arm" else esc(", ".join("?" if s is None else f"{s / 60:.1f}" for s in r.seconds))
+        rows.append([esc(r.label), esc(",".join(map(str, r.seeds)) or "–"), _html_cell(r.heldout),
+                     esc(_wlt(r.heldout)), _html_cell(r.transfer), esc(_wlt(r.transfer)), _html_cell(r.transfer_plain),
+                     rollouts, budgets, minutes])
     headers = ["comparison", "seeds", f"held-out Δ [{pct}]", "W/L/T", f"transfer Δ [{pct}]", "W/L/T",
                "transfer: final best − plain", "rollouts per seed", "budget", "wall time per seed (min)"]
-    notes = "".join(f"<p class='note'>{_e(line)}</p>" for line in study_notes(table))
-    where = "".join(f"<li>{_e(s)}</li>" for s in sources)
+    notes = "".join(f"<p class='note'>{esc(line)}</p>" for line in study_notes(table))
+    where = "".join(f"<li>{esc(s)}</li>" for s in sources)
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline' 'unsafe-eval'; style-src 'unsafe-inline'; img-src data: blob:; font-src data:">
-<title>EvoTrainer ablation study</title>
-<style>{_CSS}</style>
-<script type="text/javascript">{get_plotlyjs()}</script>
-</head><body>
+    return f"""{page_head("EvoTrainer ablation study")}
 <h1>EvoTrainer ablation study</h1>
-<p class="note">Report generated {_e(generated)} · {table.runs} run(s) · differences in S_val, higher is better,
+<p class="note">Report generated {esc(generated)} · {table.runs} run(s) · differences in S_val, higher is better,
 pooled over seeds by a cluster bootstrap over items (each item's difference averaged over the seeds, items
 resampled) · an arm row is that arm's final best − its best seed; an arm − arm row compares the two arms' final
 bests on the same items, seed by seed.</p>
-{_table(headers, rows)}{notes}
-<h2 id="study-plot">Pooled differences and rollouts</h2>{_div(_figure(table), "study-plot", 460)}
+{html_table(headers, rows)}{notes}
+<h2 id="study-plot">Pooled differences and rollouts</h2>{plot_div(_figure(table), "study-plot", 460)}
 <details><summary>sources</summary><ul>{where}</ul></details>
 </body></html>
 """
@@ -253,15 +246,9 @@ def _wlt(c: Any) -> str:
 
 
 def write_study_report(table: StudyTable, out: str | Path, sources: Sequence[str] = ()) -> Path:
-    """Write :func:`study_html` to ``out`` atomically (parent folders created).
+    """Write :func:`study_html` to ``out`` atomically (parent folders created; :func:`~evotrainer.browse.page.write_page`).
 
     Raises:
         ArchiveError: the file cannot be written.
     """
-    path = Path(out)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, study_html(table, sources), mode=0o644)
-    except OSError as exc:
-        raise ArchiveError(f"{path}: cannot write the study report ({exc})") from None
-    return path
+    return write_page(out, study_html(table, sources), "study report")

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer.browse.textsafe import clip, fmt, terminal_safe
+from evotrainer.browse.transfer_view import diff_cell
 from evotrainer.errors import ArchiveError
 from evotrainer.sweep_index import INDEX_NAME, find_index, read_index
 
@@ -79,13 +80,6 @@ def sweep_status(folder: str | Path) -> dict[str, Any] | None:
     return {k: doc.get(k) for k in ("status", "planned_jobs", "started", "ended", "launcher", "error")}
 
 
-def _diff(d: Any) -> Text:
-    if not isinstance(d, dict) or not all(isinstance(d.get(k), (int, float)) for k in ("mean", "low", "high")):
-        return Text("–")
-    style = "green" if d["low"] > 0 else "red" if d["high"] < 0 else ""
-    return Text(f"{d['mean']:+.4f} [{d['low']:+.3f}, {d['high']:+.3f}]", style=style)
-
-
 def render_jobs(rows: Sequence[dict[str, Any]]) -> Table:
     """A rich table of :func:`index_jobs` rows: job, folder, overrides, status, final S_val, best seed
     S_val, held-out difference [95% CI of the run], held."""
@@ -110,6 +104,6 @@ def render_jobs(rows: Sequence[dict[str, Any]]) -> Table:
             held, style = held_words.get(r.get("held"), ("undecided", "yellow"))
         table.add_row(str(r.get("num", "?")), Text(terminal_safe(folder)),
                       Text(clip(" ".join(r.get("distinct") or r.get("overrides") or []), 80)), cell,
-                      Text(fmt(r.get("s_val"))), Text(fmt(r.get("initial_s_val"))), _diff(r.get("heldout_diff")),
+                      Text(fmt(r.get("s_val"))), Text(fmt(r.get("initial_s_val"))), diff_cell(r.get("heldout_diff")),
                       Text(held, style=style))
     return table

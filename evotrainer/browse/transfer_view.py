@@ -53,10 +53,10 @@ def render_table(r: TransferReport, caption: str | None = None) -> Table:
 # --- sweeps (``archive sweep``) -------------------------------------------------------------------------
 
 
-def diff_cell(d: Mapping[str, Any] | None) -> Text:
-    """``+0.0136 [-0.001, +0.028]`` from a dict with mean/low/high (green above 0, red below), "–" for None;
-    a dict with ``n == 1`` shows its mean and "(one item: no interval)", unstyled."""
-    if d is None:
+def diff_cell(d: Any) -> Text:
+    """``+0.0136 [-0.001, +0.028]`` from a dict with numbers mean/low/high (green above 0, red below), "–" for
+    anything else; a dict with ``n == 1`` shows its mean and "(one item: no interval)", unstyled."""
+    if not isinstance(d, Mapping) or not all(isinstance(d.get(k), (int, float)) for k in ("mean", "low", "high")):
         return Text("–")
     if d.get("n") == 1:  # one item: its bootstrap bounds equal its mean, which is no interval
         return Text(f"{d['mean']:+.4f} (one item: no interval)")

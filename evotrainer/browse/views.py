@@ -64,8 +64,6 @@ _CONFIG_KEYS: tuple[tuple[str, ...], ...] = (
 """Config entries shown by ``show`` (the whole config is in its ``--json`` output)."""
 
 
-# --- runs ---------------------------------------------------------------------------------------------
-
 
 def pick_run(store: ArchiveStore, run_id: str | None = None) -> RunInfo:
     """The run ``run_id``, or the last run of the file when None.
@@ -148,31 +146,21 @@ def run_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         best_id, best_s = (best[0].id, best[1]) if best else (None, None)
     first = incumbents[0] if incumbents else IncumbentEvent()
     return {
-        "run_id": rid,
-        "seed": run.seed,
-        "created_at": run.created_at,
-        "code_version": run.code_version,
-        "host": run.host,
-        "status": "finished" if summary is not None else RUNNING_OR_CRASHED,
+        "run_id": rid, "seed": run.seed, "created_at": run.created_at, "code_version": run.code_version,
+        "host": run.host, "status": "finished" if summary is not None else RUNNING_OR_CRASHED,
         "stop_reason": (coevo.stop_reason or "finished") if summary is not None else RUNNING_OR_CRASHED,
-        "stop_detail": coevo.stop_detail,
-        "heldout_s_val": coevo.heldout_s_val,
+        "stop_detail": coevo.stop_detail, "heldout_s_val": coevo.heldout_s_val,
         "last_event_at": events[-1].created_at if events else None,
-        "config": _config_summary(run.config),
-        "config_full": run.config,
-        "best_policy_id": best_id,
-        "best_s_val": best_s,
-        "initial_policy_id": first.policy_id,
-        "initial_s_val": first.s_val,
+        "config": _config_summary(run.config), "config_full": run.config,
+        "best_policy_id": best_id, "best_s_val": best_s,
+        "initial_policy_id": first.policy_id, "initial_s_val": first.s_val,
         "policies": len(store.policies(rid)),
         "outer_generations": max((c.outer_generation for c in cands), default=0),
         "incumbents": [{"outer_generation": i.outer_generation, "policy_id": i.policy_id, "s_val": i.s_val,
                         "harness_id": i.harness_id} for i in incumbents],
-        "budget": _budget(evals),
-        "summary_rollouts": coevo.rollouts,
+        "budget": _budget(evals), "summary_rollouts": coevo.rollouts,
         "rollbacks": sum(e.kind == "rollback" for e in events),
-        "usage": _last_phase(events, "usage"),
-        "backends": _last_phase(events, "backend"),
+        "usage": _last_phase(events, "usage"), "backends": _last_phase(events, "backend"),
     }
 
 
@@ -181,8 +169,6 @@ def _last_phase(events: list[EventRow], name: str) -> dict[str, Any] | None:
     found = [e.payload for e in events if e.kind == "phase" and e.payload.get("name") == name]
     return {k: v for k, v in found[-1].items() if k != "name"} if found else None
 
-
-# --- policies -----------------------------------------------------------------------------------------
 
 
 def resolve_policy(store: ArchiveStore, run_id: str, ref: str | None) -> Policy:
@@ -212,18 +198,10 @@ def resolve_policy(store: ArchiveStore, run_id: str, ref: str | None) -> Policy:
 def policy_json(p: Policy) -> dict[str, Any]:
     """A policy as a JSON-ready dict: id, sections (ordered list of ``{name, text}``), prompt (the
     rendered system prompt), prefill (the answer prefill, or None), adapter, decoding, parent_ids, operator, generation, root_id."""
-    return {
-        "id": p.id,
-        "sections": [{"name": k, "text": v} for k, v in p.sections],
-        "prompt": render_system_prompt(p.sections),
-        "prefill": p.section_dict.get(PREFILL_SECTION),
-        "adapter": p.adapter,
-        "decoding": {k: v for k, v in p.decoding},
-        "parent_ids": list(p.parent_ids),
-        "operator": p.operator,
-        "generation": p.generation,
-        "root_id": p.root_id,
-    }
+    return {"id": p.id, "sections": [{"name": k, "text": v} for k, v in p.sections],
+            "prompt": render_system_prompt(p.sections), "prefill": p.section_dict.get(PREFILL_SECTION),
+            "adapter": p.adapter, "decoding": {k: v for k, v in p.decoding}, "parent_ids": list(p.parent_ids),
+            "operator": p.operator, "generation": p.generation, "root_id": p.root_id}
 
 
 def _mean(xs: Iterable[float]) -> float | None:
@@ -234,13 +212,9 @@ def _mean(xs: Iterable[float]) -> float | None:
 def _score_summary(rows: list[EvaluationRow]) -> dict[str, Any]:
     ok = [r for r in rows if r.error is None]
     names = sorted({k for r in ok for k in r.components})
-    return {
-        "n": len(rows),
-        "failed": len(rows) - len(ok),
-        "best": max((r.total for r in ok), default=None),
-        "mean": _mean(r.total for r in ok),
-        "components": {k: _mean(r.components[k] for r in ok if k in r.components) for k in names},
-    }
+    return {"n": len(rows), "failed": len(rows) - len(ok), "best": max((r.total for r in ok), default=None),
+            "mean": _mean(r.total for r in ok),
+            "components": {k: _mean(r.components[k] for r in ok if k in r.components) for k in names}}
 
 
 def policy_detail(store: ArchiveStore, run_id: str, policy: Policy) -> dict[str, Any]:
@@ -303,8 +277,6 @@ def best_policies(store: ArchiveStore, run_id: str, n: int = 10, by: str = "meta
         })
     return out
 
-
-# --- harness, S_val, fitness, rollbacks ----------------------------------------------------------------
 
 
 def _flat_values(values: dict[str, Any]) -> dict[str, float]:
@@ -465,8 +437,6 @@ def operator_stats(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         out.append(s)
     return out
 
-
-# --- lineage ------------------------------------------------------------------------------------------
 
 
 def lineage_graph(store: ArchiveStore, run_id: str, policy_id: str) -> dict[str, Any]:

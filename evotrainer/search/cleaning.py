@@ -1,4 +1,4 @@
-"""Cleaning of mutator output before it becomes a genome section.
+"""Cleaning of mutator output before it becomes a genome section, and the word and sentence helpers of prompt text.
 
 Small instruction-tuned models wrap the text they were asked for in chatter: a "Sure! Here is the
 rewritten section:" preamble, a label ("Rewrite:", "New prompt:"), code fences, quotes, role markers,
@@ -12,7 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-__all__ = ["ECHO_MARKERS", "clean_mutator_text", "content_words", "on_topic_fraction", "word_count"]
+__all__ = [
+    "ECHO_MARKERS", "bullet_prefix", "clean_mutator_text", "content_words", "join_sentences", "normalize_sentence",
+    "on_topic_fraction", "split_sentences", "word_count",
+]
 
 ECHO_MARKERS: tuple[str, ...] = (
     "output only the",
@@ -84,6 +87,38 @@ _QUOTE_PAIRS = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»", "`":
 def word_count(text: str) -> int:
     """Number of whitespace-separated words in ``text``."""
     return len(text.split())
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split a section into rule sentences: one per line, and lines further at sentence ends.
+
+    Bullet markers stay on their sentence. Empty pieces are dropped.
+    """
+    out: list[str] = []
+    for line in text.splitlines():
+        out.extend(piece.strip() for piece in _SENTENCE_END.split(line.strip()) if piece.strip())
+    return out
+
+
+def join_sentences(sentences: Sequence[str], like: str) -> str:
+    """Join rule sentences the way ``like`` was laid out (one per line if it had line breaks)."""
+    return ("\n" if "\n" in like.strip() else " ").join(sentences)
+
+
+def normalize_sentence(text: str) -> str:
+    """Comparison key of a sentence: bullet marker dropped, lower case, whitespace collapsed."""
+    return " ".join(_BULLET.sub("", text).lower().split())
+
+
+
+def bullet_prefix(sentence: str) -> str:
+    """The bullet marker a sentence starts with ("- ", "1. ", ...), or "" when it has none."""
+    match = _BULLET.match(sentence)
+    return match.group(0) if match else ""
 
 
 _STOPWORD_TEXT = (

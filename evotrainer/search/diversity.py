@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from evotrainer.genome import Policy
-from evotrainer.search.operators import normalize_sentence, split_sentences
+from evotrainer.search.cleaning import normalize_sentence, split_sentences
 
 __all__ = [
     "Vectors",
@@ -36,7 +36,7 @@ def differing_sentences(a: Policy, b: Policy) -> list[tuple[str, str]] | None:
 
     Structural differences (None): other section names or order, another number of sentences in some
     section, other decoding genes, another adapter. Otherwise sentences are aligned by position within
-    each section and the pairs that differ after :func:`~evotrainer.search.operators.normalize_sentence`
+    each section and the pairs that differ after :func:`~evotrainer.search.cleaning.normalize_sentence`
     are returned (``[]``: the same prompt up to bullets, case and spacing).
     """
     if a.adapter != b.adapter or dict(a.decoding) != dict(b.decoding):

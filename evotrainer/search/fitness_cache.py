@@ -79,11 +79,6 @@ class FitnessCache(Generic[V]):
         self.hits = 0
         self.misses = 0
 
-    @staticmethod
-    def make_key(kind: str, genome_hash: str, batch_id: str, settings: str) -> CacheKey:
-        """The key of one (kind, genome, batch, settings) result."""
-        return CacheKey(kind, genome_hash, batch_id, settings)
-
     def get(self, key: CacheKey) -> V | None:
         """The stored result, or None (counted as a miss)."""
         value = self._store.get(key)
@@ -97,12 +92,5 @@ class FitnessCache(Generic[V]):
         """Store ``value`` under ``key`` (replacing any earlier one)."""
         self._store[key] = value
 
-    def __contains__(self, key: object) -> bool:
-        return key in self._store
-
     def __len__(self) -> int:
         return len(self._store)
-
-    def clear(self) -> None:
-        """Drop every entry (counters kept)."""
-        self._store.clear()

@@ -3,10 +3,8 @@
 :class:`InnerConfig` is registered in Hydra's ConfigStore through :class:`evotrainer.config.Config` (its
 ``inner`` field), so every setting below is a YAML key (``inner.<field>``) with one default; the loop
 (:func:`~evotrainer.search.inner_loop.run_inner_loop`), the toolbox
-(:func:`~evotrainer.search.toolbox.build_toolbox`) and the objective receive this same object. Where the
-Hydra schema and the loop's former own config disagreed, the value a default YAML run used is kept
-(``lead_offspring = 2``; ``population_size >= 2`` and ``elites < population_size``, checked before any
-run); see :meth:`InnerConfig.validate`.
+(:func:`~evotrainer.search.toolbox.build_toolbox`) and the objective receive this same object, checked by
+:meth:`InnerConfig.validate`.
 """
 
 from __future__ import annotations
@@ -24,7 +22,7 @@ from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilyTexts
 if TYPE_CHECKING:
     from evotrainer.search.mutation_prompts import MutationStyle
 
-__all__ = ["InnerConfig", "InnerLoopConfig"]
+__all__ = ["InnerConfig"]
 
 _PROBABILITIES = ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "reflective_share",
                   "phrase_mutation_share", "decoding_mutation_share", "exemplar_mutation_share",
@@ -83,9 +81,8 @@ class InnerConfig:
             exemplar built from the generated task batch, in [0, 1]; needs exemplars.
         prefill_mutation_share: share of the model-free mutations that add, swap or drop the answer
             prefill, in [0, 1]. The four model-free shares sum to <= 1; the rest are structural edits.
-            Defaults (decoding 0.05, prefill 0.25; 0.15 each before) follow the operator statistics of the
-            default job's seeds 0-2: prefill children beat their parents 7 times in 10, decoding 2 in 14
-            (README, "Seeds").
+            Defaults (decoding 0.05, prefill 0.25) follow the operator statistics of the default job's seeds
+            0-2: prefill children beat their parents 7 times in 10, decoding 2 in 14 (README, "Seeds").
         adapter_mutation_share: share of *all* mutations that mutate the adapter gene (Lamarckian fine-tune
             or noise), in [0, 1], taken before the LLM and model-free shares (which split the rest); needs
             an adapter workshop (without one it counts as 0). 0 keeps the search prompt-only.
@@ -360,10 +357,6 @@ class InnerConfig:
     def genes(self) -> tuple[DecodingGene, ...]:
         """The decoding genes the decoding mutation uses (``decoding_genes``, else the plain defaults)."""
         return tuple(self.decoding_genes) if self.decoding_genes is not None else DEFAULT_DECODING_GENES
-
-
-InnerLoopConfig = InnerConfig
-"""The same class under the name the search package used before it became the Hydra schema."""
 
 
 def _need(ok: bool, key: str, expected: str, got: Any) -> None:

@@ -1,11 +1,8 @@
 """The inner generation loop: select -> vary -> evaluate the new -> hall of fame -> statistics.
 
-One function, :func:`run_inner_loop`, meant to be read top to bottom (DEAP's own ``eaSimple`` says
-such loops exist to be rewritten; this is ours), in ``eaSimple``'s shape: the caller builds the toolbox
-(:func:`~evotrainer.search.toolbox.build_toolbox`), the loop takes the population, the toolbox, the
-evaluation, its config and the RNG. Helpers below it do the bookkeeping: checking what operators return,
-the one batched mutator call, and evaluation with failures turned into None. What it reports
-(:class:`GenerationReport`, :class:`InnerResult`) lives in :mod:`evotrainer.search.inner_report`.
+One function, :func:`run_inner_loop`, meant to be read top to bottom, in the shape of DEAP's ``eaSimple`` (whose
+docs say such loops exist to be rewritten); the helpers below it check what operators return, make the one
+batched mutator call and turn failed evaluations into None. Its reports: :mod:`evotrainer.search.inner_report`.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from evotrainer.search.inner_report import GenerationReport, InnerResult
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import MutationPlan, validity_problem
 from evotrainer.search.operators_registry import Operator, crossover_probabilities, mutation_probabilities
-from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import GenomeHallOfFame, InnerToolbox
 
 __all__ = ["GenerationReport", "InnerResult", "initial_population", "run_inner_loop"]
@@ -71,11 +67,6 @@ def run_inner_loop(
     lead_tried: Sequence[str] = (),
 ) -> InnerResult:
     """Evolve ``population`` for ``cfg.generations`` generations; fitness is higher-is-better.
-
-    The shape of DEAP's ``eaSimple(population, toolbox, cxpb, mutpb, ngen, ...)``: the caller builds the
-    toolbox (:func:`~evotrainer.search.toolbox.build_toolbox`: the operator registry, selection, the checks,
-    the mutator model, the phrase bank and the batch's feedback, exemplars and adapters); the loop selects,
-    varies through the toolbox's registry, evaluates and keeps the books.
 
     Per generation: the ``cfg.elites`` best distinct genomes pass unchanged; the other
     ``population_size - elites`` slots are filled by tournament selection then variation (pairs crossed
@@ -152,7 +143,7 @@ def run_inner_loop(
     hall_of_fame.update(population, fitness)
     timings = {"select": 0.0, "vary": 0.0, "evaluate": time.perf_counter() - t0}
     record = _record(logbook, start_generation, population, fitness, len(initial), 0, timings, False,
-                     _diversity(population, bank))
+                     population_diversity(population, bank.vectors) if bank is not None else None)
     if on_generation is not None:
         on_generation(GenerationReport(
             start_generation, True, tuple(population), {p.id: fitness[p.id] for p in population},
@@ -162,7 +153,7 @@ def run_inner_loop(
     for gen in range(start_generation + 1, start_generation + cfg.generations + 1):
         # --- select: elites pass unchanged, tournaments pick the parents of the rest ------------
         t0 = time.perf_counter()
-        ranked = _ranked(population, fitness)
+        ranked = sorted(population, key=lambda p: -fitness[p.id])  # best first; ties keep population order
         elites = _distinct_best(ranked, cfg.elites)
         n_offspring = cfg.population_size - len(elites)
         n_lead = min(cfg.lead_offspring, n_offspring) if lead is not None and lead.id in fitness else 0
@@ -218,7 +209,7 @@ def run_inner_loop(
         gen_stats = OperatorStats.from_children(children, child_fitness, _parent_best(offspring, origins, fitness))
         operator_stats = operator_stats.merged(gen_stats)
         record = _record(logbook, gen, population, fitness, len(children), rejected, timings, skipped,
-                         _diversity(population, bank), rejections)
+                         population_diversity(population, bank.vectors) if bank is not None else None, rejections)
         logger.info("gen %d: nevals=%d rejected=%d max=%.4f mean=%.4f", gen, len(children), rejected,
                     record["max"], record["mean"])
         if on_generation is not None:
@@ -232,10 +223,6 @@ def run_inner_loop(
     return InnerResult(tuple(population), dict(fitness), hall_of_fame.items, logbook, best,
                        hall_of_fame.fitness[0], tuple(skipped_generations), operator_stats,
                        tuple(lead_children.values()), tuple(lead_kinds))
-
-
-# -------------------------------------------------------------------------------------------------
-# variation
 
 
 def _mutation_probabilities(cfg: InnerConfig, toolbox: InnerToolbox, stats: OperatorStats) -> dict[str, float]:
@@ -306,7 +293,7 @@ def _vary(
             if i not in plans and rng.random() < op.share(cfg):
                 plan = getattr(toolbox, op.alias)(parents[i], parents[i + 1], rng, gen)
                 if plan is not None:
-                    plans[i] = _checked_plan(plan, op.alias)
+                    plans[i] = _checked(plan, op.alias, MutationPlan)
 
     for i in range(len(slots)):  # mutation
         if i in plans or (i not in forced and rng.random() >= cfg.mut_prob):
@@ -317,9 +304,9 @@ def _vary(
             op = registry[op.fallback]
             result = getattr(toolbox, op.alias)(slots[i], rng, gen)
         if op.output == "plan":
-            plans[i] = _checked_plan(result, op.alias)
+            plans[i] = _checked(result, op.alias, MutationPlan)
         else:
-            slots[i] = _checked_policy(result, op.alias)
+            slots[i] = _checked(result, op.alias, Policy)
             made[slots[i].id] = slots[i]
         varied[i] = True
 
@@ -340,7 +327,7 @@ def _vary(
                 if verdict and verdict.startswith("leak:"):
                     logger.info("rejected a %s answer: %s", plans[i].operator, verdict)
             else:
-                slots[i] = _checked_policy(verdict, "apply_plan")
+                slots[i] = _checked(verdict, "apply_plan", Policy)
                 made[slots[i].id] = slots[i]
 
     offspring: list[Policy] = []
@@ -394,7 +381,7 @@ def _replacement(
 ) -> Policy:
     """A structural mutation of the rejected child, else of its parent, else the parent itself."""
     for source in (child, parent):
-        candidate = _checked_policy(toolbox.mutate(source, rng, gen), "mutate")
+        candidate = _checked(toolbox.mutate(source, rng, gen), "mutate", Policy)
         if _novelty_problem(candidate, toolbox, seen, references) is None:
             return candidate
     return parent
@@ -429,10 +416,6 @@ def _generate(mutator: LLM | None, requests: list) -> tuple[list[tuple[str | Non
             for g in generations], None
 
 
-# -------------------------------------------------------------------------------------------------
-# checks and bookkeeping
-
-
 def _checked_population(population: Sequence[Policy], cfg: InnerConfig) -> list[Policy]:
     if isinstance(population, (str, bytes)) or not isinstance(population, Sequence) or not population:
         raise ConfigError("inner.population: expected a non-empty list of Policy records")
@@ -445,9 +428,10 @@ def _checked_population(population: Sequence[Policy], cfg: InnerConfig) -> list[
     return list(population)
 
 
-def _checked_policy(result: object, op: str) -> Policy:
-    if not isinstance(result, Policy):
-        raise OperatorError(f"operator {op!r} must return a Policy, got {type(result).__name__}")
+def _checked(result: Any, op: str, kind: type) -> Any:
+    """``result`` when operator ``op`` returned a ``kind`` (a Policy or a MutationPlan); OperatorError otherwise."""
+    if not isinstance(result, kind):
+        raise OperatorError(f"operator {op!r} must return a {kind.__name__}, got {type(result).__name__}")
     return result
 
 
@@ -455,12 +439,6 @@ def _checked_pair(result: object, op: str) -> tuple[Policy, Policy]:
     if not (isinstance(result, tuple) and len(result) == 2 and all(isinstance(p, Policy) for p in result)):
         shape = f"tuple of {len(result)}" if isinstance(result, tuple) else type(result).__name__
         raise OperatorError(f"operator {op!r} must return a tuple of two Policy records, got {shape}")
-    return result
-
-
-def _checked_plan(result: object, op: str) -> MutationPlan:
-    if not isinstance(result, MutationPlan):
-        raise OperatorError(f"operator {op!r} must return a MutationPlan, got {type(result).__name__}")
     return result
 
 
@@ -486,15 +464,6 @@ def _evaluate(evaluate: Evaluate, policies: list[Policy]) -> list[float | None]:
     return out
 
 
-def _diversity(population: Sequence[Policy], bank: PhraseBank | None) -> float | None:
-    return population_diversity(population, bank.vectors) if bank is not None else None
-
-
-def _ranked(population: list[Policy], fitness: Mapping[str, float]) -> list[Policy]:
-    """Population sorted by fitness, best first; ties keep population order."""
-    return sorted(population, key=lambda p: -fitness[p.id])
-
-
 def _distinct_best(ranked: list[Policy], k: int) -> list[Policy]:
     out: list[Policy] = []
     genomes: set[str] = set()
@@ -507,18 +476,9 @@ def _distinct_best(ranked: list[Policy], k: int) -> list[Policy]:
     return out
 
 
-def _record(
-    logbook: tools.Logbook,
-    gen: int,
-    population: list[Policy],
-    fitness: Mapping[str, float],
-    nevals: int,
-    rejected: int,
-    timings: Mapping[str, float],
-    skipped: bool,
-    diversity: float | None,
-    rejections: Sequence[str] = (),
-) -> dict[str, Any]:
+def _record(logbook: tools.Logbook, gen: int, population: list[Policy], fitness: Mapping[str, float], nevals: int,
+            rejected: int, timings: Mapping[str, float], skipped: bool, diversity: float | None,
+            rejections: Sequence[str] = ()) -> dict[str, Any]:
     """Log one logbook record; ``rejections`` (not a logbook column) joins the record as one string,
     ``"reason xN | ..."``, so the archive keeps why children were rejected."""
     values = np.array([fitness[p.id] for p in population], dtype=float)

@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 
 from evotrainer.search.cleaning import content_words
 
-__all__ = ["LeakGuard", "Leaks", "leaked_terms"]
+__all__ = ["LeakGuard", "Leaks"]
 
 _WORD = re.compile(r"[A-Za-z0-9]+(?:['’][A-Za-z0-9]+)*")
 _NUMBER = re.compile(r"[A-Za-z0-9]*\d[A-Za-z0-9]*(?:[.,:/-][A-Za-z0-9]+)*%?")
@@ -69,17 +69,14 @@ class Leaks:
         """All leaked terms: names, then numbers, then phrases."""
         return self.names + self.numbers + self.phrases
 
-    def reason(self, max_terms: int = 4) -> str:
-        """A short archive reason, e.g. ``leak: names 'Priya', 'Jarrah'; numbers 'Q3'`` ("" when empty).
-
-        Args:
-            max_terms: at most this many terms quoted per kind, >= 1; the rest are counted ("+2 more").
-        """
+    def reason(self) -> str:
+        """A short archive reason, e.g. ``leak: names 'Priya', 'Jarrah'; numbers 'Q3'`` ("" when empty); at most 4
+        terms are quoted per kind, the rest counted ("+2 more")."""
         parts = []
         for kind, terms in (("names", self.names), ("numbers", self.numbers), ("phrases", self.phrases)):
             if terms:
-                shown = ", ".join(repr(t) for t in terms[:max_terms])
-                more = f" +{len(terms) - max_terms} more" if len(terms) > max_terms else ""
+                shown = ", ".join(repr(t) for t in terms[:4])
+                more = f" +{len(terms) - 4} more" if len(terms) > 4 else ""
                 parts.append(f"{kind} {shown}{more}")
         return "leak: " + "; ".join(parts) if parts else ""
 
@@ -242,32 +239,3 @@ class LeakGuard:
             spans[text[matches[i].start():matches[j].end()]] = None
             i = j + 1
         return tuple(spans)
-
-
-def leaked_terms(
-    text: str,
-    training_texts: Iterable[str],
-    allowed_texts: Iterable[str] = (),
-    *,
-    vocabulary: Collection[str] = frozenset(),
-    phrase_words: int = 4,
-) -> Leaks:
-    """Names, numbers and phrases of ``text`` found in ``training_texts`` and not in ``allowed_texts``.
-
-    One-shot form of :class:`LeakGuard` (which profiles the training texts once for many answers);
-    the definitions are in the module doc.
-
-    Args:
-        text: the mutator answer.
-        training_texts: the training texts (task inputs, outputs shown to the mutator).
-        allowed_texts: parent prompt, seed prompts, task hint, mutation instruction.
-        vocabulary: extra allowed words (lower case).
-        phrase_words: shortest leaked word run, >= 2.
-
-    Returns:
-        The leaks; falsy when there are none (``.terms`` lists them all, ``.reason()`` for archives).
-
-    Raises:
-        ValueError: ``phrase_words`` < 2.
-    """
-    return LeakGuard(training_texts, allowed_texts, vocabulary=vocabulary, phrase_words=phrase_words)(text)

@@ -86,10 +86,10 @@ def section_kind(section: str | None) -> str:
     return SECTION_KINDS.get(section, f"the {section.replace('_', ' ')} part of the AI's instructions")
 
 
-def word_limit(*texts: str, growth: float = 2.0, floor: int = 30) -> int:
-    """The word limit a chat states: ``max(growth * longest text's words, floor)``, >= 1."""
+def word_limit(*texts: str, growth: float = 2.0) -> int:
+    """The word limit a chat states: ``max(growth * longest text's words, 30)``."""
     longest = max((len(t.split()) for t in texts), default=0)
-    return max(int(growth * longest), floor, 1)
+    return max(int(growth * longest), 30)
 
 
 def styles_for(section: str, styles: tuple[MutationStyle, ...]) -> tuple[MutationStyle, ...]:

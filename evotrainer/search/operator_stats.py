@@ -111,19 +111,10 @@ def _add(a: Mapping[str, tuple[int, int]], b: Mapping[str, tuple[int, int]]) -> 
     return dict(sorted(out.items()))
 
 
-def format_operator_stats(stats: OperatorStats, *, detail: bool = False) -> list[tuple[str, int, int, float]]:
-    """Rows for a run summary: ``(operator, tried, improved, improved / tried)``.
-
-    Args:
-        stats: the record.
-        detail: rows per full operator name instead of per kind.
-
-    Returns:
-        Rows sorted by tried (descending), then name; operators never tried are absent. The rate is in
-        [0, 1], higher is better.
-    """
-    table = stats.detail if detail else stats.counts
-    rows = [(name, tried, improved, improved / tried) for name, (tried, improved) in table.items() if tried]
+def format_operator_stats(stats: OperatorStats) -> list[tuple[str, int, int, float]]:
+    """Rows for a run summary, one per operator kind: ``(kind, tried, improved, improved / tried)``, sorted by tried
+    (descending), then name; kinds never tried are absent. The rate is in [0, 1], higher is better."""
+    rows = [(name, tried, improved, improved / tried) for name, (tried, improved) in stats.counts.items() if tried]
     return sorted(rows, key=lambda r: (-r[1], r[0]))
 
 

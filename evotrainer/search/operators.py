@@ -6,25 +6,30 @@ returns new policies made with :meth:`Policy.child` (parent ids, operator name a
 Operator names are ``kind`` or ``kind/detail`` (e.g. ``mut_structural/drop``,
 ``mut_llm_rewrite/stricter``); ``operator.split("/")[0]`` gives the kind.
 
-LLM operators run in two phases so that a whole generation's model calls go out in one batch (batched
-generation is ~5x faster per token on CPU): ``*_plan`` picks what to change and builds the
-:class:`~evotrainer.backends.base.GenerationRequest`; the loop sends all plans' requests in one
-``mutator.generate`` call; :func:`judge_rewrite` turns each returned text into a child, or into the reason
-it was rejected (:func:`apply_rewrite`: the child or None).
+LLM operators run in two phases so that a whole generation's model calls go out in one batch: ``*_plan`` picks
+what to change and builds the :class:`~evotrainer.backends.base.GenerationRequest`; the loop sends all plans'
+requests in one ``mutator.generate`` call; :func:`judge_rewrite` turns each returned text into a child, or into
+the reason it was rejected.
 """
 
 from __future__ import annotations
 
 import math
 import random
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.genome import PREFILL_SECTION, REQUIRED_SECTIONS, Policy, instruction_sections
-from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction, word_count
+from evotrainer.search.cleaning import (
+    bullet_prefix,
+    clean_mutator_text,
+    join_sentences,
+    normalize_sentence,
+    on_topic_fraction,
+    split_sentences,
+    word_count,
+)
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import (
     NEUTRAL_STYLES,
@@ -40,28 +45,20 @@ __all__ = [
     "MUTATOR_PARAMS",
     "MutationPlan",
     "align_sections",
-    "apply_rewrite",
-    "bullet_prefix",
     "cx_llm_merge_plan",
     "cx_sections",
     "is_valid",
-    "join_sentences",
     "judge_rewrite",
     "mut_llm_rewrite_plan",
     "mut_structural",
-    "normalize_sentence",
+    "seeded",
     "sel_tournament",
-    "split_sentences",
     "validity_problem",
 ]
 
 MUTATOR_PARAMS = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=96, no_repeat_ngram_size=4)
 """Default mutator decoding: sampled (diverse rewrites), each plan with its own seed drawn from the
 loop's rng, so a rewrite depends only on the request and not on the rest of the batch."""
-
-
-# ---------------------------------------------------------------------------------------------------
-# validity
 
 
 def validity_problem(
@@ -121,10 +118,6 @@ def is_valid(
     return validity_problem(policy, required_sections, max_words, may_be_empty) is None
 
 
-# ---------------------------------------------------------------------------------------------------
-# selection
-
-
 def sel_tournament(
     population: Sequence[Policy], fitness: Sequence[float], k: int, rng: random.Random, tournsize: int
 ) -> list[Policy]:
@@ -150,10 +143,6 @@ def sel_tournament(
         best = max(aspirants, key=lambda i: fitness[i])  # max keeps the first of equal keys
         chosen.append(population[best])
     return chosen
-
-
-# ---------------------------------------------------------------------------------------------------
-# crossover without a model
 
 
 def align_sections(
@@ -260,44 +249,6 @@ def _cross_decoding(
                     dst.pop(name, None)
     return tuple(sorted(out1.items())), tuple(sorted(out2.items()))
 
-
-# ---------------------------------------------------------------------------------------------------
-# structural mutation without a model
-
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Split a section into rule sentences: one per line, and lines further at sentence ends.
-
-    Bullet markers stay on their sentence. Empty pieces are dropped.
-    """
-    out: list[str] = []
-    for line in text.splitlines():
-        out.extend(piece.strip() for piece in _SENTENCE_END.split(line.strip()) if piece.strip())
-    return out
-
-
-def join_sentences(sentences: Sequence[str], like: str) -> str:
-    """Join rule sentences the way ``like`` was laid out (one per line if it had line breaks)."""
-    return ("\n" if "\n" in like.strip() else " ").join(sentences)
-
-
-def normalize_sentence(text: str) -> str:
-    """Comparison key of a sentence: bullet marker dropped, lower case, whitespace collapsed."""
-    return " ".join(_BULLET.sub("", text).lower().split())
-
-
-_norm = normalize_sentence
-
-
-def bullet_prefix(sentence: str) -> str:
-    """The bullet marker a sentence starts with ("- ", "1. ", ...), or "" when it has none."""
-    match = _BULLET.match(sentence)
-    return match.group(0) if match else ""
-
-
 def mut_structural(
     parent: Policy,
     rng: random.Random,
@@ -335,8 +286,8 @@ def mut_structural(
         section = rng.choice(candidates)
     text = texts[section]
     sentences = split_sentences(text)
-    present = {_norm(s) for s in sentences}
-    fresh = [p for p in phrase_bank if _norm(p) not in present]
+    present = {normalize_sentence(s) for s in sentences}
+    fresh = [p for p in phrase_bank if normalize_sentence(p) not in present]
     total_words = sum(word_count(t) for t in texts.values())
     kinds = []
     if fresh and any(total_words + word_count(p) <= max_words for p in fresh):
@@ -351,9 +302,9 @@ def mut_structural(
     new = list(sentences)
     if kind == "add":
         phrase = rng.choice([p for p in fresh if total_words + word_count(p) <= max_words])
-        bullet = _BULLET.match(sentences[-1]) if sentences else None
-        if bullet and all(_BULLET.match(s) for s in sentences):
-            phrase = bullet.group(0).lstrip() + phrase
+        bullet = bullet_prefix(sentences[-1]) if sentences else ""
+        if bullet and all(bullet_prefix(s) for s in sentences):
+            phrase = bullet.lstrip() + phrase
         new.insert(rng.randrange(len(new) + 1), phrase)
     elif kind == "drop":
         del new[rng.randrange(len(new))]
@@ -366,10 +317,6 @@ def mut_structural(
     new_text = join_sentences(new, text)
     sections = [(name, new_text if name == section else t) for name, t in parent.sections]
     return parent.child(sections, operator=f"mut_structural/{kind}", generation=generation)
-
-
-# ---------------------------------------------------------------------------------------------------
-# LLM operators, two-phase
 
 
 @dataclass(frozen=True)
@@ -398,7 +345,8 @@ class MutationPlan:
     shown: tuple[str, ...] = ()
 
 
-def _seeded(params: SamplingParams, rng: random.Random) -> SamplingParams:
+def seeded(params: SamplingParams, rng: random.Random) -> SamplingParams:
+    """``params`` with a seed drawn from ``rng`` when it samples (so a rewrite depends only on its request)."""
     return replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
 
 
@@ -426,7 +374,7 @@ def mut_llm_rewrite_plan(
         task_hint: what the policy does ("an AI that ...") for the mutator's system message.
 
     Returns:
-        The plan; turn the mutator's answer into a child with :func:`apply_rewrite`.
+        The plan; turn the mutator's answer into a child with :func:`judge_rewrite`.
     """
     editable = instruction_sections(parent.sections) or list(parent.sections)
     candidates = [name for name, text in editable if text.strip()] or [n for n, _ in editable]
@@ -434,7 +382,7 @@ def mut_llm_rewrite_plan(
     style = rng.choice(styles_for(section, styles))
     messages = build_rewrite_messages(parent.section(section), style.instruction, task_hint=task_hint,
                                       section=section)
-    request = GenerationRequest(messages=messages, params=_seeded(params, rng))
+    request = GenerationRequest(messages=messages, params=seeded(params, rng))
     return MutationPlan(parent, section, f"mut_llm_rewrite/{style.name}", style.instruction, request, generation)
 
 
@@ -468,7 +416,7 @@ def cx_llm_merge_plan(
         return None
     section = rng.choice(candidates)
     messages = build_merge_messages(p1.section(section), t2[section], task_hint=task_hint, section=section)
-    request = GenerationRequest(messages=messages, params=_seeded(params, rng))
+    request = GenerationRequest(messages=messages, params=seeded(params, rng))
     return MutationPlan(p1, section, "cx_llm_merge", "Combine A and B", request, generation, co_parent=p2)
 
 
@@ -519,7 +467,7 @@ def judge_rewrite(
     cleaned = clean_mutator_text(text, max_words=max_words, echo_of=(plan.instruction,))
     if cleaned is None:
         return "unusable answer"
-    if _norm(cleaned) == _norm(old):
+    if normalize_sentence(cleaned) == normalize_sentence(old):
         return "unchanged"
     olds = [old] + ([plan.co_parent.section(plan.section)] if plan.co_parent is not None else [])
     if max_growth is not None and word_count(cleaned) > max(max_growth * max(map(word_count, olds)), 30):
@@ -540,15 +488,3 @@ def judge_rewrite(
     child = plan.parent.child(sections, operator=plan.operator, generation=plan.generation, parents=parents)
     problem = validity_problem(child, required_sections, max_words)
     return child if problem is None else f"invalid: {problem}"
-
-
-def apply_rewrite(plan: MutationPlan, text: str, **checks: Any) -> Policy | None:
-    """The child :func:`judge_rewrite` makes of the answer ``text`` to ``plan``, or None when it is rejected.
-
-    Args:
-        plan: the plan the answer belongs to.
-        text: the mutator's raw answer (untrusted).
-        **checks: the keyword arguments of :func:`judge_rewrite` (``max_words``, ``similarity``, ...).
-    """
-    verdict = judge_rewrite(plan, text, **checks)
-    return verdict if isinstance(verdict, Policy) else None

@@ -9,12 +9,8 @@ from :func:`crossover_probabilities` and calls each drawn record's alias. A regi
 :data:`DEFAULT_REGISTRY` holds the built-in records, and ``DEFAULT_REGISTRY.added(record)`` is a new registry
 for an experiment, passed as ``build_toolbox(cfg, registry=...)`` (no process-wide state to undo).
 
-Adding an operator is one function plus one record: write ``my_op(parent, rng, generation, **kw) ->
-Policy`` (children carry ``operator="<name>/<detail>"``), then append
-``Operator("mut_mine", "mutation", "mutate_mine", my_op, default_share=0.1, bind=...)`` to
-:data:`DEFAULT_OPERATORS` (or, for an experiment, build the toolbox on ``DEFAULT_REGISTRY.added(record)``). Its share comes
-from the config field named by ``share_key`` when it has one, else from ``inner.operator_shares.<name>``,
-else ``default_share``.
+Adding an operator is one function plus one record (docs/adding_an_operator.md). Its share comes from the config
+field named by ``share_key`` when it has one, else from ``inner.operator_shares.<name>``, else ``default_share``.
 
 How shares become probabilities (the pools, in order):
 
@@ -27,8 +23,7 @@ How shares become probabilities (the pools, in order):
 
 An operator whose toolbox alias is missing (its needs unmet) has share 0; the rest operator of a pool takes
 ``1 - the other shares`` of it. Zero probabilities are dropped; the result is normalised (or adapted to
-the operators' success, ``inner.adaptive_operators``). The arithmetic is done in record order, so the
-probabilities (and the loop's random draws) are exactly those of the hand-written formula it replaced.
+the operators' success, ``inner.adaptive_operators``). The arithmetic is done in record order.
 """
 
 from __future__ import annotations

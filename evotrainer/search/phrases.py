@@ -19,8 +19,13 @@ import numpy as np
 from evotrainer.backends.base import Embedder
 from evotrainer.errors import ConfigError
 from evotrainer.genome import Policy, instruction_sections
-from evotrainer.search.cleaning import word_count
-from evotrainer.search.operators import bullet_prefix, join_sentences, normalize_sentence, split_sentences
+from evotrainer.search.cleaning import (
+    bullet_prefix,
+    join_sentences,
+    normalize_sentence,
+    split_sentences,
+    word_count,
+)
 
 __all__ = ["NEGATION_CUES", "PhraseBank", "mut_phrase_substitution", "negation_count", "negation_flipped"]
 
@@ -72,7 +77,7 @@ def negation_flipped(a: str, b: str) -> bool:
 class PhraseBank:
     """Sentences seen in the run's prompts, with their embeddings; append-only and de-duplicated.
 
-    Sentences are keyed by :func:`~evotrainer.search.operators.normalize_sentence` (bullet marker,
+    Sentences are keyed by :func:`~evotrainer.search.cleaning.normalize_sentence` (bullet marker,
     case and spacing ignored) and stored without their bullet marker. Each remembers the section
     names it was seen in. Sentences shorter than ``min_words`` or longer than ``max_words`` words are
     not banked (fragments and run-ons make poor substitutes).

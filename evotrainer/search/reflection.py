@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from evotrainer.backends.base import GenerationRequest, Message, SamplingParams
 from evotrainer.genome import Policy, instruction_sections
 from evotrainer.search.mutation_prompts import build_rewrite_messages
-from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan
+from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan, seeded
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = [
@@ -56,6 +56,9 @@ class TaskFeedback:
 Feedback = Callable[[Policy], "TaskFeedback | None"]
 """The seam: feedback on a policy's worst training task, or None when there is none (not evaluated)."""
 
+_MAX_OUTPUT_CHARS = 500  # the output and the reference shown are each cut to this (prompt cost on CPU)
+
+
 def _level(value: float) -> str:
     """A component's value in words: numbers shown to the mutator were copied into instructions as "score 0.99"."""
     return "very poor" if value < 0.2 else "poor" if value < 0.5 else "fair"
@@ -73,7 +76,6 @@ def build_reflection_messages(
     hints: Mapping[str, str] = NEUTRAL_TEXTS.reflection_hints,
     task_hint: str = NEUTRAL_TEXTS.task_hint,
     output_name: str = NEUTRAL_TEXTS.output_name,
-    max_output_chars: int = 500,
     section: str | None = None,
 ) -> tuple[Message, ...]:
     """The mutator chat: the current section, the failed output, its weak points in words (never numbers), the
@@ -89,17 +91,15 @@ def build_reflection_messages(
         hints: component name -> what it asks for (unknown names are shown with ``_`` as spaces).
         task_hint: what the policy does, completing "an AI that ...".
         output_name: the output after "The AI wrote", determiner included ("this answer").
-        max_output_chars: the output and the reference are each cut to this many characters (prompt cost on
-            CPU), >= 1.
         section: the section's name (shown as its kind), or None.
     """
     weak = "; ".join(hints.get(name, name.replace("_", " ")) + f" ({_level(value)})"
                      for name, value in feedback.low_components) or "the overall result was poor"
-    output = _shorten(feedback.output, max_output_chars)
+    output = _shorten(feedback.output, _MAX_OUTPUT_CHARS)
     context = (f"Following its whole prompt on a practice input, the AI wrote {output_name} (shown only so you can "
                f"see what went wrong; do not rewrite or continue it):\n---\n{output or '(nothing)'}\n---\n"
                f"Weak points: {weak}.")
-    reference = _shorten(feedback.reference, max_output_chars)
+    reference = _shorten(feedback.reference, _MAX_OUTPUT_CHARS)
     if reference:
         context += (f"\nFor contrast, what a good answer on the same input contains (do not copy its names, facts "
                     f"or wording; the instruction must work for any input):\n---\n{reference}\n---")
@@ -122,8 +122,8 @@ def mut_reflective_plan(
     """Plan a reflective rewrite of one section of ``parent`` from its worst training task.
 
     The section is drawn among ``sections`` the parent carries non-empty (else among all its non-empty
-    sections); a sampling seed is drawn from ``rng`` when ``params`` samples. Turn the answer into a child
-    with :func:`~evotrainer.search.operators.apply_rewrite` (same checks as a rewrite).
+    sections); a sampling seed is drawn from ``rng`` when ``params`` samples. The answer is judged as a rewrite's
+    (:func:`~evotrainer.search.operators.judge_rewrite`).
 
     Args:
         parent: the policy to mutate (not modified).
@@ -151,7 +151,6 @@ def mut_reflective_plan(
     section = rng.choice(candidates)
     messages = build_reflection_messages(parent.section(section), info, hints=hints, task_hint=task_hint,
                                          output_name=output_name, section=section)
-    seeded = replace(params, seed=rng.randrange(2**31)) if params.temperature > 0 else params
-    request = GenerationRequest(messages=messages, params=seeded)
+    request = GenerationRequest(messages=messages, params=seeded(params, rng))
     return MutationPlan(parent, section, f"mut_reflective/{section}", "Fix the weak points", request,
                         generation, shown=(info.output, info.reference))

@@ -17,6 +17,7 @@ from evotrainer.backends.base import GenerationRequest, SamplingParams
 from evotrainer.search.cleaning import clean_mutator_text, on_topic_fraction
 from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
+from evotrainer.search.operators import seeded
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
 __all__ = ["StylePlan", "apply_style_mutation", "plan_style_mutation", "style_rates"]
@@ -86,11 +87,8 @@ def plan_style_mutation(
             "Output only the new instruction, one sentence, nothing else.")
     messages = ({"role": "system", "content": "You write short editing instructions. Output only the instruction."},
                 {"role": "user", "content": user})
-    if params.temperature > 0:
-        params = SamplingParams(temperature=params.temperature, top_p=params.top_p,
-                                max_new_tokens=params.max_new_tokens, seed=rng.randrange(2**31))
     base = best.split("~")[0]
-    return StylePlan(worst, best, f"{base}~{generation}", GenerationRequest(messages=messages, params=params))
+    return StylePlan(worst, best, f"{base}~{generation}", GenerationRequest(messages=messages, params=seeded(params, rng)))
 
 
 def apply_style_mutation(

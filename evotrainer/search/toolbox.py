@@ -1,12 +1,9 @@
 """DEAP glue: the toolbox the caller builds for the inner loop, and a hall of fame keyed on genome hash.
 
-The inner loop has DEAP's ``eaSimple`` shape: the caller builds the toolbox (the variation records, the
-selection, the checks and the resources the operators use) and the loop takes the population, the
-toolbox, the evaluation, its config and the RNG. The toolbox is a subclass of DEAP's ``base.Toolbox``
-rather than a dataclass of our own: DEAP's ``register``/``unregister`` stay the way to plug another
-operator in under an alias (the loop checks the shape of what it returns), and the few things the loop
-itself reads besides the aliases (the operator registry, the mutator model, the phrase bank) are typed
-attributes set when it is built, so the registry travels with the toolbox instead of living in a global.
+The toolbox is a subclass of DEAP's ``base.Toolbox``, so DEAP's ``register``/``unregister`` stay the way to plug
+another operator in under an alias; what the loop reads besides the aliases (the operator registry, the mutator
+model, the phrase bank) are typed attributes set when it is built, so the registry travels with the toolbox
+instead of living in a global.
 """
 
 from __future__ import annotations
@@ -19,7 +16,7 @@ from evotrainer.backends.base import LLM
 from evotrainer.genome import Policy
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.diversity import is_near_duplicate
-from evotrainer.search.inner_config import InnerConfig, InnerLoopConfig
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.leakage import LeakGuard
 from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operators import is_valid, judge_rewrite, sel_tournament
@@ -27,7 +24,7 @@ from evotrainer.search.operators_registry import DEFAULT_REGISTRY, OperatorRegis
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.reflection import Feedback
 
-__all__ = ["GenomeHallOfFame", "InnerConfig", "InnerLoopConfig", "InnerToolbox", "build_toolbox"]
+__all__ = ["GenomeHallOfFame", "InnerToolbox", "build_toolbox"]
 
 
 class InnerToolbox(base.Toolbox):
@@ -67,38 +64,21 @@ def build_toolbox(
 ) -> InnerToolbox:
     """The inner loop's toolbox: its operators registered by role, carrying ``registry``, ``mutator`` and ``phrases``.
 
-    Every record of ``registry`` whose needs are met is
-    registered under its alias with its ``bind`` keyword arguments; selection, the answer judge, the
-    validity check and the near-duplicate check are registered here. The built-in aliases and how the
-    loop calls them (``rng``: ``random.Random``; ``gen``: int):
+    Every record of ``registry`` whose needs are met is registered under its alias with its ``bind`` keyword
+    arguments (:data:`~evotrainer.search.operators_registry.DEFAULT_OPERATORS`: ``mate``, ``mutate``,
+    ``plan_rewrite``, ``plan_merge``, ``mutate_decoding``, ``mutate_prefill``, and with their resources
+    ``mutate_phrase``, ``mutate_exemplar``, ``plan_reflect``, ``mutate_adapter``); the loop calls a mutation as
+    ``alias(policy, rng, gen)`` and a crossover as ``alias(p1, p2, rng, gen)``. Registered here:
 
     - ``select(population, fitness, k, rng) -> list[Policy]`` (tournament, ``cfg.tournament_size``)
-    - ``mate(p1, p2, rng, gen) -> (Policy, Policy)`` (:func:`~evotrainer.search.operators.cx_sections`; with ``phrases``, sections
-      with different names are paired by embedding similarity, ``cfg.section_match_cosine``)
-    - ``mutate(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.operators.mut_structural`; also the fallback of rejected
-      LLM children)
-    - ``plan_rewrite(policy, rng, gen) -> MutationPlan`` (:func:`~evotrainer.search.operators.mut_llm_rewrite_plan`)
-    - ``plan_merge(p1, p2, rng, gen) -> MutationPlan | None`` (:func:`~evotrainer.search.operators.cx_llm_merge_plan`)
     - ``apply_plan(plan, text) -> Policy | str`` (:func:`~evotrainer.search.operators.judge_rewrite`: the
-      child, or why the answer was rejected; a plugged-in operator may return None instead of a reason),
-      with a :class:`~evotrainer.search.leakage.LeakGuard` over ``training_texts`` whose allowed texts are
-      ``seed_prompts``, the task hint, the style instructions, ``phrase_bank``, the reward hints and
-      the domain vocabulary (``cfg.texts()``) (each answer's parents and instruction are allowed too)
-    - ``is_valid(policy) -> bool`` (:func:`~evotrainer.search.operators.is_valid` with the config's sections and word budget)
-    - ``mutate_decoding(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.decoding.mut_decoding`, ``cfg.genes``)
-    - ``mutate_prefill(policy, rng, gen) -> Policy`` (:func:`~evotrainer.search.prefill.mut_prefill`)
-    - with ``phrases`` only: ``mutate_phrase(policy, rng, gen) -> Policy``
-      (:func:`~evotrainer.search.phrases.mut_phrase_substitution`, band from ``cfg``) and ``near_duplicate(a, b) -> bool``
-      (:func:`is_near_duplicate`, ``cfg.near_duplicate_cosine``)
-    - with ``exemplars`` only: ``mutate_exemplar(policy, rng, gen) -> Policy``
-      (:func:`~evotrainer.search.exemplars.mut_exemplar_swap`)
-    - with ``feedback`` only: ``plan_reflect(policy, rng, gen) -> MutationPlan | None``
-      (:func:`~evotrainer.search.reflection.mut_reflective_plan`)
-    - with ``adapters`` only: ``mutate_adapter(policy, rng, gen) -> Policy | None``
-      (:func:`~evotrainer.search.adapter_ops.mut_adapter`; None: no passing sample and no adapter, the
-      loop then makes a structural mutation), and ``mate`` wrapped by
-      :func:`~evotrainer.search.adapter_ops.cx_adapter_pair` (children of two adapter-carrying parents
-      carry the merged adapter)
+      child, or why the answer was rejected; a plugged-in one may return None instead of a reason), with a
+      :class:`~evotrainer.search.leakage.LeakGuard` over ``training_texts`` whose allowed texts are
+      ``seed_prompts``, the task hint, the style instructions, ``phrase_bank``, the reward hints and the domain
+      vocabulary (``cfg.texts()``) (each answer's parents and instruction are allowed too)
+    - ``is_valid(policy) -> bool`` (:func:`~evotrainer.search.operators.is_valid`, the config's sections and budget)
+    - with ``phrases`` only: ``near_duplicate(a, b) -> bool`` (:func:`is_near_duplicate`,
+      ``cfg.near_duplicate_cosine``)
 
     Re-register an alias (``toolbox.register("mutate", my_op)``) to plug in another operator; the
     loop checks the shape of whatever it returns and raises ``OperatorError`` naming the alias.

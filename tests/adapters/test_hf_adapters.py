@@ -42,12 +42,12 @@ def test_adapter_changes_outputs_and_unloading_restores_the_base_exactly(
     base = tiny_backend.generate(_reqs(None))
     tuned = tiny_backend.generate(_reqs(adapters[0]))
     assert [g.text for g in tuned] != [g.text for g in base]
-    assert list(tiny_backend.loaded_adapters) == [str(Path(adapters[0]).resolve())]
+    assert list(tiny_backend._adapters) == [str(Path(adapters[0]).resolve())]
     with torch.no_grad():  # adapters are dormant outside generate(): a direct call runs the base model
         assert torch.equal(tiny_backend.model(x).logits, logits)
     assert tiny_backend.generate(_reqs(None)) == base
     tiny_backend.unload_adapters()
-    assert tiny_backend.loaded_adapters == {}
+    assert tiny_backend._adapters == {}
     assert tiny_backend.model.state_dict().keys() == state.keys()
     assert all(torch.equal(v, state[k]) for k, v in tiny_backend.model.state_dict().items())
     with torch.no_grad():
@@ -62,7 +62,7 @@ def test_mixed_adapter_batch_equals_one_policy_at_a_time(tiny_backend: HFBackend
     out = tiny_backend.generate(mixed)
     assert out[:3] == alone[adapters[1]] and out[3:6] == alone[None] and out[6:] == alone[adapters[0]]
     assert alone[adapters[0]] != alone[adapters[1]]
-    names = tiny_backend.loaded_adapters
+    names = {k: e.name for k, e in tiny_backend._adapters.items()}
     assert len(names) == 2 and len(set(names.values())) == 2
     assert tiny_backend.load_adapter(adapters[0]) == names[str(Path(adapters[0]).resolve())]  # one name per folder
 
@@ -79,7 +79,7 @@ def test_unload_one_adapter_and_reload_a_rewritten_folder(
     second = tiny_backend.generate(_reqs(str(folder)))
     assert first != second and second == tiny_backend.generate(_reqs(adapters[1]))
     assert tiny_backend.unload_adapter(folder) and not tiny_backend.unload_adapter(folder)
-    assert str(folder.resolve()) not in tiny_backend.loaded_adapters
+    assert str(folder.resolve()) not in tiny_backend._adapters
 
 
 def test_lru_eviction_keeps_the_cap(tiny_backend: HFBackend, adapters: list[str]) -> None:
@@ -88,7 +88,7 @@ def test_lru_eviction_keeps_the_cap(tiny_backend: HFBackend, adapters: list[str]
     try:
         tiny_backend.generate(_reqs(adapters[0]))
         tiny_backend.generate(_reqs(adapters[1]))
-        assert list(tiny_backend.loaded_adapters) == [str(Path(adapters[1]).resolve())]
+        assert list(tiny_backend._adapters) == [str(Path(adapters[1]).resolve())]
         both = tiny_backend.generate([*_reqs(adapters[0]), *_reqs(adapters[1])])  # a call may exceed the cap
         assert both[:3] == tiny_backend.generate(_reqs(adapters[0]))
     finally:
@@ -103,4 +103,4 @@ def test_bad_adapter_folders_raise_model_error(tiny_backend: HFBackend, tmp_path
     (foreign / "adapter_model.safetensors").write_bytes(b"not safetensors")
     with pytest.raises(ModelError, match="cannot be loaded.*unreadable"):
         tiny_backend.generate([GenerationRequest(CHATS[0], adapter=str(foreign))])
-    assert tiny_backend.loaded_adapters == {} and tiny_backend._peft is None
+    assert tiny_backend._adapters == {} and tiny_backend._peft is None

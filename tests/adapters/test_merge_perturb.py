@@ -119,4 +119,4 @@ def test_bad_operator_inputs_raise(tiny_backend: HFBackend, pair, tmp_path: Path
         cx_adapters(a, other_base, tmp_path / "w")
     with pytest.raises(ModelError, match="another base model"):
         tiny_backend.load_adapter(other_base)
-    assert str(Path(other_base).resolve()) not in tiny_backend.loaded_adapters
+    assert str(Path(other_base).resolve()) not in tiny_backend._adapters

@@ -22,8 +22,8 @@ import pytest
 from evotrainer.backends.embedder import shared_embedder
 from evotrainer.config import PACKAGE_DATA
 from evotrainer.genome import load_population
+from evotrainer.search.cleaning import split_sentences
 from evotrainer.search.inner_config import InnerConfig
-from evotrainer.search.operators import split_sentences
 from evotrainer.tasks.meeting_minutes.matching import PARAPHRASE_THRESHOLD
 
 from tasks.test_mm_matching_aliases import HARD_NEGATIVES, PARAPHRASES, SAME_TOPIC_NEGATIVES  # isort: skip

@@ -22,7 +22,8 @@ import pytest
 
 from evotrainer.archive import ArchiveStore
 from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.hf import HFBackend, save_served_folder
+from evotrainer.backends.converted import save_served_folder
+from evotrainer.backends.hf import HFBackend
 from evotrainer.backends.openai_compat import OpenAIBackend
 from evotrainer.browse.views import run_overview
 from evotrainer.config import PROJECT_ROOT

@@ -6,8 +6,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from evotrainer.backends.base import Generation, GenerationRequest
-from evotrainer.backends.replay import request_hash
+from evotrainer.backends.base import Generation, GenerationRequest, request_hash
 from evotrainer.genome import Policy, render_system_prompt
 
 KEYWORDS = ("owner", "decision", "due date", "facts", "bullet")
@@ -137,3 +136,11 @@ class TableEmbedder:
                 v[8 + stable_hash(text) % (self.dim - 8)] = 1.0
             rows.append(v / np.linalg.norm(v))
         return np.stack(rows) if rows else np.zeros((0, self.dim), dtype=np.float32)
+
+
+def apply_rewrite(plan, text: str, **checks):
+    """The child ``judge_rewrite`` makes of ``text``, or None when it rejects it."""
+    from evotrainer.search.operators import judge_rewrite
+
+    verdict = judge_rewrite(plan, text, **checks)
+    return verdict if isinstance(verdict, Policy) else None

@@ -21,9 +21,10 @@ from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.model_schema import ModelConfig
 from evotrainer.rollout import PassingSampleRecorder, PolicyEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.search.adapter_ops import AdapterWorkshop, cx_adapter_pair, mut_adapter
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operators import cx_sections
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.base import FamilySpec, MetaScore, RewardBreakdown, single_turn_roll_out
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
@@ -224,7 +225,7 @@ def _score(policies: Sequence[Policy]) -> list[float]:
     return [len(render_system_prompt(p.sections)) % 7 / 7 + (0.05 if p.adapter else 0.0) for p in policies]
 
 
-def _loop(cfg: InnerLoopConfig, seed: int = 3, adapters: AdapterWorkshop | None = None):
+def _loop(cfg: InnerConfig, seed: int = 3, adapters: AdapterWorkshop | None = None):
     pop = [_policy(f"s{i}", r) for i, r in enumerate(("Name every owner.", "Keep dates.", "Be brief.", "No chat."))]
     cfg = replace(cfg, generations=3)
     return run_inner_loop(pop, build_toolbox(cfg, adapters=adapters, seed_prompts=pop), _score, cfg,
@@ -232,7 +233,7 @@ def _loop(cfg: InnerLoopConfig, seed: int = 3, adapters: AdapterWorkshop | None 
 
 
 def test_share_zero_keeps_the_prompt_only_search(tmp_path: Path) -> None:
-    cfg = InnerLoopConfig(population_size=4, elites=1, tournament_size=2)
+    cfg = InnerConfig(population_size=4, elites=1, tournament_size=2)
     calls: list[str] = []
     plain, wired = _loop(cfg), _loop(cfg, adapters=_fake_workshop(tmp_path, calls))
     assert [p.id for p in wired.population] == [p.id for p in plain.population]
@@ -241,7 +242,7 @@ def test_share_zero_keeps_the_prompt_only_search(tmp_path: Path) -> None:
 
 
 def test_adapter_mutations_in_the_loop(tmp_path: Path) -> None:
-    cfg = InnerLoopConfig(population_size=4, elites=1, tournament_size=2, cx_prob=0.5, mut_prob=1.0,
+    cfg = InnerConfig(population_size=4, elites=1, tournament_size=2, cx_prob=0.5, mut_prob=1.0,
                           adapter_mutation_share=1.0, adapter_noise_share=0.5)
     calls: list[str] = []
     seen: list[Policy] = []
@@ -261,7 +262,7 @@ def test_adapter_mutations_in_the_loop(tmp_path: Path) -> None:
 
 
 def test_no_passing_sample_falls_back_to_a_structural_mutation(tmp_path: Path) -> None:
-    cfg = InnerLoopConfig(population_size=4, elites=1, tournament_size=2, cx_prob=0.0, mut_prob=1.0,
+    cfg = InnerConfig(population_size=4, elites=1, tournament_size=2, cx_prob=0.0, mut_prob=1.0,
                           adapter_mutation_share=1.0)
     calls: list[str] = []
     result = _loop(cfg, adapters=_fake_workshop(tmp_path, calls, samples=lambda p: []))
@@ -272,7 +273,7 @@ def test_no_passing_sample_falls_back_to_a_structural_mutation(tmp_path: Path) -
 @pytest.mark.parametrize("key", ["adapter_mutation_share", "adapter_noise_share"])
 def test_bad_adapter_shares_name_the_key(key: str) -> None:
     with pytest.raises(ConfigError, match=f"inner.{key}"):
-        InnerLoopConfig(**{key: 1.5}).validate()
+        InnerConfig(**{key: 1.5}).validate()
 
 
 def test_run_config_validates_the_adapter_keys() -> None:

@@ -9,7 +9,6 @@ from evotrainer.config import PACKAGE_DATA, Config, InnerConfig, register_config
 from evotrainer.errors import ConfigError
 from evotrainer.evolve.llm_objective import inner_config
 from evotrainer.search.decoding import DEFAULT_DECODING_GENES, DecodingGene
-from evotrainer.search.inner_config import InnerLoopConfig
 from evotrainer.search.toolbox import build_toolbox
 
 # one override per inner.* key and the value it must arrive as (none of them the default)
@@ -95,7 +94,6 @@ def test_every_inner_key_round_trips_from_a_hydra_override() -> None:
 
 
 def test_one_class_one_default_per_setting() -> None:
-    assert InnerLoopConfig is InnerConfig
     assert Config().inner == InnerConfig()
     assert _compose().inner == InnerConfig()  # the YAML root adds nothing of its own
 

@@ -8,12 +8,13 @@ from dataclasses import replace
 
 import pytest
 from _fakes import FailingMutator, FakeMutator, keyword_fitness, seed_population
+from _replay import RecordingLLM, ReplayLLM
 
-from evotrainer.backends.replay import RecordingLLM, ReplayLLM
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.operators import is_valid
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 
@@ -21,7 +22,7 @@ def _evaluate_keywords(policies):
     return [keyword_fitness(p) for p in policies]
 
 
-MEETING = InnerLoopConfig().with_texts(MEETING_TEXTS)  # the seeds and the toy fitness are about minutes
+MEETING = InnerConfig().with_texts(MEETING_TEXTS)  # the seeds and the toy fitness are about minutes
 
 
 def _run(seed: int, mutator=None, generations: int = 4, toolbox=None, **kw):
@@ -37,27 +38,27 @@ def _run(seed: int, mutator=None, generations: int = 4, toolbox=None, **kw):
 @pytest.mark.parametrize(
     ("cfg", "generations", "key"),
     [
-        (InnerLoopConfig(population_size=2, elites=3), 1, "inner.elites"),
-        (InnerLoopConfig(population_size=4, tournament_size=5), 1, "inner.tournament_size"),
-        (InnerLoopConfig(), 0, "inner.generations"),
-        (InnerLoopConfig(cx_prob=1.5), 1, "inner.cx_prob"),
-        (InnerLoopConfig(llm_mutation_share=-0.1), 1, "inner.llm_mutation_share"),
-        (InnerLoopConfig(population_size=0, elites=0), 1, "inner.population_size"),
-        (InnerLoopConfig(max_prompt_words=2.5), 1, "inner.max_prompt_words"),
+        (InnerConfig(population_size=2, elites=3), 1, "inner.elites"),
+        (InnerConfig(population_size=4, tournament_size=5), 1, "inner.tournament_size"),
+        (InnerConfig(), 0, "inner.generations"),
+        (InnerConfig(cx_prob=1.5), 1, "inner.cx_prob"),
+        (InnerConfig(llm_mutation_share=-0.1), 1, "inner.llm_mutation_share"),
+        (InnerConfig(population_size=0, elites=0), 1, "inner.population_size"),
+        (InnerConfig(max_prompt_words=2.5), 1, "inner.max_prompt_words"),
     ],
 )
 def test_bad_settings_fail_at_start_naming_the_key(cfg, generations, key) -> None:
     calls = []
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
         cfg = replace(cfg, generations=generations)
-        run_inner_loop(seed_population(), build_toolbox(InnerLoopConfig()), lambda ps: calls.append(ps), cfg,
+        run_inner_loop(seed_population(), build_toolbox(InnerConfig()), lambda ps: calls.append(ps), cfg,
                        random.Random(0))
     assert not calls  # nothing was evaluated
 
 
 def test_empty_population_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="inner.population"):
-        run_inner_loop([], build_toolbox(InnerLoopConfig()), _evaluate_keywords, InnerLoopConfig(), random.Random(0))
+        run_inner_loop([], build_toolbox(InnerConfig()), _evaluate_keywords, InnerConfig(), random.Random(0))
 
 
 @pytest.mark.parametrize(
@@ -71,7 +72,7 @@ def test_empty_population_is_a_config_error() -> None:
     ],
 )
 def test_wrong_shape_custom_operator_is_caught(alias, operator) -> None:
-    cfg = InnerLoopConfig(cx_prob=1.0, mut_prob=1.0, llm_mutation_share=1.0 if alias == "plan_rewrite" else 0.0)
+    cfg = InnerConfig(cx_prob=1.0, mut_prob=1.0, llm_mutation_share=1.0 if alias == "plan_rewrite" else 0.0)
     toolbox = build_toolbox(cfg, mutator=FakeMutator())
     toolbox.register(alias, operator)
     with pytest.raises(OperatorError, match=alias):
@@ -90,7 +91,7 @@ def test_operators_keep_genomes_valid_and_only_new_genomes_are_evaluated() -> No
         evaluated.extend(p.id for p in policies)
         return _evaluate_keywords(policies)
 
-    cfg = InnerLoopConfig(population_size=8, max_prompt_words=40)
+    cfg = InnerConfig(population_size=8, max_prompt_words=40)
     result, reports = _run(3, mutator=FakeMutator(), generations=5, cfg=cfg, evaluate=evaluate)
     assert [r.generation for r in reports] == [0, 1, 2, 3, 4, 5] and reports[0].initial
     assert max(Counter(evaluated).values()) == 1  # no policy scored twice
@@ -110,7 +111,7 @@ def test_operators_keep_genomes_valid_and_only_new_genomes_are_evaluated() -> No
 
 
 def test_elites_survive() -> None:
-    result, reports = _run(4, cfg=InnerLoopConfig(elites=2), generations=3)
+    result, reports = _run(4, cfg=InnerConfig(elites=2), generations=3)
     for before, after in zip(reports, reports[1:], strict=False):
         best_before = max(before.fitness.values())
         assert max(after.fitness.values()) >= best_before
@@ -135,7 +136,7 @@ def test_failing_children_are_dropped_and_nan_counts_as_failed() -> None:
     def evaluate(policies):
         return [float("nan") if p.operator.startswith("cx") else keyword_fitness(p) for p in policies]
 
-    result, reports = _run(1, generations=3, evaluate=evaluate, cfg=InnerLoopConfig(cx_prob=1.0))
+    result, reports = _run(1, generations=3, evaluate=evaluate, cfg=InnerConfig(cx_prob=1.0))
     for report in reports:
         assert all(not p.operator.startswith("cx") for p in report.population)
         assert set(report.fitness) == {p.id for p in report.population}
@@ -147,7 +148,7 @@ def test_initial_population_all_failing_raises() -> None:
 
 
 def test_failing_mutator_falls_back_to_structural_mutation() -> None:
-    cfg = InnerLoopConfig(mut_prob=1.0, llm_mutation_share=1.0, cx_prob=0.0)
+    cfg = InnerConfig(mut_prob=1.0, llm_mutation_share=1.0, cx_prob=0.0)
     result, reports = _run(0, mutator=FailingMutator(), generations=2, cfg=cfg)
     assert all("mutator is down" in (r.mutator_error or "") for r in reports[1:])
     assert all(r.rejected > 0 for r in reports[1:])
@@ -156,7 +157,7 @@ def test_failing_mutator_falls_back_to_structural_mutation() -> None:
 
 def test_llm_plans_go_out_in_one_call_per_generation() -> None:
     mutator = FakeMutator()
-    cfg = InnerLoopConfig(mut_prob=1.0, llm_mutation_share=1.0, llm_merge_share=1.0)
+    cfg = InnerConfig(mut_prob=1.0, llm_mutation_share=1.0, llm_merge_share=1.0)
     _run(0, mutator=mutator, generations=3, cfg=cfg)
     assert mutator.calls == 3 and mutator.requests >= 3 * (cfg.population_size - cfg.elites) // 2
 
@@ -205,7 +206,7 @@ def test_start_generation_numbers_children() -> None:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_every_child_parent_is_reported(seed: int) -> None:
     """Crossover-then-mutation and repaired children name intermediates; those are reported too."""
-    cfg = InnerLoopConfig(cx_prob=1.0, mut_prob=1.0)
+    cfg = InnerConfig(cx_prob=1.0, mut_prob=1.0)
     result, reports = _run(seed, mutator=FakeMutator(), generations=4, cfg=cfg)
     known = {p.id for p in seed_population()}
     for report in reports:

@@ -10,11 +10,12 @@ import pytest
 from _fakes import FakeEmbedder, FakeMutator, keyword_fitness, seed_population
 
 from evotrainer.errors import ConfigError
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import run_inner_loop
 from evotrainer.search.operator_stats import OperatorStats, operator_kind
 from evotrainer.search.operators import is_valid
 from evotrainer.search.phrases import PhraseBank
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 
 
 def _evaluate(policies):
@@ -25,7 +26,7 @@ def _run(seed, cfg=None, generations=4, *, toolbox=None, mutator=None, embedder=
     """The loop on the seed population; the toolbox built here (``mutator``, a phrase bank over ``embedder``
     unless ``phrase_bank`` is given) unless one is given."""
     reports = []
-    cfg = replace(cfg or InnerLoopConfig(), generations=generations)
+    cfg = replace(cfg or InnerConfig(), generations=generations)
     bank = phrase_bank if phrase_bank is not None else (PhraseBank(embedder) if embedder is not None else None)
     toolbox = toolbox or build_toolbox(cfg, mutator=mutator, phrases=bank, seed_prompts=seed_population())
     result = run_inner_loop(seed_population(), toolbox, kw.pop("evaluate", _evaluate), cfg, random.Random(seed),
@@ -34,7 +35,7 @@ def _run(seed, cfg=None, generations=4, *, toolbox=None, mutator=None, embedder=
 
 
 def test_embedder_enables_phrase_substitution_and_decoding_genes() -> None:
-    cfg = InnerLoopConfig(mut_prob=1.0, max_prompt_words=60)
+    cfg = InnerConfig(mut_prob=1.0, max_prompt_words=60)
     bank = PhraseBank(FakeEmbedder())
     result, reports = _run(0, cfg, generations=5, phrase_bank=bank)
     kinds = {operator_kind(c.operator) for r in reports for c in r.children}
@@ -57,7 +58,7 @@ def test_run_is_deterministic_with_an_embedder() -> None:
 
 
 def test_operator_stats_count_every_evaluated_child() -> None:
-    result, reports = _run(1, InnerLoopConfig(cx_prob=0.7), generations=5, embedder=FakeEmbedder(),
+    result, reports = _run(1, InnerConfig(cx_prob=0.7), generations=5, embedder=FakeEmbedder(),
                            mutator=FakeMutator())
     total = OperatorStats()
     for r in reports[1:]:
@@ -71,7 +72,7 @@ def test_operator_stats_count_every_evaluated_child() -> None:
 
 
 def test_near_duplicates_are_rejected() -> None:
-    cfg = InnerLoopConfig(mut_prob=1.0, cx_prob=0.0, near_duplicate_cosine=-1.0)  # everything "means the same"
+    cfg = InnerConfig(mut_prob=1.0, cx_prob=0.0, near_duplicate_cosine=-1.0)  # everything "means the same"
     bank = PhraseBank(FakeEmbedder())
     toolbox = build_toolbox(cfg, phrases=bank)
     result, reports = _run(2, cfg, generations=2, phrase_bank=bank, toolbox=toolbox)
@@ -83,7 +84,7 @@ def test_near_duplicates_are_rejected() -> None:
 
 
 def test_adaptive_probabilities_move_away_from_the_configured_ones() -> None:
-    cfg = InnerLoopConfig(adaptive_operators=True, mut_prob=1.0)
+    cfg = InnerConfig(adaptive_operators=True, mut_prob=1.0)
     _, reports = _run(0, cfg, generations=5, embedder=FakeEmbedder())
     first = reports[1].mutation_probabilities
     assert first == pytest.approx({"mut_structural": 0.3, "mut_phrase_substitution": 0.4, "mut_decoding": 0.05,
@@ -101,4 +102,4 @@ def test_adaptive_probabilities_move_away_from_the_configured_ones() -> None:
 )
 def test_new_settings_are_validated(kw, key) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        InnerLoopConfig(**kw).validate()
+        InnerConfig(**kw).validate()

@@ -9,9 +9,10 @@ import pytest
 from _fakes import FakeMutator, keyword_fitness, seed_population
 
 from evotrainer.genome import Policy
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, initial_population, run_inner_loop
 from evotrainer.search.operators import is_valid
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 
 LEAD = Policy.seed("lead", {"role": "You take minutes.", "format": "## Topics\n- one line per topic",
                             "rules": "Name the owner of each action item. Be brief."})
@@ -21,7 +22,7 @@ def _evaluate(policies):
     return [keyword_fitness(p) for p in policies]
 
 
-def _spy_toolbox(cfg: InnerLoopConfig, calls: list[tuple[str, str]]):
+def _spy_toolbox(cfg: InnerConfig, calls: list[tuple[str, str]]):
     """The default toolbox with every model-free mutation role recording (role, parent id)."""
     toolbox = build_toolbox(cfg)
     for role in ("mutate", "mutate_decoding", "mutate_prefill", "mutate_exemplar", "plan_rewrite", "plan_reflect"):
@@ -37,7 +38,7 @@ def _spy_toolbox(cfg: InnerLoopConfig, calls: list[tuple[str, str]]):
     return toolbox
 
 
-def _run(cfg: InnerLoopConfig, seed: int = 0, generations: int = 3, lead: Policy | None = LEAD, toolbox=None,
+def _run(cfg: InnerConfig, seed: int = 0, generations: int = 3, lead: Policy | None = LEAD, toolbox=None,
          mutator=None, **kw):
     reports: list[GenerationReport] = []
     cfg = replace(cfg, generations=generations)
@@ -49,7 +50,7 @@ def _run(cfg: InnerLoopConfig, seed: int = 0, generations: int = 3, lead: Policy
 
 
 def test_lead_is_added_evaluated_and_gets_its_mutants_every_generation() -> None:
-    cfg = InnerLoopConfig(population_size=6, elites=1, lead_offspring=2)
+    cfg = InnerConfig(population_size=6, elites=1, lead_offspring=2)
     result, reports = _run(cfg)
     assert "lead" in result.fitness  # evaluated with the initial population
     assert "lead" in {p.id for p in reports[0].population}
@@ -64,7 +65,7 @@ def test_lead_is_added_evaluated_and_gets_its_mutants_every_generation() -> None
 
 def test_each_operator_kind_is_tried_on_the_lead_before_one_repeats() -> None:
     calls: list[tuple[str, str]] = []
-    cfg = InnerLoopConfig(population_size=6, elites=1, lead_offspring=2, cx_prob=0.0, mut_prob=0.0)
+    cfg = InnerConfig(population_size=6, elites=1, lead_offspring=2, cx_prob=0.0, mut_prob=0.0)
     toolbox = _spy_toolbox(cfg, calls)
     _run(cfg, generations=3, toolbox=toolbox)
     kinds = [role for role, parent in calls if parent == "lead"]
@@ -75,7 +76,7 @@ def test_each_operator_kind_is_tried_on_the_lead_before_one_repeats() -> None:
 
 
 def test_lead_slots_are_never_crossed_and_other_slots_still_are() -> None:
-    cfg = InnerLoopConfig(population_size=6, elites=0, lead_offspring=2, cx_prob=1.0, mut_prob=0.0)
+    cfg = InnerConfig(population_size=6, elites=0, lead_offspring=2, cx_prob=1.0, mut_prob=0.0)
     _, reports = _run(cfg, generations=2)
     for report in reports[1:]:
         crossed = [c for c in report.children if c.operator.startswith("cx_")]
@@ -85,14 +86,14 @@ def test_lead_slots_are_never_crossed_and_other_slots_still_are() -> None:
 
 @pytest.mark.parametrize("lead", [None, LEAD])
 def test_zero_lead_offspring_or_no_lead_is_the_plain_loop(lead) -> None:
-    plain, _ = _run(InnerLoopConfig(), lead=None)
-    other, _ = _run(InnerLoopConfig(lead_offspring=0), lead=lead)
+    plain, _ = _run(InnerConfig(), lead=None)
+    other, _ = _run(InnerConfig(lead_offspring=0), lead=lead)
     assert [p.id for p in plain.population] == [p.id for p in other.population]
     assert not other.lead_children
 
 
 def test_lead_offspring_with_the_mutator_is_deterministic() -> None:
-    cfg = InnerLoopConfig(population_size=6, elites=1, lead_offspring=3, llm_mutation_share=0.5)
+    cfg = InnerConfig(population_size=6, elites=1, lead_offspring=3, llm_mutation_share=0.5)
     a, _ = _run(cfg, seed=5, mutator=FakeMutator())
     b, _ = _run(cfg, seed=5, mutator=FakeMutator())
     assert [p.id for p in a.lead_children] == [p.id for p in b.lead_children]
@@ -101,7 +102,7 @@ def test_lead_offspring_with_the_mutator_is_deterministic() -> None:
 
 
 def test_the_rotation_continues_across_calls_from_lead_tried() -> None:
-    cfg = InnerLoopConfig(population_size=6, elites=1, lead_offspring=1, cx_prob=0.0, mut_prob=0.0)
+    cfg = InnerConfig(population_size=6, elites=1, lead_offspring=1, cx_prob=0.0, mut_prob=0.0)
     result, _ = _run(cfg, generations=4, lead_tried=("mut_structural", "mut_decoding"))
     kinds = result.lead_kinds
     assert len(kinds) == 4 and kinds[0] == "mut_prefill"  # the only kind not tried yet comes first

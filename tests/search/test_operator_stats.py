@@ -43,7 +43,6 @@ def test_merge_round_trip_and_rows() -> None:
     assert total.counts == {"cx_sections": (4, 1), "mut_structural": (3, 2)}
     assert OperatorStats.from_dict(json.loads(json.dumps(total.to_dict()))) == total
     assert format_operator_stats(total) == [("cx_sections", 4, 1, 0.25), ("mut_structural", 3, 2, 2 / 3)]
-    assert format_operator_stats(total, detail=True)[0] == ("cx_sections", 4, 1, 0.25)
     assert format_operator_stats(OperatorStats()) == []
     with pytest.raises(ValueError, match="improved <= tried"):
         OperatorStats.from_dict({"counts": {"x": [1, 2]}})

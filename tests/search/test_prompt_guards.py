@@ -6,17 +6,17 @@ import random
 from dataclasses import replace
 
 import pytest
-from _fakes import TableEmbedder, keyword_fitness, seed_population
+from _fakes import TableEmbedder, apply_rewrite, keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
 from evotrainer.genome import Policy
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
-from evotrainer.search.leakage import LeakGuard, Leaks, leaked_terms
-from evotrainer.search.operators import apply_rewrite, judge_rewrite, mut_llm_rewrite_plan
+from evotrainer.search.leakage import LeakGuard, Leaks
+from evotrainer.search.operators import judge_rewrite, mut_llm_rewrite_plan
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution, negation_count, negation_flipped
 from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
@@ -37,6 +37,11 @@ RULES = "Only facts from the transcript. Keep names exactly as written."
 
 
 # --- the leak check itself --------------------------------------------------------------------------
+
+
+def leaked_terms(text, training_texts, allowed_texts=(), **kw) -> Leaks:
+    """The leaks of one text (a guard built for it alone)."""
+    return LeakGuard(training_texts, allowed_texts, **kw)(text)
 
 def test_names_numbers_and_phrases_only_the_training_meeting_holds_are_leaks() -> None:
     leaks = leaked_terms("List every action item with its owner, e.g. Priya Raman calls the vendor about Q3.",
@@ -110,7 +115,7 @@ def test_the_inner_loop_rejects_leaking_answers_and_archives_why() -> None:
                                generated_tokens=7, finish_reason="stop") for _ in requests]
 
     reports: list[GenerationReport] = []
-    cfg = InnerLoopConfig(population_size=4, elites=1, cx_prob=0.0, mut_prob=1.0, llm_mutation_share=1.0,
+    cfg = InnerConfig(population_size=4, elites=1, cx_prob=0.0, mut_prob=1.0, llm_mutation_share=1.0,
                           min_on_topic=0.0, generations=2)
     toolbox = build_toolbox(cfg, mutator=Copycat(), feedback=Recorder(), seed_prompts=seed_population())
     result = run_inner_loop(seed_population(), toolbox, lambda ps: [keyword_fitness(p) for p in ps], cfg,

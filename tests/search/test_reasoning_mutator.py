@@ -10,13 +10,14 @@ from _fakes import keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
 from evotrainer.search.cleaning import clean_mutator_text
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
 
 RULE = "List every action item with its owner."
 THOUGHTS = "<think>\nThe user wants stricter minutes rules. Maybe mention owners and deadlines...\n</think>\n\n"
-CFG = replace(InnerLoopConfig(mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0, reflective_share=0.0, generations=2),
+CFG = replace(InnerConfig(mut_prob=1.0, cx_prob=0.0, llm_mutation_share=1.0, reflective_share=0.0, generations=2),
               ).with_texts(MEETING_TEXTS)
 
 

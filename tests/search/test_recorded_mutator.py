@@ -10,8 +10,8 @@ import random
 from pathlib import Path
 
 from _fakes import seed_population
+from _replay import ReplayLLM
 
-from evotrainer.backends.replay import ReplayLLM
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import on_topic_fraction
 from evotrainer.search.inner_config import InnerConfig
@@ -52,9 +52,10 @@ def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> Non
 
 
 if __name__ == "__main__":  # re-record with the real default model
-    from evotrainer.backends.hf import load_backend
-    from evotrainer.backends.replay import RecordingLLM
+    from _replay import RecordingLLM
+
+    from evotrainer.backends.hf import HFBackend
 
     RECORDING.unlink(missing_ok=True)
-    RecordingLLM(load_backend(), RECORDING).generate([p.request for p in _plans()])
+    RecordingLLM(HFBackend(), RECORDING).generate([p.request for p in _plans()])
     print(f"recorded {len(_plans())} answers to {RECORDING}")

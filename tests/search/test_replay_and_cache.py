@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 from _fakes import FakeMutator
+from _replay import RecordingLLM, ReplayLLM
 
-from evotrainer.backends.base import GenerationRequest, SamplingParams
-from evotrainer.backends.replay import RecordingLLM, ReplayLLM, request_hash
+from evotrainer.backends.base import GenerationRequest, SamplingParams, request_hash
 from evotrainer.errors import DataError, ModelError
-from evotrainer.search.fitness_cache import FitnessCache, settings_key
+from evotrainer.search.fitness_cache import CacheKey, FitnessCache, settings_key
 
 
 def _request(text: str, seed: int = 0) -> GenerationRequest:
@@ -60,10 +60,8 @@ def test_settings_key_changes_with_every_part() -> None:
 
 def test_fitness_cache_counts_hits_and_misses() -> None:
     cache: FitnessCache[float] = FitnessCache()
-    key = cache.make_key("reward", "g", "b", "s")
+    key = CacheKey("reward", "g", "b", "s")
     assert cache.get(key) is None and cache.misses == 1
     cache.put(key, 0.5)
-    assert cache.get(key) == 0.5 and cache.hits == 1 and key in cache and len(cache) == 1
-    assert cache.get(cache.make_key("reward", "g", "b", "other")) is None
-    cache.clear()
-    assert len(cache) == 0
+    assert cache.get(key) == 0.5 and cache.hits == 1 and len(cache) == 1
+    assert cache.get(CacheKey("reward", "g", "b", "other")) is None

@@ -6,13 +6,12 @@ import copy
 import random
 
 import pytest
-from _fakes import FakeMutator, seed_population
+from _fakes import FakeMutator, apply_rewrite, seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.genome import Policy
 from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import (
-    apply_rewrite,
     cx_llm_merge_plan,
     cx_sections,
     is_valid,

@@ -26,9 +26,9 @@ from evotrainer.search.diversity import (
     is_near_duplicate,
     population_diversity,
 )
+from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.operators import cx_sections, is_valid, mut_structural
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
-from evotrainer.search.toolbox import InnerLoopConfig
 
 
 def _at(cos: float, axis: int) -> list[float]:
@@ -79,7 +79,7 @@ def test_decoding_gene_bounds_are_checked_and_recentred() -> None:
         with pytest.raises(ConfigError, match="decoding_genes"):
             check_decoding_genes((bad,))
     with pytest.raises(ConfigError, match="inner.decoding_genes"):
-        InnerLoopConfig(decoding_genes=(DecodingGene("seed", 0, 9, 0, 1, True),)).validate()
+        InnerConfig(decoding_genes=(DecodingGene("seed", 0, 9, 0, 1, True),)).validate()
     assert "max_new_tokens" not in {g.name for g in DEFAULT_DECODING_GENES}  # cost can never grow by default
     genes = {g.name: g for g in decoding_genes_for(SamplingParams(max_new_tokens=128, repetition_penalty=1.5))}
     assert (genes["max_new_tokens"].low, genes["max_new_tokens"].high, genes["max_new_tokens"].default) == (77, 128, 128)
@@ -284,8 +284,9 @@ def test_reflective_plan_shows_the_worst_task_and_is_pure() -> None:
 
 
 def test_reflection_shows_the_reference_for_contrast_and_no_score_to_copy() -> None:
+    from _fakes import apply_rewrite
+
     from evotrainer.search.leakage import LeakGuard
-    from evotrainer.search.operators import apply_rewrite
     from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
 
     parent = seed_population()[0]

@@ -20,7 +20,7 @@ from evotrainer.search.mutation_prompts import MutationStyle
 from evotrainer.search.operator_stats import OperatorStats
 from evotrainer.search.operators import align_sections, cx_sections, is_valid
 from evotrainer.search.style_library import apply_style_mutation, plan_style_mutation, style_rates
-from evotrainer.search.toolbox import InnerLoopConfig, build_toolbox
+from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
@@ -98,14 +98,14 @@ def test_exemplar_swap_adds_swaps_and_drops() -> None:
 
 
 def test_toolbox_registers_exemplar_swap_and_config_checks_shares() -> None:
-    cfg = InnerLoopConfig()
+    cfg = InnerConfig()
     assert not hasattr(build_toolbox(cfg), "mutate_exemplar")
     tb = build_toolbox(cfg, exemplars=("Example minutes: ## Topics - Budget",))
     assert hasattr(tb, "mutate_exemplar")
     with pytest.raises(ConfigError, match="inner.exemplar_mutation_share"):
-        InnerLoopConfig(phrase_mutation_share=0.5, decoding_mutation_share=0.4, exemplar_mutation_share=0.2).validate()
+        InnerConfig(phrase_mutation_share=0.5, decoding_mutation_share=0.4, exemplar_mutation_share=0.2).validate()
     with pytest.raises(ConfigError, match="inner.style_evolution_every"):
-        InnerLoopConfig(style_evolution_every=-1).validate()
+        InnerConfig(style_evolution_every=-1).validate()
 
 
 def _stats(rates: dict[str, tuple[int, int]]) -> OperatorStats:

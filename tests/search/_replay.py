@@ -1,35 +1,18 @@
-"""Recorded-call replay backend, for tests only (never on the product path).
-
-A recording is a JSONL file, one line per request: ``{"hash": request_hash(request), "text": ...}``
-plus optional ``prompt_tokens``, ``generated_tokens``, ``finish_reason``. :class:`RecordingLLM` wraps a
-real backend and writes such a file; :class:`ReplayLLM` answers from it and raises on any request it has
-no recording for, so a changed prompt or setting shows up as a clear test failure, never as a silent
-fallback.
+"""Recorded-call replay (test helper): a recording is a JSONL file, one line per request:
+``{"hash": request_hash(request), "text": ...}`` plus optional ``prompt_tokens``, ``generated_tokens``,
+``finish_reason``. :class:`RecordingLLM` wraps a real backend and writes such a file; :class:`ReplayLLM` answers
+from it and raises on any request it has no recording for, so a changed prompt or setting shows up as a clear
+test failure, never as a silent fallback.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 
-from evotrainer.backends.base import LLM, Generation, GenerationRequest
+from evotrainer.backends.base import LLM, Generation, GenerationRequest, request_hash
 from evotrainer.errors import DataError, ModelError
-
-__all__ = ["RecordingLLM", "ReplayLLM", "request_hash"]
-
-
-def request_hash(request: GenerationRequest) -> str:
-    """sha256 hex of a request's messages, decoding settings and adapter (its identity)."""
-    blob = json.dumps(
-        {"messages": list(request.messages), "params": asdict(request.params), "adapter": request.adapter},
-        sort_keys=True,
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
 class ReplayLLM:
