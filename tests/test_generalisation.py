@@ -243,7 +243,7 @@ def _summary(generalisation: Generalisation | None) -> tuple[SimpleNamespace, Si
         rollouts=100, generated_tokens=5000, timings={"model load": 3.0}, archive="archive.db",
         generalisation=generalisation)
     inc = SimpleNamespace(outer_generation=2, harness_id="g2c0",
-                          harness=SimpleNamespace(difficulty={"length": 200.0}, extras={},
+                          harness=SimpleNamespace(difficulty={"length": 200.0}, extras={}, strategy={},
                                                   reward_weights={"format": 1.0}))
     return s, inc
 
