@@ -142,7 +142,8 @@ def candidate_run(bench: Bench) -> CandidateRun:
     ts = task_settings(cfg, family)
     space = space_from_specs(ts.space, family.spec.difficulty_bounds, ts.difficulty, ts.reward_weights,
                              knobs=o.knobs, evolve_reward_weights=o.evolve_reward_weights,
-                             reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras)
+                             reward_logit_bounds=tuple(o.reward_weight_bounds), extras=o.extras,
+                             strategy=o.strategy)
     bank = None
     if cfg.inner.use_embedder:
         from evotrainer.backends.embedder import MiniLMEmbedder

@@ -40,7 +40,10 @@ from evotrainer.config_schema import (
 )
 from evotrainer.errors import ConfigError
 from evotrainer.model_schema import LoraSettings
-from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
+from evotrainer.search.inner_config import (  # the inner loop's own config is the `inner:` schema
+    STRATEGY_KEYS,
+    InnerConfig,
+)
 
 __all__ = [
     "ArchiveConfig",
@@ -267,12 +270,19 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
     _check(0 < o.damping <= 1, "outer.damping", "in (0, 1] (1 = undamped)", o.damping)
     _check(o.patience >= 1, "outer.patience", ">= 1", o.patience)
     _check(o.min_gain >= 0, "outer.min_gain", ">= 0", o.min_gain)
-    for group, specs in (("space", o.space), ("extras", o.extras)):
+    for group, specs in (("space", o.space), ("extras", o.extras), ("strategy", o.strategy)):
         for name, k in specs.items():
             key = f"outer.{group}.{name}"
+            if group == "strategy":  # an inner.* key of the candidate's inner loop (InnerConfig.with_strategy)
+                _check(name in STRATEGY_KEYS, key, f"the name of an inner-loop strategy setting "
+                       f"{sorted(STRATEGY_KEYS)}", name)
+                low, high = STRATEGY_KEYS[name]
+                _check(low <= k.low and k.high <= high, key, f"bounds inside [{low}, {high}] (the values "
+                       f"inner.{name} accepts)", [k.low, k.high])
+                _check(not k.integer, f"{key}.integer", "false (an inner-loop setting is a real number)", k.integer)
             _check(k.low < k.high, f"{key}.low", f"< high={k.high}", k.low)
             _check(not k.log or k.low > 0, f"{key}.low", "> 0 with log: true", k.low)
-            if group == "extras":
+            if group != "space":
                 _check(k.init is not None and k.low <= k.init <= k.high, f"{key}.init",
                        f"a value in [{k.low}, {k.high}]", k.init)
     if "real_share" in o.extras:  # the share of each task batch drawn from task.train_path (LLMObjective.draw_tasks)

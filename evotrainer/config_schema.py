@@ -121,13 +121,13 @@ class EvaluateConfig:
 
 @dataclass
 class KnobSpec:
-    """Bounds and scaling of one harness parameter (a difficulty knob or an extra knob), natural units."""
+    """Bounds and scaling of one harness parameter (a difficulty, extra or strategy knob), natural units."""
 
     low: float = 0.0  # lowest value the harness may apply (natural units)
     high: float = 1.0  # highest value; > low
     log: bool = False  # CMA-ES steps in log space between low and high (needs low > 0)
     integer: bool = False  # applied value rounded half-up (the search itself stays continuous)
-    init: float | None = None  # extra knobs only (required there); difficulty knobs start at task.difficulty
+    init: float | None = None  # extra and strategy knobs (required there); difficulty knobs start at task.difficulty
 
 
 @dataclass
@@ -208,6 +208,11 @@ class OuterConfig:
     # bounds/scaling per difficulty knob (conf/task/<name>.yaml); unset knobs: the family's spec.space
     space: dict[str, KnobSpec] = field(default_factory=dict)
     extras: dict[str, KnobSpec] = field(default_factory=dict)  # extra knobs (need init), e.g. pass_threshold
+    # strategy knobs (need init): inner.* settings each harness candidate sets for its own inner loop, named as the
+    # key (mutator_temperature, cx_prob, mut_prob, llm_mutation_share, reflective_share, llm_merge_share and the
+    # four model-free mutation shares), bounds inside the key's range; model-free shares summing past 1 are scaled
+    # to sum 1 (InnerConfig.with_strategy). The study +study=ablation_strategy turns them on (docs/concepts.md)
+    strategy: dict[str, KnobSpec] = field(default_factory=dict)
     evolve_reward_weights: bool = True  # false: reward weights fixed at task.reward_weights (normalised)
     reward_weight_bounds: list[float] = field(default_factory=lambda: [-2.0, 2.0])  # logit bounds
     damping: float = 0.5  # applied harness = a + damping * (CMA proposal - a); 1 = undamped

@@ -228,3 +228,72 @@ def test_the_study_callback_prints_the_table_after_the_last_job_of_a_failed_swee
     assert ended == ["2"]
     cb.on_job_end(config(2), failed)  # the last job itself failed
     assert ended == ["2", "2"]
+
+
+def test_the_strategy_study_is_the_ablation_study_with_strategy_knobs_on_coevolve_only() -> None:
+    from dataclasses import asdict
+
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from evotrainer.config import PACKAGE_DATA, register_configs, to_config
+    from evotrainer.sweep_index import planned_jobs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        dcfg = compose(config_name="config", overrides=["+study=ablation_strategy"], return_hydra_config=True)
+        cfg = to_config(compose(config_name="config", overrides=["+study=ablation_strategy"]))
+        base = to_config(compose(config_name="config", overrides=["+study=ablation"]))
+    params = dict(dcfg.hydra.sweeper.params)
+    assert params == {"outer.candidate_source": "coevolve", "seed": "0,1,2"} and planned_jobs([], params) == (3, 3)
+    subdir = OmegaConf.to_container(dcfg.hydra.sweep, resolve=False)["subdir"]
+    assert subdir == "${hydra.job.num}_${outer.candidate_source}_strategy_seed${seed}"
+    assert dcfg.hydra.callbacks.study_table._target_ == "evotrainer.app.study_callback.StudyTableCallback"
+    bounds = {name: (k.low, k.high) for name, k in cfg.outer.strategy.items()}
+    assert bounds == {"mutator_temperature": (0.3, 1.2), "reflective_share": (0.0, 1.0),
+                      "exemplar_mutation_share": (0.0, 0.5), "prefill_mutation_share": (0.0, 0.5),
+                      "llm_merge_share": (0.0, 1.0)}
+    assert all(k.init == getattr(cfg.inner, name) for name, k in cfg.outer.strategy.items())  # today's settings
+    assert cfg.inner.reflective_share == 0.42 and cfg.inner.mutator_temperature == 0.8
+    mine, theirs = asdict(cfg), asdict(base)
+    assert mine["outer"].pop("strategy") and theirs["outer"].pop("strategy") == {}
+    assert mine == theirs  # otherwise +study=ablation: budget, items, race, call log
+
+
+def test_runs_with_strategy_knobs_are_their_own_arm_and_pool_with_the_ablation_sweep(tmp_path: Path) -> None:
+    from evotrainer.archive import ArchiveStore
+    from evotrainer.archive.recorder import RunRecorder
+    from evotrainer.browse.study_view import arm_name, load_study
+    from evotrainer.stats.generalisation import compare, to_payload
+
+    knob = {"reflective_share": {"low": 0.0, "high": 1.0, "init": 0.42}}
+    assert arm_name({"outer": {"candidate_source": "coevolve", "strategy": knob}}) == "coevolve_strategy"
+    assert arm_name({"outer": {"candidate_source": "coevolve", "strategy": {}}}) == "coevolve"
+    assert arm_name({"outer": {}}) == "coevolve"
+    base = list(BASE[:6])
+
+    def job(sweep: Path, seed: int, outer: dict, gain: float) -> None:
+        folder = sweep / f"{seed}_{arm_name({'outer': outer})}_seed{seed}"
+        folder.mkdir(parents=True)
+        with ArchiveStore(folder / "archive.db") as store:
+            rec = RunRecorder(store, f"run-s{seed}-{arm_name({'outer': outer})}")
+            rec.start(seed, {"seed": seed, "outer": {**outer, "budget": {"rollouts": 300}}})
+            rec.event("setup", selection_items=HELD[6:], heldout_items=HELD[:6])
+            g = compare("no_role", f"best{seed}", (base[:4], base[:4]), (base, [v + gain for v in base]), seed=seed)
+            rec.event("generalisation", **to_payload(g))
+
+    ablation, strategy = tmp_path / "ablation", tmp_path / "strategy"
+    for seed in (0, 1):
+        job(ablation, seed, {"candidate_source": "frozen_harness"}, 0.0)
+        job(strategy, seed, {"candidate_source": "coevolve", "strategy": knob}, 0.02)
+    runs, table, skipped = load_study([ablation, strategy])
+    assert skipped == [] and sorted((r.arm, r.seed) for r in runs) == [
+        ("coevolve_strategy", 0), ("coevolve_strategy", 1), ("frozen_harness", 0), ("frozen_harness", 1)]
+    assert table.arms == ("coevolve_strategy", "frozen_harness")
+    vs = _row(table, "coevolve_strategy − frozen_harness")
+    assert vs.seeds == (0, 1) and vs.heldout.diff.mean == pytest.approx(0.02)
+    with_ablation = study_table([*_study(), *(_run("coevolve_strategy", s, gain=0.03) for s in (0, 1, 2))],
+                                n_resamples=200)
+    assert with_ablation.arms[:2] == ("coevolve_strategy", "coevolve")  # the strategy arm is the reference
+    assert [r.label for r in with_ablation.rows if r.kind == "versus"] == [
+        "coevolve_strategy − coevolve", "coevolve_strategy − frozen_harness", "coevolve_strategy − random_harness"]

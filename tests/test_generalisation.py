@@ -259,7 +259,7 @@ def _archive(tmp_path, generalisation: Generalisation | None) -> tuple[ArchiveSt
 
 def _render(store: ArchiveStore, run_id: str) -> str:
     console = Console(record=True, width=200, force_terminal=False)
-    harness = SimpleNamespace(difficulty={"length": 200.0}, extras={}, reward_weights={"format": 1.0})
+    harness = SimpleNamespace(difficulty={"length": 200.0}, extras={}, strategy={}, reward_weights={"format": 1.0})
     print_summary(console, store, run_id, harness)
     return console.export_text()
 

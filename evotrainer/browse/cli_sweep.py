@@ -50,9 +50,10 @@ def sweep(
     event are listed as skipped, runs without a transfer event as transfer n/a. When the runs' items come from
     more than one source (task-id prefix: ``mv-``, ``elitr-``, ...), a table pools the differences per source.
 
-    An ablation study (runs of more than one ``outer.candidate_source`` arm, or peer arms' ``arm_result.json``
-    files, e.g. ``benchmarks/gepa_arm.py``) ends with the study table (:mod:`evotrainer.stats.ablation`): per arm,
-    final best − best seed, and arm against arm, pooled over seeds, with the rollouts and wall time per arm.
+    An ablation study (runs of more than one arm: ``outer.candidate_source``, ``coevolve_strategy`` for runs with
+    ``outer.strategy``; or peer arms' ``arm_result.json`` files, e.g. ``benchmarks/gepa_arm.py``) ends with the
+    study table (:mod:`evotrainer.stats.ablation`): per arm, final best − best seed, and arm against arm, pooled
+    over seeds, with the rollouts and wall time per arm.
 
     With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
     (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to

@@ -1,7 +1,8 @@
 """The ablation study read from disk (``archive sweep``, the study's end of sweep): arms, budgets, per-item scores.
 
 Every finished ``mode=evolve`` run below the given folders becomes an :class:`~evotrainer.stats.ablation.ArmRun`: its arm
-is its config's ``outer.candidate_source`` (``coevolve`` for runs made before the key existed), its budget
+is its config's ``outer.candidate_source`` (``coevolve`` for runs made before the key existed; :func:`arm_name`), with
+``_strategy`` appended when the run evolved strategy knobs (``outer.strategy``), its budget
 ``outer.budget.rollouts``, its rollouts the sum of :func:`~evotrainer.archive.schema.budget_rollouts` over its
 evaluation rows (the count its own stopping rule used), its wall time the ``totals`` phase, and its per-item
 scores the ``generalisation`` event (held-out items) and the ``transfer`` event. Peer arms come from their
@@ -44,7 +45,7 @@ from evotrainer.stats.ablation import (
 from evotrainer.stats.generalisation import format_diff
 from evotrainer.stats.transfer import read_report
 
-__all__ = ["STUDY_REPORT_NAME", "arm_runs", "is_study", "load_study", "print_study", "study_html",
+__all__ = ["STUDY_REPORT_NAME", "arm_name", "arm_runs", "is_study", "load_study", "print_study", "study_html",
            "write_study_report"]
 
 STUDY_REPORT_NAME = "study_report.html"
@@ -59,6 +60,14 @@ def _config(config: dict[str, Any], *keys: str) -> Any:
             return None
         node = node.get(key)
     return node
+
+
+def arm_name(config: dict[str, Any]) -> str:
+    """A run's arm in the study table, from its archived config: ``outer.candidate_source`` (``coevolve`` when the
+    key is missing), plus ``_strategy`` when ``outer.strategy`` names any knob, so that ``coevolve`` runs with and
+    without strategy knobs pool as two arms (``coevolve_strategy`` and ``coevolve``)."""
+    source = str(_config(config, "outer", "candidate_source") or "coevolve")
+    return f"{source}_strategy" if _config(config, "outer", "strategy") else source
 
 
 def _seconds(store: Any, run_id: str) -> float | None:
@@ -87,7 +96,7 @@ def _archive_runs(path: Path, skipped: list[dict[str, Any]]) -> list[ArmRun]:
                 report.item_ids, dict(zip(report.roles, report.values, strict=True)))
             budget = _config(run.config, "outer", "budget", "rollouts")
             out.append(ArmRun(
-                arm=str(_config(run.config, "outer", "candidate_source") or "coevolve"), seed=run.seed,
+                arm=arm_name(run.config), seed=run.seed,
                 run_id=run.run_id, source=str(path),
                 rollouts=sum(budget_rollouts(e) for e in store.evaluations(run.run_id)),
                 budget=budget if isinstance(budget, int) and not isinstance(budget, bool) else None,

@@ -280,7 +280,7 @@ def best_policies(store: ArchiveStore, run_id: str, n: int = 10, by: str = "meta
 
 
 def _flat_values(values: dict[str, Any]) -> dict[str, float]:
-    """Named harness values: difficulty knobs by name, reward weights as ``w:<name>``."""
+    """Named harness values: difficulty, extra and strategy knobs by name, reward weights as ``w:<name>``."""
     out: dict[str, float] = {}
     if isinstance(values.get("difficulty"), dict) or isinstance(values.get("reward_weights"), dict):
         for k, v in (values.get("difficulty") or {}).items():
@@ -289,9 +289,10 @@ def _flat_values(values: dict[str, Any]) -> dict[str, float]:
         for k, v in (values.get("reward_weights") or {}).items():
             if isinstance(v, (int, float)):
                 out[f"w:{k}"] = float(v)
-        for k, v in (values.get("extras") or {}).items():
-            if isinstance(v, (int, float)):
-                out[str(k)] = float(v)
+        for group in ("extras", "strategy"):
+            for k, v in (values.get(group) or {}).items():
+                if isinstance(v, (int, float)):
+                    out[str(k)] = float(v)
         return out
     return {str(k): float(v) for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
@@ -301,8 +302,8 @@ def harness_trajectory(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]
 
     Returns:
         rows: harness_id, outer_generation, index, status, race_estimate, s_val (whole set, only for a
-        candidate whose race estimate beat the incumbent), best_policy_id, params (difficulty knobs and ``w:<name>`` reward weights,
-        decoded values), vector (normalised search point, each in [0, 1]).
+        candidate whose race estimate beat the incumbent), best_policy_id, params (difficulty, extra and strategy
+        knobs and ``w:<name>`` reward weights, decoded values), vector (normalised search point, each in [0, 1]).
     """
     return [
         {"harness_id": c.harness_id, "outer_generation": c.outer_generation, "index": c.index,

@@ -7,8 +7,8 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into the
    part and a fixed *held-out* part (``outer.heldout_share``, stratified by length; see
    ``run.validation_split``), a fixed screening subset of the selection part; seed population, policy
    model (+ mutator), both metered for generated tokens; harness space named in config
-   (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.evolve_reward_weights``); CMA-ES with
-   a sigma floor; archive;
+   (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.strategy``, ``outer.evolve_reward_weights``);
+   CMA-ES with a sigma floor; archive;
 2. generation 0: score the seeds on one batch under the initial harness, keep the best
    ``inner.population_size``; with ``outer.seed_screen`` every seed is also scored on the screening
    items and the best of them leads the population; that leader, scored on the whole selection set, is
@@ -148,7 +148,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     space = space_from_specs(
         settings.space, family.spec.difficulty_bounds, settings.difficulty, settings.reward_weights, knobs=o.knobs,
         evolve_reward_weights=o.evolve_reward_weights, reward_logit_bounds=tuple(o.reward_weight_bounds),
-        extras=o.extras,
+        extras=o.extras, strategy=o.strategy,
     )
     search = candidate_source(o.candidate_source, x0=space.initial_vector(), sigma0=o.sigma0, popsize=o.popsize,
                               cma_seed=seeds.int("cma"), rng=seeds.numpy("random_harness"),

@@ -6,8 +6,10 @@ with a harness and a population, it runs one candidate, top to bottom in :meth:`
 1. draw a task batch at the harness' difficulty (:meth:`LLMObjective.draw_tasks`);
 2. choose the lead, the parent of ``inner.lead_offspring`` mutants per generation
    (:class:`~evotrainer.evolve.lead.LeadState`);
-3. run ``inner.generations`` DEAP generations under the harness' reward weights, archiving every policy,
-   fitness and generation as it goes (:meth:`LLMObjective._inner`, :func:`~evotrainer.search.inner_loop.run_inner_loop`);
+3. run ``inner.generations`` DEAP generations under the harness' reward weights and with its strategy knobs
+   applied to the inner config (``outer.strategy``: operator shares, mutator temperature;
+   :meth:`~evotrainer.search.inner_config.InnerConfig.with_strategy`), archiving every policy, fitness and
+   generation as it goes (:meth:`LLMObjective._inner`, :func:`~evotrainer.search.inner_loop.run_inner_loop`);
 4. race the fittest policy, the lead's fittest mutant and the fittest other new genomes against the
    incumbent on the selection items (:class:`~evotrainer.evolve.screening.Screening`; how a candidate is
    scored: :mod:`evotrainer.harness.scoring`);
@@ -279,7 +281,8 @@ class LLMObjective:
         self, population: Sequence[Policy], tasks: Sequence[Task], harness: Harness, hid: str, g: int,
         lead: Policy | None = None,
     ) -> InnerResult:
-        """K inner generations under one harness candidate, archived as they go."""
+        """K inner generations under one harness candidate (its strategy knobs applied), archived as they go."""
+        inner_cfg = self.inner_cfg.with_strategy(harness.strategy)  # this candidate's operator shares, temperature
         inner_gen = (g - 1) * self.cfg.inner.generations
         calls = iter(range(inner_gen, inner_gen + 10**6))
         rec, timings, console = self.rec, self.timings, self.console
@@ -321,7 +324,7 @@ class LLMObjective:
 
             workshop = lora_workshop(self.adapter_backend, self.adapters_root, self.cfg,
                                      lambda policy: [SFTExample(chat) for chat in passing(policy)])
-        max_words = self.inner_cfg.max_prompt_words // 3
+        max_words = inner_cfg.max_prompt_words // 3
         exemplars = exemplars_from_tasks(tasks, exemplars_of.exemplar if exemplars_of is not None else _no_exemplar,
                                          forbidden=self.forbidden, max_words=max_words)
         exemplars = tuple(dict.fromkeys(self.experience.retrieve(tasks, max_words=max_words) + exemplars))
@@ -334,11 +337,11 @@ class LLMObjective:
                 return fitness(policies)
 
         toolbox = build_toolbox(
-            self.inner_cfg, registry=self.operators, mutator=self.mutator, phrases=self.phrase_bank,
+            inner_cfg, registry=self.operators, mutator=self.mutator, phrases=self.phrase_bank,
             feedback=feedback, styles=self.style_library.styles, exemplars=exemplars, adapters=workshop,
-            seed_prompts=initial_population(population, self.inner_cfg, lead))
+            seed_prompts=initial_population(population, inner_cfg, lead))
         result = run_inner_loop(
-            population, toolbox, evaluate, self.inner_cfg, self.seeds.python(f"inner/{hid}"),
+            population, toolbox, evaluate, inner_cfg, self.seeds.python(f"inner/{hid}"),
             start_generation=inner_gen, on_generation=on_generation, lead=lead,
             lead_tried=self.leads.kinds_tried(lead),
         )

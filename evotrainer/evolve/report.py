@@ -23,10 +23,12 @@ def fmt(x: float | None) -> str:
 
 
 def fmt_harness(h: Harness) -> str:
-    """``[knob=value ... | w: component=weight ...]``, markup-escaped."""
+    """``[knob=value ... | w: component=weight ...]``, then ``| strategy: key=value ...`` when the harness has
+    strategy knobs; markup-escaped."""
     knobs = " ".join(f"{k}={v:.3g}" for k, v in {**h.difficulty, **h.extras}.items())
     weights = " ".join(f"{k}={v:.2f}" for k, v in h.reward_weights.items())
-    return escape(f"[{knobs} | w: {weights}]")
+    strategy = " ".join(f"{k}={v:.3g}" for k, v in h.strategy.items())
+    return escape(f"[{knobs} | w: {weights}" + (f" | strategy: {strategy}]" if strategy else "]"))
 
 
 def print_transfer(console: Console, r: Any) -> None:

@@ -1,12 +1,14 @@
 """The harness space: named bounded parameters <-> the normalised vector CMA-ES searches.
 
 A *harness* is what the outer loop evolves: the task generator's difficulty knobs, the reward weights,
-and extra knobs of the training loop (e.g. a pass threshold or a replay ratio). Every parameter is a
+extra knobs of the training loop (e.g. a pass threshold or a replay ratio), and strategy knobs of the inner
+loop's search (an ``inner.*`` setting such as an operator share or the mutator's temperature, applied to that
+candidate's inner loop; ``outer.strategy``). Every parameter is a
 :class:`HarnessParam` with natural-unit bounds. CMA-ES never sees natural units: it searches
 ``x in [0, 1]^d``, one coordinate per parameter in declaration order, and :meth:`HarnessSpace.decode`
 maps a point to named values:
 
-* ``difficulty`` and ``extra`` params: ``value = low + x * (high - low)`` (or geometric interpolation
+* ``difficulty``, ``extra`` and ``strategy`` params: ``value = low + x * (high - low)`` (or geometric interpolation
   when ``log=True``); ``integer=True`` values are rounded half-up only when decoded, never in ``x``,
   so the search stays continuous.
 * ``reward_weight`` params: ``x`` maps linearly to an unconstrained logit in ``[low, high]`` (e.g.
@@ -40,8 +42,8 @@ __all__ = [
     "weights_to_logits",
 ]
 
-Kind = Literal["difficulty", "reward_weight", "extra"]
-KINDS: tuple[str, ...] = ("difficulty", "reward_weight", "extra")
+Kind = Literal["difficulty", "reward_weight", "extra", "strategy"]
+KINDS: tuple[str, ...] = ("difficulty", "reward_weight", "extra", "strategy")
 """The parameter kinds a harness knows, in the order their dicts appear on :class:`Harness`."""
 
 _MIN_INIT_WEIGHT = 1e-6
@@ -58,8 +60,9 @@ class HarnessParam:
         high: upper bound in natural units.
         init: the starting value, ``low <= init <= high``.
         kind: "difficulty" (task-generator knob), "reward_weight" (logit of a reward component's
-            weight) or "extra" (any other training-loop knob: pass threshold, replay ratio, ...).
-        integer: round the decoded value half-up to an int (difficulty / extra only).
+            weight), "extra" (any other training-loop knob: pass threshold, replay ratio, ...) or
+            "strategy" (an ``inner.*`` setting of the candidate's inner loop, named as that key).
+        integer: round the decoded value half-up to an int (not for reward weights).
         log: interpolate geometrically between ``low`` and ``high`` (needs ``low > 0``; not for
             reward weights).
     """
@@ -123,8 +126,10 @@ class Harness:
             when ``integer``; reward-weight params give their logit).
         difficulty: the task-generator knobs, by name (pass to ``TaskFamily.generate``).
         reward_weights: softmax of the reward-weight logits, by name; each in (0, 1), sum 1.
-        extras: the other knobs, by name.
+        extras: the other training-loop knobs, by name.
         vector: the normalised search point it was decoded from, each coordinate in [0, 1].
+        strategy: the inner-loop settings this candidate's inner loop runs with, by ``inner.*`` key
+            (:meth:`~evotrainer.search.inner_config.InnerConfig.with_strategy`); empty = the run's own.
     """
 
     values: dict[str, float]
@@ -132,15 +137,20 @@ class Harness:
     reward_weights: dict[str, float]
     extras: dict[str, float]
     vector: tuple[float, ...]
+    strategy: dict[str, float] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready ``{"difficulty", "reward_weights", "extras", "values"}`` (for the archive)."""
-        return {
+        """JSON-ready ``{"difficulty", "reward_weights", "extras", "values"}`` (for the archive), with
+        ``"strategy"`` too when the harness has strategy knobs (a harness without them archives as before)."""
+        out: dict[str, Any] = {
             "difficulty": dict(self.difficulty),
             "reward_weights": dict(self.reward_weights),
             "extras": dict(self.extras),
             "values": dict(self.values),
         }
+        if self.strategy:
+            out["strategy"] = dict(self.strategy)
+        return out
 
 
 def _round_half_up(v: float) -> int:
@@ -211,7 +221,7 @@ class HarnessSpace:
         return self.params[self._index[name]]
 
     def names_of(self, kind: str) -> tuple[str, ...]:
-        """Names of the params of ``kind`` ("difficulty", "reward_weight" or "extra"), in order."""
+        """Names of the params of ``kind`` (one of :data:`KINDS`), in order."""
         return tuple(p.name for p in self.params if p.kind == kind)
 
     def initial_values(self) -> dict[str, float]:
@@ -251,6 +261,7 @@ class HarnessSpace:
             reward_weights=reward_weights,
             extras={n: values[n] for n in self.names_of("extra")},
             vector=tuple(float(u) for u in arr),
+            strategy={n: values[n] for n in self.names_of("strategy")},
         )
 
     def encode(self, values: Mapping[str, float]) -> np.ndarray:
@@ -371,12 +382,13 @@ def space_from_specs(
     evolve_reward_weights: bool = True,
     reward_logit_bounds: tuple[float, float] = (-2.0, 2.0),
     extras: Mapping[str, Any] | None = None,
+    strategy: Mapping[str, Any] | None = None,
 ) -> HarnessSpace:
-    """The harness space named in config (``outer.space``, ``outer.knobs``, ``outer.extras``).
+    """The harness space named in config (``outer.space``, ``outer.knobs``, ``outer.extras``, ``outer.strategy``).
 
     Parameter order: the chosen difficulty knobs (``knobs`` order, or ``specs`` order when empty), then
     one logit per reward component (unless ``evolve_reward_weights`` is false: then the weights are
-    fixed at ``reward_init_weights`` normalised), then the extra knobs.
+    fixed at ``reward_init_weights`` normalised), then the extra knobs, then the strategy knobs.
 
     Args:
         specs: knob name -> an object with ``low``, ``high``, ``log``, ``integer`` (e.g.
@@ -389,6 +401,8 @@ def space_from_specs(
         evolve_reward_weights: false fixes the weights (no reward-weight coordinate).
         reward_logit_bounds: (low, high) of every reward logit.
         extras: name -> spec with ``init`` as well (kind "extra": a pass threshold, a replay ratio, ...).
+        strategy: ``inner.*`` key -> spec with ``init`` (kind "strategy"); which keys and ranges are valid is
+            the inner loop's to say (``config.validate`` checks them against ``InnerConfig``'s strategy keys).
 
     Raises:
         ConfigError: an unknown knob, bounds outside the generator's, bad scaling, a missing init, or
@@ -422,14 +436,15 @@ def space_from_specs(
             params.append(HarnessParam(name, lo, hi, logit, "reward_weight"))
     else:
         fixed = dict(reward_init_weights)
-    for name, spec in (extras or {}).items():
-        if spec.init is None:
-            raise ConfigError(f"config key 'outer.extras.{name}.init': an extra knob needs a start value")
-        params.append(HarnessParam(name, float(spec.low), float(spec.high), float(spec.init), "extra",
-                                   integer=bool(spec.integer), log=bool(spec.log)))
+    for group, kind, given in (("extras", "extra", extras), ("strategy", "strategy", strategy)):
+        for name, spec in (given or {}).items():
+            if spec.init is None:
+                raise ConfigError(f"config key 'outer.{group}.{name}.init': a {kind} knob needs a start value")
+            params.append(HarnessParam(name, float(spec.low), float(spec.high), float(spec.init), kind,
+                                       integer=bool(spec.integer), log=bool(spec.log)))
     if not params:
         raise ConfigError("config key 'outer.knobs': the harness has no parameter (no knob, reward weights "
-                          "fixed, no extras)")
+                          "fixed, no extras, no strategy knobs)")
     return HarnessSpace(tuple(params), fixed_reward_weights=fixed)
 
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
@@ -22,12 +24,27 @@ from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilyTexts
 if TYPE_CHECKING:
     from evotrainer.search.mutation_prompts import MutationStyle
 
-__all__ = ["InnerConfig"]
+__all__ = ["STRATEGY_KEYS", "InnerConfig"]
 
 _PROBABILITIES = ("cx_prob", "mut_prob", "llm_mutation_share", "llm_merge_share", "reflective_share",
                   "phrase_mutation_share", "decoding_mutation_share", "exemplar_mutation_share",
                   "prefill_mutation_share", "adapter_mutation_share", "adapter_noise_share", "adapter_pass_threshold",
                   "adaptive_mix", "min_on_topic")
+
+_MODEL_FREE_SHARES = ("phrase_mutation_share", "decoding_mutation_share", "exemplar_mutation_share",
+                      "prefill_mutation_share")
+
+STRATEGY_KEYS: dict[str, tuple[float, float]] = {
+    "mutator_temperature": (0.0, math.inf),
+    "cx_prob": (0.0, 1.0),
+    "mut_prob": (0.0, 1.0),
+    "llm_mutation_share": (0.0, 1.0),
+    "reflective_share": (0.0, 1.0),
+    "llm_merge_share": (0.0, 1.0),
+    **{key: (0.0, 1.0) for key in _MODEL_FREE_SHARES},
+}
+"""The ``inner.*`` settings a harness candidate may set for its own inner loop (``outer.strategy.<key>``), each
+with the closed range of values the key accepts (:meth:`InnerConfig.with_strategy`)."""
 
 
 def _texts_fields(texts: FamilyTexts) -> dict[str, Any]:
@@ -66,7 +83,9 @@ class InnerConfig:
             children are then compared with it on the same screening items (a paired comparison).
 
     Operator shares (how the mutation probabilities follow from them:
-    :func:`~evotrainer.search.operators_registry.mutation_probabilities`):
+    :func:`~evotrainer.search.operators_registry.mutation_probabilities`; a harness candidate may set these,
+    ``cx_prob``, ``mut_prob`` and ``mutator_temperature`` for its own inner loop: :data:`STRATEGY_KEYS`,
+    :meth:`InnerConfig.with_strategy`):
         llm_mutation_share: share of mutations done by the mutator model, in [0, 1]; without a mutator
             every mutation is model-free.
         reflective_share: share of the LLM mutations that are reflective (the mutator sees the parent's
@@ -213,6 +232,40 @@ class InnerConfig:
         :class:`~evotrainer.tasks.base.FamilyTexts`); keys set in config stay as they are."""
         return replace(self, **{key: value for key, value in _texts_fields(texts).items()
                                 if getattr(self, key) is None or getattr(self, key) == {}})
+
+    def with_strategy(self, values: Mapping[str, float]) -> InnerConfig:
+        """A copy with one harness candidate's strategy knobs applied (``outer.strategy``; the harness' ``strategy``).
+
+        Args:
+            values: :data:`STRATEGY_KEYS` name -> value, each inside that key's range; empty = this config.
+
+        Returns:
+            The copy. When the four model-free shares (phrase, decoding, exemplar, prefill) then sum past 1,
+            each is divided by their sum, so their ratios stay and no structural edit is left; every other
+            setting is the value given.
+
+        Raises:
+            ConfigError: a name that is not a strategy setting, or a value outside its range (naming
+                ``outer.strategy.<name>``).
+        """
+        if not values:
+            return self
+        for name, value in values.items():
+            if name not in STRATEGY_KEYS:
+                raise ConfigError(f"config key 'outer.strategy.{name}': expected one of the inner-loop strategy "
+                                  f"settings {sorted(STRATEGY_KEYS)}, got {name!r}")
+            low, high = STRATEGY_KEYS[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+                raise ConfigError(f"config key 'outer.strategy.{name}': expected a value in [{low}, {high}], "
+                                  f"got {value!r}")
+        out = replace(self, **{name: float(value) for name, value in values.items()})
+        shares = [getattr(out, key) for key in _MODEL_FREE_SHARES]
+        if sum(shares) <= 1.0:
+            return out
+        scale = 1.0 / sum(shares)
+        while sum(v * scale for v in shares) > 1.0:  # float rounding: the scaled sum must not pass 1 (validate)
+            scale = math.nextafter(scale, 0.0)
+        return replace(out, **{key: v * scale for key, v in zip(_MODEL_FREE_SHARES, shares, strict=True)})
 
     def texts(self) -> FamilyTexts:
         """The domain texts this config gives: its set keys, else the neutral ones (no family given)."""

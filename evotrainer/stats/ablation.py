@@ -1,7 +1,8 @@
 """The ablation study's table: arms × seeds at an equal rollout budget, pooled over seeds.
 
 Does the outer loop earn its place? ``python -m evotrainer -m +study=ablation`` runs the same job under each
-*arm* (``outer.candidate_source``: ``coevolve``, ``frozen_harness``, ``random_harness``; a peer optimiser such
+*arm* (``outer.candidate_source``: ``coevolve``, ``frozen_harness``, ``random_harness``; ``coevolve_strategy`` for
+CMA-ES runs that also evolve the inner loop's strategy knobs, ``+study=ablation_strategy``; a peer optimiser such
 as ``benchmarks/gepa_arm.py`` adds its own arm) for several seeds, each stopped by the same
 ``outer.budget.rollouts``. Each run ends with its final best and its best seed scored item by item on the
 held-out part of the meta-validation set (and, with ``task.transfer_path``, on real items no selection
@@ -10,7 +11,8 @@ used). This module turns those per-item scores into one table:
 - per arm, ``final best − best seed`` on the held-out items and on the transfer items (and final best −
   plain prompt on the transfer items);
 - arm against arm, ``reference − other`` between the two arms' final bests on the same items, paired by seed
-  (the reference is ``coevolve`` when present: ``coevolve − frozen_harness``, ``coevolve − random_harness``,
+  (the reference is the first arm of :data:`ARMS` present: ``coevolve_strategy`` when the strategy study is tabled
+  with the ablation study, else ``coevolve``: ``coevolve − frozen_harness``, ``coevolve − random_harness``,
   ``coevolve − gepa``); the best seed of a seed is the same in every product arm (generation 0 does not depend
   on the arm), so the two rows agree;
 - per arm, the counted rollouts (:func:`evotrainer.archive.schema.budget_rollouts`) next to the budget, and
@@ -62,7 +64,7 @@ __all__ = [
     "write_arm_result",
 ]
 
-ARMS: tuple[str, ...] = ("coevolve", "frozen_harness", "random_harness", "gepa")
+ARMS: tuple[str, ...] = ("coevolve_strategy", "coevolve", "frozen_harness", "random_harness", "gepa")
 """The study's arms in display order (an arm not listed follows, sorted); the first present is the reference."""
 ARM_RESULT_NAME = "arm_result.json"
 """File name of a peer arm's result (:func:`write_arm_result`)."""
