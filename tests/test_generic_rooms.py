@@ -18,10 +18,10 @@ DOMAIN_WORDS = re.compile(r"(?<!in )(?<!\d )\bminutes\b|meeting|transcript|actio
 # (file, text on the line) that may still name a domain, each with why:
 ALLOWED = (
     # schema 2's pool columns, which the migration to version 3 renames and a read-only open still reads
-    *(("archive/schema.py", t) for t in ("transcript TEXT NOT NULL", "domain-named columns get neutral names",
-                                         "RENAME COLUMN transcript TO task_input", "(its ``transcript`` / ``reference_minutes``",
-                                         "transcript AS task_input, reference_minutes AS reference",
-                                         "column ``transcript`` before")),
+    *(("archive/schema.py", t) for t in ("transcript TEXT NOT NULL", "reference_minutes TEXT NOT NULL",
+                                         '(("selfevolve_pool", "transcript", "task_input"), ("selfevolve_pool", '
+                                         '"reference_minutes", "reference"))', "column ``transcript`` before",
+                                         "(column ``reference_minutes`` before 3)")),
     # the converted-model fingerprint's fixed text: another text would invalidate every cached conversion
     ("backends/converted.py", '_PROBE = "Minutes of the budget meeting'),
     # probe names archived before the probes were named by role, read under the role names

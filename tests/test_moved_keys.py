@@ -31,9 +31,9 @@ def test_old_overrides_are_respelt_with_one_warning_each() -> None:
         "-m", "task.options.long.mode=cut,window", "+task.options.action_band=[1,3]", "~task.options.prompt_layout",
         "seed=1", "task.options.long.mode=cut", "task.longer=1"]
     assert said == [
-        "task.long.mode is deprecated: use task.options.long.mode (the meeting-minutes family's options)",
-        "task.action_band is deprecated: use task.options.action_band (the meeting-minutes family's options)",
-        "task.prompt_layout is deprecated: use task.options.prompt_layout (the meeting-minutes family's options)"]
+        "task.long.mode is deprecated: use task.options.long.mode (the family's options)",
+        "task.action_band is deprecated: use task.options.action_band (the family's options)",
+        "task.prompt_layout is deprecated: use task.options.prompt_layout (the family's options)"]
     assert moved_key("task.long") == "task.options.long" and moved_key("task.name") is None
 
 

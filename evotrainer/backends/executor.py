@@ -5,7 +5,7 @@ Both are an :class:`~evotrainer.backends.base.LLM`, so the evaluator, the loops 
 one they got. ``executor.ray.workers`` actors each build their own backend once, with the builder the caller hands
 in and the run's ``model.*`` settings; each ``generate`` call is split into one part per worker
 (:func:`split_requests`: the transformers backend's prefix grouping on characters, cut into contiguous parts of
-equal size, so a transcript's requests go to one worker but at most one group per cut; deterministic), and the
+equal size, so an input's requests go to one worker but at most one group per cut; deterministic), and the
 results come back in request order. Only the driver scores, selects and writes the archive. Greedy text does not
 depend on how rows share a batch, so fitness values equal ``executor=local``'s (``tests/test_executor.py``).
 

@@ -228,10 +228,10 @@ def study_html(table: StudyTable, sources: Sequence[str] = ()) -> str:
     for r in table.rows:
         rollouts = "–" if r.kind != "arm" else esc(", ".join(f"{n:,}" for n in r.rollouts))
         budgets = "–" if r.kind != "arm" else esc(", ".join("none" if b is None else f"{b:,}" for b in r.budgets))
-        minutes = "–" if r.kind != "arm" else esc(", ".join("?" if s is None else f"{s / 60:.1f}" for s in r.seconds))
+        mins = "–" if r.kind != "arm" else esc(", ".join("?" if s is None else f"{s / 60:.1f}" for s in r.seconds))
         rows.append([esc(r.label), esc(",".join(map(str, r.seeds)) or "–"), _html_cell(r.heldout),
                      esc(_wlt(r.heldout)), _html_cell(r.transfer), esc(_wlt(r.transfer)), _html_cell(r.transfer_plain),
-                     rollouts, budgets, minutes])
+                     rollouts, budgets, mins])
     headers = ["comparison", "seeds", f"held-out Δ [{pct}]", "W/L/T", f"transfer Δ [{pct}]", "W/L/T",
                "transfer: final best − plain", "rollouts per seed", "budget", "wall time per seed (min)"]
     notes = "".join(f"<p class='note'>{esc(line)}</p>" for line in study_notes(table))

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from evotrainer.adapters import LoraSettings, SFTExample, cx_adapters, train_lora
 from evotrainer.backends.base import GenerationRequest, SamplingParams
+from evotrainer.backends.chat_tokens import chat_ids
 from evotrainer.backends.hf import HFBackend
 from evotrainer.model_schema import ModelConfig
 
@@ -28,7 +29,7 @@ def real() -> HFBackend:
 def test_two_step_training_changes_outputs_and_never_the_base(real: HFBackend, tmp_path: Path) -> None:
     examples = [SFTExample((QUESTION, {"role": "assistant", "content": "BANANA BANANA BANANA."}))] * 2
     req = GenerationRequest((QUESTION,), SamplingParams(max_new_tokens=12))
-    x = torch.tensor([real._encode([{"role": "system", "content": ""}, QUESTION])])
+    x = torch.tensor([chat_ids(real.tokenizer, [{"role": "system", "content": ""}, QUESTION])])
     with torch.no_grad():
         logits = real.model(x).logits
     base = real.generate([req])[0]

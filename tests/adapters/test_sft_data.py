@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, check_mask, collate, encode_chat
+from evotrainer.backends.chat_tokens import chat_ids
 from evotrainer.backends.hf import HFBackend
 from evotrainer.errors import ConfigError, DataError
 
@@ -27,7 +28,7 @@ def test_mask_covers_exactly_the_answer_and_end_of_turn(tiny_backend: HFBackend)
     assert tok.decode([ex.input_ids[k] for k in covered]) == CHAT[-1]["content"] + "<|im_end|>"
     assert ex.labels[-1] == tiny_backend.stop_token_ids[0] != tiny_backend.pad_token_id
     # the prompt is token for token what the backend feeds the model at generation time
-    assert list(ex.input_ids[: ex.prompt_tokens]) == tiny_backend._encode(list(CHAT[:-1]))
+    assert list(ex.input_ids[: ex.prompt_tokens]) == chat_ids(tiny_backend.tokenizer, list(CHAT[:-1]))
     # and prompt + answer is the chat template's rendering of the whole chat (minus the final newline)
     full = tok.apply_chat_template(list(CHAT), tokenize=False)
     assert tok.decode(list(ex.input_ids)) + "\n" == full
