@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +88,30 @@ class ArchiveQueries:
     _conn: sqlite3.Connection
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One consistent snapshot for several statements (a deferred transaction; takes no write lock)."""
+    def _transaction(self, what: str, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction, committed at the end and rolled back on any error: ``BEGIN IMMEDIATE`` to write,
+        a deferred ``BEGIN`` (one consistent snapshot, no write lock) to read. A SQLite error raises
+        :class:`ArchiveError` naming the file and ``what``."""
         conn = self._conn
         if conn is None:
             raise ArchiveError(f"{self.path}: archive is closed")
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
-            raise ArchiveError(f"{self.path}: cannot read archive ({exc})") from None
+            raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
         try:
             yield conn
-        except sqlite3.Error as exc:
-            raise ArchiveError(f"{self.path}: cannot read archive ({exc})") from None
-        finally:
+            conn.execute("COMMIT")
+        except BaseException as exc:
             if conn.in_transaction:
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
+            raise
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One consistent snapshot for several statements."""
+        return self._transaction("read archive")
 
     # --- runs -------------------------------------------------------------------------------------
 

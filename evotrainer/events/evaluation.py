@@ -12,28 +12,9 @@ __all__ = ["InputHandlingEvent", "TrajectoriesEvent"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class TrajectoriesEvent(Event):
-    """The freshly generated episodes of one evaluation (multi-step families only)."""
+class _EvaluationEvent(Event):
+    """The keys both kinds open with: which evaluation it was."""
 
-    kind: ClassVar[str] = "trajectories"
-    policy_id: str | None = None
-    """The policy evaluated."""
-    batch_id: str | None = None
-    """The task batch."""
-    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
-    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
-    harness_id: str | None = None
-    """The candidate, None outside one."""
-    trajectories: tuple[Any, ...] = ()
-    """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputHandlingEvent(Event):
-    """How the items of one fresh evaluation were read when any was not read whole (a long input windowed or
-    cut is never silent)."""
-
-    kind: ClassVar[str] = "input_handling"
     policy_id: str | None = None
     """The policy evaluated."""
     batch_id: str | None = None
@@ -42,6 +23,23 @@ class InputHandlingEvent(Event):
     """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
     harness_id: str | None = None
     """The candidate, None outside one."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TrajectoriesEvent(_EvaluationEvent):
+    """The freshly generated episodes of one evaluation (multi-step families only)."""
+
+    kind: ClassVar[str] = "trajectories"
+    trajectories: tuple[Any, ...] = ()
+    """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InputHandlingEvent(_EvaluationEvent):
+    """How the items of one fresh evaluation were read when any was not read whole (a long input windowed or
+    cut is never silent)."""
+
+    kind: ClassVar[str] = "input_handling"
     handling: tuple[str, ...] = ()
     """One :class:`~evotrainer.input_handling.InputHandling` code per item, in batch order: ``whole``,
     ``windowed:N``, ``cut:S`` (S: share of the input's words the model saw, in [0, 1])."""

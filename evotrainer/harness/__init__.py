@@ -12,15 +12,5 @@ from evotrainer.harness.space import (
     weights_to_logits,
 )
 
-__all__ = [
-    "KINDS",
-    "NONFINITE_FALLBACK",
-    "CMASearch",
-    "Harness",
-    "HarnessParam",
-    "HarnessSpace",
-    "build_default_space",
-    "ema_toward",
-    "space_from_specs",
-    "weights_to_logits",
-]
+__all__ = ["KINDS", "NONFINITE_FALLBACK", "CMASearch", "Harness", "HarnessParam", "HarnessSpace",
+           "build_default_space", "ema_toward", "space_from_specs", "weights_to_logits"]
