@@ -21,8 +21,7 @@
 output's content gate (:func:`content_gate`): the share of :data:`FORM_GATE_WORDS` content words the
 output takes from the transcript, capped at 1. The harness may weight form, but form alone earns
 nothing: the bare skeleton ``## Topics / - The meeting / ... / - Owner: task (due: date)`` has no
-content word and scores 0 under any weights, so it cannot win a batch (issue 24; before, it scored 0.5
-under the default weights). The total is 0.0 (components still reported) when the degenerate-output
+content word and scores 0 under any weights, so it cannot win a batch. The total is 0.0 (components still reported) when the degenerate-output
 guard fires.
 """
 
