@@ -42,37 +42,11 @@ from evotrainer.errors import ConfigError
 from evotrainer.model_schema import LoraSettings
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
-__all__ = [
-    "ArchiveConfig",
-    "Config",
-    "DecodingConfig",
-    "EvaluateConfig",
-    "EvaluationConfig",
-    "ExecutorConfig",
-    "InnerConfig",
-    "ModelConfig",
-    "OpenAIConfig",
-    "BudgetConfig",
-    "HackCheckConfig",
-    "KnobSpec",
-    "OuterConfig",
-    "RaceConfig",
-    "RayConfig",
-    "RollbackConfig",
-    "CurriculumConfig",
-    "LoraSettings",
-    "SelfEvolveConfig",
-    "TaskConfig",
-    "TrackingConfig",
-    "CONF_DIR",
-    "PACKAGE_DATA",
-    "PROJECT_ROOT",
-    "find_data_path",
-    "register_configs",
-    "resolve_path",
-    "to_config",
-    "validate",
-]
+__all__ = ["ArchiveConfig", "Config", "DecodingConfig", "EvaluateConfig", "EvaluationConfig",
+           "ExecutorConfig", "InnerConfig", "ModelConfig", "OpenAIConfig", "BudgetConfig", "HackCheckConfig",
+           "KnobSpec", "OuterConfig", "RaceConfig", "RayConfig", "RollbackConfig", "CurriculumConfig",
+           "LoraSettings", "SelfEvolveConfig", "TaskConfig", "TrackingConfig", "CONF_DIR", "PACKAGE_DATA",
+           "PROJECT_ROOT", "find_data_path", "register_configs", "resolve_path", "to_config", "validate"]
 
 _PACKAGE = Path(__file__).resolve().parent  # the evotrainer folder
 PROJECT_ROOT = _PACKAGE.parent

@@ -20,25 +20,9 @@ from typing import Any
 from evotrainer.events.kinds import Event, from_payload
 from evotrainer.genome import Policy
 
-__all__ = [
-    "APPLICATION_ID",
-    "BUDGET_KINDS",
-    "EVALUATION_KINDS",
-    "MIGRATIONS",
-    "READABLE_VERSION",
-    "RENAMED_COLUMNS",
-    "SCHEMA_VERSION",
-    "columns",
-    "EvaluationRow",
-    "EventRow",
-    "HarnessCandidateRow",
-    "LineageNode",
-    "PoolTaskRow",
-    "RoundRow",
-    "RunInfo",
-    "SampleRow",
-    "budget_rollouts",
-]
+__all__ = ["APPLICATION_ID", "BUDGET_KINDS", "EVALUATION_KINDS", "MIGRATIONS", "READABLE_VERSION",
+           "RENAMED_COLUMNS", "SCHEMA_VERSION", "columns", "EvaluationRow", "EventRow", "HarnessCandidateRow",
+           "LineageNode", "PoolTaskRow", "RoundRow", "RunInfo", "SampleRow", "budget_rollouts"]
 
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""

@@ -45,21 +45,8 @@ from evotrainer.errors import DataError
 from evotrainer.stats.bootstrap import ClusterDifference, cluster_difference, finite, rng_for
 from evotrainer.stats.generalisation import format_diff
 
-__all__ = [
-    "ARMS",
-    "ARM_RESULT_NAME",
-    "ARM_RESULT_VERSION",
-    "ArmRun",
-    "ItemScores",
-    "StudyRow",
-    "StudyTable",
-    "read_arm_result",
-    "render_study",
-    "study_notes",
-    "study_table",
-    "to_payload",
-    "write_arm_result",
-]
+__all__ = ["ARMS", "ARM_RESULT_NAME", "ARM_RESULT_VERSION", "ArmRun", "ItemScores", "StudyRow", "StudyTable",
+           "read_arm_result", "render_study", "study_notes", "study_table", "to_payload", "write_arm_result"]
 
 ARMS: tuple[str, ...] = ("coevolve", "frozen_harness", "random_harness", "gepa")
 """The study's arms in display order (an arm not listed follows, sorted); the first present is the reference."""

@@ -33,25 +33,9 @@ from evotrainer.stats.bootstrap import (
     tally,
 )
 
-__all__ = [
-    "PAYLOAD_VERSION",
-    "Generalisation",
-    "SPLIT_LABELS",
-    "PooledDifference",
-    "SplitComparison",
-    "by_source",
-    "columns",
-    "compare",
-    "format_diff",
-    "from_payload",
-    "pool",
-    "render_table",
-    "source_of",
-    "split_cells",
-    "table_rows",
-    "to_payload",
-    "with_item_ids",
-]
+__all__ = ["PAYLOAD_VERSION", "Generalisation", "SPLIT_LABELS", "PooledDifference", "SplitComparison",
+           "by_source", "columns", "compare", "format_diff", "from_payload", "pool", "render_table",
+           "source_of", "split_cells", "table_rows", "to_payload", "with_item_ids"]
 
 PAYLOAD_VERSION = 1
 """``version`` key of :func:`to_payload`; :func:`from_payload` refuses newer ones."""

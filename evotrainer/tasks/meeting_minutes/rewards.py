@@ -39,18 +39,9 @@ from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.reward_weights import on_simplex
 
-__all__ = [
-    "DEFAULT_ACTION_BAND",
-    "DEFAULT_REWARD_WEIGHTS",
-    "FORM_COMPONENTS",
-    "FORM_GATE_WORDS",
-    "REWARD_COMPONENTS",
-    "action_count_score",
-    "content_gate",
-    "reward",
-    "reward_components",
-    "validate_action_band",
-]
+__all__ = ["DEFAULT_ACTION_BAND", "DEFAULT_REWARD_WEIGHTS", "FORM_COMPONENTS", "FORM_GATE_WORDS",
+           "REWARD_COMPONENTS", "action_count_score", "content_gate", "reward", "reward_components",
+           "validate_action_band"]
 
 REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1", "content")
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = {
