@@ -109,7 +109,7 @@ def test_malformed_replies_become_observations_and_are_counted() -> None:
     trajs = run_episodes(ScriptedLLM(lambda r: next(replies)), [Episode("p", "", task)], ToolRolloutConfig(prefill=""))
     t = trajs[0]
     assert t.malformed == 3 and t.first_wrong_step == 0 and t.stop_reason == "final_answer"
-    assert all(o.startswith("Error:") for o in t.observations)
+    assert all(o.startswith("Error:") for o in (s.observation for s in t.steps if s.kind != "final"))
     assert t.components == {"correct": 1.0, "efficiency": 0.5, "format": 0.25}
     assert t.reward == pytest.approx(0.7 + 0.15 * 0.5 + 0.15 * 0.25)
 
