@@ -18,7 +18,7 @@ whether the racers that lost the race were better anyway, on items no selection 
 3. it prints ``racer − incumbent`` per run, per arm and over all runs, on the held-out and the transfer items:
    mean paired difference (S_val units in [-1, 1], higher: the racer scores higher), a percentile bootstrap
    interval over items and wins/losses/ties over (run, item) pairs. Runs are pooled by the study table's cluster
-   bootstrap by item (:func:`evotrainer.stats.transfer_pool.cluster_difference`; Davison & Hinkley 1997, sec. 3.8):
+   bootstrap by item (:func:`evotrainer.stats.bootstrap.cluster_difference`; Davison & Hinkley 1997, sec. 3.8):
    each item's difference is averaged over the runs that scored it and items are resampled. Runs without a racer
    are listed and left out of the pools.
 
@@ -62,9 +62,8 @@ from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run.gene_support import check_policy_backend
 from evotrainer.run.runtime import build_family, build_llm, load_transfer, load_validation, sampling_from
 from evotrainer.stats.ablation import ItemScores
-from evotrainer.stats.bootstrap import rng_for
+from evotrainer.stats.bootstrap import cluster_difference, rng_for
 from evotrainer.stats.generalisation import format_diff
-from evotrainer.stats.transfer_pool import cluster_difference
 
 __all__ = ["RacerRun", "RunPlan", "compare_racers", "main", "plan_runs", "render", "run", "score_runs"]
 

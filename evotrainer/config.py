@@ -45,37 +45,11 @@ from evotrainer.search.inner_config import (  # the inner loop's own config is t
     InnerConfig,
 )
 
-__all__ = [
-    "ArchiveConfig",
-    "Config",
-    "DecodingConfig",
-    "EvaluateConfig",
-    "EvaluationConfig",
-    "ExecutorConfig",
-    "InnerConfig",
-    "ModelConfig",
-    "OpenAIConfig",
-    "BudgetConfig",
-    "HackCheckConfig",
-    "KnobSpec",
-    "OuterConfig",
-    "RaceConfig",
-    "RayConfig",
-    "RollbackConfig",
-    "CurriculumConfig",
-    "LoraSettings",
-    "SelfEvolveConfig",
-    "TaskConfig",
-    "TrackingConfig",
-    "CONF_DIR",
-    "PACKAGE_DATA",
-    "PROJECT_ROOT",
-    "find_data_path",
-    "register_configs",
-    "resolve_path",
-    "to_config",
-    "validate",
-]
+__all__ = ["ArchiveConfig", "Config", "DecodingConfig", "EvaluateConfig", "EvaluationConfig",
+           "ExecutorConfig", "InnerConfig", "ModelConfig", "OpenAIConfig", "BudgetConfig", "HackCheckConfig",
+           "KnobSpec", "OuterConfig", "RaceConfig", "RayConfig", "RollbackConfig", "CurriculumConfig",
+           "LoraSettings", "SelfEvolveConfig", "TaskConfig", "TrackingConfig", "CONF_DIR", "PACKAGE_DATA",
+           "PROJECT_ROOT", "find_data_path", "register_configs", "resolve_path", "to_config", "validate"]
 
 _PACKAGE = Path(__file__).resolve().parent  # the evotrainer folder
 PROJECT_ROOT = _PACKAGE.parent
@@ -159,11 +133,9 @@ def validate(cfg: Config) -> None:
     _check(d.repetition_penalty >= 1, "decoding.repetition_penalty", ">= 1.0", d.repetition_penalty)
     _check(d.no_repeat_ngram_size >= 0, "decoding.no_repeat_ngram_size", ">= 0", d.no_repeat_ngram_size)
     t = cfg.task
-    _check(t.validation_limit is None or t.validation_limit >= 1, "task.validation_limit", ">= 1 or null",
-           t.validation_limit)
-    _check(t.transfer_limit is None or t.transfer_limit >= 1, "task.transfer_limit", ">= 1 or null",
-           t.transfer_limit)
-    _check(t.train_limit is None or t.train_limit >= 1, "task.train_limit", ">= 1 or null", t.train_limit)
+    for key in ("validation_limit", "transfer_limit", "train_limit"):
+        value = getattr(t, key)
+        _check(value is None or value >= 1, f"task.{key}", ">= 1 or null", value)
     for key in ("validation_subset", "transfer_path", "train_path"):
         value = getattr(t, key)
         _check(value is None or (isinstance(value, str) and value.strip() != ""), f"task.{key}",

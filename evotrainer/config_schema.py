@@ -18,27 +18,10 @@ from evotrainer.model_schema import (  # the model roles (the backends read it)
 )
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
-__all__ = [
-    "ArchiveConfig",
-    "BudgetConfig",
-    "Config",
-    "CurriculumConfig",
-    "DecodingConfig",
-    "EvaluateConfig",
-    "EvaluationConfig",
-    "ExecutorConfig",
-    "HackCheckConfig",
-    "KnobSpec",
-    "ModelConfig",
-    "OpenAIConfig",
-    "OuterConfig",
-    "RaceConfig",
-    "RayConfig",
-    "RollbackConfig",
-    "SelfEvolveConfig",
-    "TaskConfig",
-    "TrackingConfig",
-]
+__all__ = ["ArchiveConfig", "BudgetConfig", "Config", "CurriculumConfig", "DecodingConfig", "EvaluateConfig",
+           "EvaluationConfig", "ExecutorConfig", "HackCheckConfig", "KnobSpec", "ModelConfig", "OpenAIConfig",
+           "OuterConfig", "RaceConfig", "RayConfig", "RollbackConfig", "SelfEvolveConfig", "TaskConfig",
+           "TrackingConfig"]
 
 
 @dataclass

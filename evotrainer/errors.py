@@ -7,16 +7,8 @@ Systemic failures (bad config, malformed data file, missing model, broken archiv
 
 from __future__ import annotations
 
-__all__ = [
-    "AdapterLoadError",
-    "ArchiveError",
-    "ConfigError",
-    "DataError",
-    "EvoTrainerError",
-    "ModelError",
-    "OperatorError",
-    "ServerError",
-]
+__all__ = ["AdapterLoadError", "ArchiveError", "ConfigError", "DataError", "EvoTrainerError", "ModelError",
+           "OperatorError", "ServerError"]
 
 
 class EvoTrainerError(Exception):

@@ -23,9 +23,8 @@ PREFILL_SECTION = "prefill"
 
 The model continues from it (e.g. a first heading makes a small model write the answer's format rather than
 continue its input); the answer scored is prefill + continuation. Pre-filling the assistant turn
-is a documented prompting technique (e.g. Anthropic's "prefill Claude's response" guide); measured here
-on 10 meta-validation items with SmolLM2-135M, a heading prefill raised S_val of three seeds by
-+0.005 to +0.028. Text operators leave it alone; :func:`evotrainer.search.prefill.mut_prefill` edits it."""
+is a documented prompting technique (e.g. Anthropic's "prefill Claude's response" guide; what it gained
+here: docs/concepts.md). Text operators leave it alone; :func:`evotrainer.search.prefill.mut_prefill` edits it."""
 
 MERGE_SECTION = "merge"
 """Optional section holding the instruction of the merge call that joins the partial answers of a long input

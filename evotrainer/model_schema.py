@@ -101,10 +101,8 @@ class LoraSettings:
     """Settings of one LoRA SFT run (a self-evolution round, an adapter gene's short fine-tune).
 
     Defaults follow the LoRA paper's usual setting (Hu et al. 2021: r=16 on the attention projections,
-    alpha = 2r) and the common PEFT/QLoRA SFT settings; the CPU experiment lowers ``steps`` and ``max_length``.
-    Measured for SmolLM2-135M fp32 at batch 4 with every row a full 768 tokens, on 2 CPU cores shared with other
-    jobs: 60-97 s/step wall, 44 CPU-seconds/step (so ~22-30 s/step on 2 free cores, ~6-8 min for 16 steps);
-    shorter rows cost proportionally less. :meth:`check` gives the ranges.
+    alpha = 2r) and the common PEFT/QLoRA SFT settings; the CPU experiment lowers ``steps`` and ``max_length``
+    (the cost of a step: docs/selfevolve.md). :meth:`check` gives the ranges.
     """
 
     rank: int = 16  # LoRA rank r, >= 1 (continuing from a parent adapter keeps the parent's rank)

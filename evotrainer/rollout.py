@@ -26,15 +26,8 @@ from evotrainer.search.reflection import TaskFeedback
 from evotrainer.stats.bootstrap import mean_stderr
 from evotrainer.tasks.base import EmbeddingMeta, RolloutRequest, SelfEvolving, Task, TaskFamily
 
-__all__ = [
-    "FeedbackRecorder",
-    "MetaEvaluation",
-    "PassingSampleRecorder",
-    "PolicyEvaluation",
-    "RolloutEvaluator",
-    "batch_id_for",
-    "sampling_for",
-]
+__all__ = ["FeedbackRecorder", "MetaEvaluation", "PassingSampleRecorder", "PolicyEvaluation",
+           "RolloutEvaluator", "batch_id_for", "sampling_for"]
 
 
 def batch_id_for(tasks: Sequence[Task]) -> str:

@@ -53,20 +53,8 @@ from filelock import FileLock
 
 from evotrainer.atomic import write_text_atomic
 
-__all__ = [
-    "INDEX_NAME",
-    "INDEX_VERSION",
-    "JOB_LOCK_NAME",
-    "KILLED_ERROR",
-    "SWEEP_LOCK_NAME",
-    "find_index",
-    "hold_lock",
-    "mark_dead",
-    "now_iso",
-    "planned_jobs",
-    "read_index",
-    "update_index",
-]
+__all__ = ["INDEX_NAME", "INDEX_VERSION", "JOB_LOCK_NAME", "KILLED_ERROR", "SWEEP_LOCK_NAME", "find_index",
+           "hold_lock", "mark_dead", "now_iso", "planned_jobs", "read_index", "update_index"]
 
 INDEX_NAME = "sweep_index.json"
 """File name of the index inside the sweep folder."""

@@ -1,44 +1,19 @@
-"""Experiment tracking: a run's per-generation metrics to TensorBoard and MLflow.
+"""Experiment tracking: a run's metrics to TensorBoard and MLflow (off by default; which metrics, and where they
+are written: docs/runs.md).
 
-Off by default (``tracking.tensorboard``, ``tracking.mlflow``). Nothing here decides anything: the
-:class:`Tracker` *subscribes* to what the run already archives. :class:`~evotrainer.archive.recorder.RunRecorder`
-hands it each event and harness-candidate row as it writes them, and the tracker turns them into numbers:
+The :class:`Tracker` decides nothing: it *subscribes* to what the run archives
+(:class:`~evotrainer.archive.recorder.RunRecorder` hands it each event and harness-candidate row as it writes
+them) and turns them into numbers, stepped by inner generations run so far (from 0, each candidate's initial
+evaluation included), harness candidates archived so far (from 0), the outer generation (0 = the seeds), or 0
+for ``final/*``. S_val and fitness are in [0, 1], higher is better. Libraries load lazily; a missing one with
+its key on fails at start with the pip command; a sink that fails during the run, its start included, is logged
+and dropped: tracking never stops a run.
 
-==============================  =====================================  ==========================================
-metric                          from                                   step
-==============================  =====================================  ==========================================
-``inner/best_fitness``,         ``inner_generation`` event (the DEAP   inner generations run so far in the whole
-``inner/mean_fitness``          logbook record: max, mean)             run, from 0 (each candidate's initial
-                                                                       evaluation included)
-``candidate/race_estimate``,    harness-candidate row (+ the           harness candidates archived so far, from 0
-``candidate/s_val``,            candidate's ``race`` events)
-``candidate/race_evaluations``
-``outer/incumbent_s_val``,      ``incumbent`` event of generation 0,   the outer generation (0 = the seeds)
-``outer/current_s_val``,        ``outer_generation`` events
-``outer/cma_sigma``
-``final/*``                     ``summary`` and ``generalisation``     0
-                                events (selection and held-out
-                                paired differences with their CI)
-==============================  =====================================  ==========================================
-
-S_val and fitness are in [0, 1], higher is better. MLflow also gets the flattened config as params
-(``outer.race.level`` = ``0.95``) and the verdict as a tag; TensorBoard gets the config as text.
-
-Where: TensorBoard event files under ``<run dir>/tensorboard`` (``tensorboard --logdir <run dir>``); MLflow
-to ``tracking.mlflow_uri``, by default the SQLite file ``<run dir>/mlflow.db`` (``mlflow ui
---backend-store-uri sqlite:///<run dir>/mlflow.db``). SQLite, not a ``./mlruns`` folder: MLflow 3 keeps the
-file store in maintenance mode and refuses it unless ``MLFLOW_ALLOW_FILE_STORE=true`` is set (mlflow#23634);
-a ``file:`` URI still works for a user who sets that. Libraries load lazily; a missing one with its key on
-fails at start with the pip command. A sink that fails during the run, its start included, is logged and
-dropped: tracking never stops a run.
-
-Parallel jobs on one SQLite file (``tracking.mlflow_uri`` shared by a sweep's jobs): MLflow creates its
-schema with Alembic migrations on a file's first use, and two processes migrating the same fresh file at
-once fail ("duplicate column name", "table _alembic_tmp_... already exists"). So the
-first client calls (store and schema creation, the experiment) run under a :class:`filelock.FileLock` on
-``<file>.lock`` beside the SQLite file; where that lock cannot be taken, they are retried once.
+Parallel jobs on one SQLite file: MLflow creates its schema with Alembic migrations on a file's first use, and two
+processes migrating the same fresh file at once fail, so the first client calls (store and schema creation, the
+experiment) run under a :class:`filelock.FileLock` on ``<file>.lock`` beside the SQLite file; where that lock
+cannot be taken, they are retried once.
 """
-
 from __future__ import annotations
 
 import atexit

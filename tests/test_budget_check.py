@@ -12,6 +12,7 @@ from evotrainer.archive import ArchiveStore
 from evotrainer.config import Config
 from evotrainer.evolve.budget_check import WARN_SHARE, estimate_gen0
 from evotrainer.evolve.coevolution import run_evolve
+from tests.archive._dump import dump_deterministic
 
 
 def test_estimate_adds_the_remaining_requests_at_the_measured_rate() -> None:
@@ -46,7 +47,7 @@ def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
     with ArchiveStore(tmp_path / "archive.db", read_only=True) as store:
         run_id = store.list_runs()[0].run_id
         (event,) = [e for e in store.events(run_id, kind="phase") if e.payload["name"] == "gen0_estimate"]
-        assert "gen0_estimate" not in str(store.dump_deterministic(run_id))
+        assert "gen0_estimate" not in str(dump_deterministic(store, run_id))
     est = event.payload
     assert est["warn"] is True and est["budget"] == 1e-6 and est["share"] > WARN_SHARE
     assert est["seconds"] >= est["elapsed"] > 0 and est["per_request"] > 0

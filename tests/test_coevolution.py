@@ -24,6 +24,7 @@ from evotrainer.rollout import batch_id_for
 from evotrainer.run.runtime import build_family, load_validation
 from evotrainer.run.validation_split import split_validation
 from evotrainer.tasks.meeting_minutes import DEFAULT_REWARD_WEIGHTS
+from tests.archive._dump import dump_deterministic
 
 DATA = Path(__file__).parent / "data"
 
@@ -67,7 +68,7 @@ def test_same_seed_same_archive(two_runs) -> None:
     _, (a, b) = two_runs
     assert a.run_id == b.run_id
     with ArchiveStore(a.archive, read_only=True) as sa, ArchiveStore(b.archive, read_only=True) as sb:
-        dump_a, dump_b = sa.dump_deterministic(a.run_id), sb.dump_deterministic(b.run_id)
+        dump_a, dump_b = dump_deterministic(sa, a.run_id), dump_deterministic(sb, b.run_id)
     assert dump_a == dump_b
     assert dump_a["policies"], "the run archived no policies"
 

@@ -32,6 +32,7 @@ from evotrainer.run.resume import (
     resume_threads,
     resume_warnings,
 )
+from tests.archive._dump import dump_deterministic
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -61,7 +62,7 @@ def _dump(run_dir: Path) -> dict:
     """The run's deterministic dump without ``code_version`` (the checkout may get commits between runs)."""
     with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
         (run,) = store.list_runs()
-        dump = store.dump_deterministic(run.run_id)
+        dump = dump_deterministic(store, run.run_id)
     dump["run"].pop("code_version")
     return dump
 

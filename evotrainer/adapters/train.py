@@ -35,18 +35,9 @@ from evotrainer.progress import advance
 if TYPE_CHECKING:
     from evotrainer.backends.hf import HFBackend
 
-__all__ = [
-    "GPU_TRAIN_CONFIG",
-    "SFTExample",
-    "TrainResult",
-    "train_lora",
-]
+__all__ = ["SFTExample", "TrainResult", "train_lora"]
 
 log = logging.getLogger(__name__)
-
-GPU_TRAIN_CONFIG = LoraSettings(steps=96, batch_size=8, max_length=2048)
-"""GPU sizes (the seed project's 96 steps at batch 8); max_length 2048 fits long inputs."""
-
 
 @dataclass(frozen=True)
 class SFTExample:

@@ -21,21 +21,6 @@ from evotrainer.archive.store import (
     open_archive,
 )
 
-__all__ = [
-    "APPLICATION_ID",
-    "DEFAULT_ARCHIVE_NAME",
-    "EVALUATION_KINDS",
-    "SCHEMA_VERSION",
-    "ArchiveStore",
-    "EvaluationRow",
-    "EventRow",
-    "HarnessCandidateRow",
-    "LineageNode",
-    "PoolTaskRow",
-    "RoundRow",
-    "RunInfo",
-    "SampleRow",
-    "archive_path",
-    "checkpoint_archive",
-    "open_archive",
-]
+__all__ = ["APPLICATION_ID", "DEFAULT_ARCHIVE_NAME", "EVALUATION_KINDS", "SCHEMA_VERSION", "ArchiveStore",
+           "EvaluationRow", "EventRow", "HarnessCandidateRow", "LineageNode", "PoolTaskRow", "RoundRow",
+           "RunInfo", "SampleRow", "archive_path", "checkpoint_archive", "open_archive"]

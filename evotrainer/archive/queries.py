@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -88,22 +88,30 @@ class ArchiveQueries:
     _conn: sqlite3.Connection
 
     @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        """One consistent snapshot for several statements (a deferred transaction; takes no write lock)."""
+    def _transaction(self, what: str, *, write: bool = False) -> Iterator[sqlite3.Connection]:
+        """One transaction, committed at the end and rolled back on any error: ``BEGIN IMMEDIATE`` to write,
+        a deferred ``BEGIN`` (one consistent snapshot, no write lock) to read. A SQLite error raises
+        :class:`ArchiveError` naming the file and ``what``."""
         conn = self._conn
         if conn is None:
             raise ArchiveError(f"{self.path}: archive is closed")
         try:
-            conn.execute("BEGIN")
+            conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
         except sqlite3.Error as exc:
-            raise ArchiveError(f"{self.path}: cannot read archive ({exc})") from None
+            raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
         try:
             yield conn
-        except sqlite3.Error as exc:
-            raise ArchiveError(f"{self.path}: cannot read archive ({exc})") from None
-        finally:
+            conn.execute("COMMIT")
+        except BaseException as exc:
             if conn.in_transaction:
-                conn.execute("COMMIT")
+                conn.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.Error):
+                raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
+            raise
+
+    def _read(self) -> AbstractContextManager[sqlite3.Connection]:
+        """One consistent snapshot for several statements."""
+        return self._transaction("read archive")
 
     # --- runs -------------------------------------------------------------------------------------
 
@@ -206,15 +214,6 @@ class ArchiveQueries:
             nodes.append(LineageNode(policy=pol, parent_ids=pol.parent_ids, depth=int(r["depth"])))
         return nodes
 
-    def parent_edges(self, run_id: str) -> list[tuple[str, str, int]]:
-        """Every ``(child_id, parent_id, position)`` edge of the run, in insertion order (read-only)."""
-        with self._read() as conn:
-            rows = conn.execute(
-                "SELECT child_id, parent_id, position FROM policy_parents WHERE run_id = ? ORDER BY rowid",
-                (run_id,),
-            ).fetchall()
-        return [(r["child_id"], r["parent_id"], int(r["position"])) for r in rows]
-
     def children(self, run_id: str, policy_id: str) -> list[str]:
         """Ids of the archived policies that name ``policy_id`` as a parent, in insertion order."""
         with self._read() as conn:
@@ -260,53 +259,3 @@ class ArchiveQueries:
             EventRow(id=int(r["id"]), kind=r["kind"], payload=json.loads(r["payload_json"]), created_at=r["created_at"])
             for r in rows
         ]
-
-    # --- determinism --------------------------------------------------------------------------------
-
-    def dump_deterministic(self, run_id: str, exclude_event_kinds: Sequence[str] = ("phase",)) -> dict[str, Any]:
-        """Everything the run archived except what legitimately varies between identical runs.
-
-        Left out: timestamps, ``host``, evaluation ``seconds``, autoincrement ids, self-evolution round
-        timings and training facts (wall-clock seconds inside), and events whose kind
-        is in ``exclude_event_kinds`` (default: "phase" events, which carry wall-clock timings). Two runs
-        with the same seed and config must give equal dumps.
-
-        Returns:
-            JSON-ready dict with keys run, policies, policy_parents, evaluations, harness_candidates,
-            selfevolve_rounds, selfevolve_pool, selfevolve_samples, events; each a list of row dicts in insertion order (run: one dict).
-        """
-        with self._read() as conn:
-            run = conn.execute(
-                "SELECT run_id, seed, config_json, code_version FROM runs WHERE run_id = ?", (run_id,)
-            ).fetchone()
-            if run is None:
-                raise ArchiveError(f"{self.path}: no run {run_id!r}")
-            out: dict[str, Any] = {"run": dict(run)}
-            queries = {
-                "policies": "SELECT policy_id, genome_json, genome_hash, parent_ids_json, operator, generation, "
-                "root_id FROM policies WHERE run_id = ? ORDER BY rowid",
-                "policy_parents": "SELECT child_id, parent_id, position FROM policy_parents WHERE run_id = ? "
-                "ORDER BY rowid",
-                "evaluations": "SELECT policy_id, kind, batch_id, total, components_json, n_tasks, "
-                "generated_tokens, harness_id, outer_generation, inner_generation, cached, error "
-                "FROM evaluations WHERE run_id = ? ORDER BY id",
-                "harness_candidates": f"SELECT {columns(conn, 'harness_candidates', _CANDIDATE_COLUMNS)} "
-                "FROM harness_candidates WHERE run_id = ? ORDER BY rowid",
-                "selfevolve_rounds": "SELECT round, policy_id, candidate_id, status, difficulty_json, "
-                "next_difficulty_json, curriculum, config_json, pool_size, n_added, n_duplicates, n_samples, "
-                "n_kept, pass_rate, mean_score, losses_json, adapter_path, dev_score, prev_dev_score, "
-                "val_score, note FROM selfevolve_rounds WHERE run_id = ? ORDER BY round",
-                "selfevolve_pool": "SELECT round, task_id, content_hash, source, difficulty_json, "
-                f"{columns(conn, 'selfevolve_pool', ('task_input', 'reference'))}, "
-                "truth_json FROM selfevolve_pool WHERE run_id = ? ORDER BY rowid",
-                "selfevolve_samples": "SELECT round, task_id, sample_index, output, score, rule, components_json, "
-                "grades_json, model, degenerate, passed, error FROM selfevolve_samples WHERE run_id = ? ORDER BY id",
-            }
-            for name, sql in queries.items():
-                out[name] = [dict(r) for r in conn.execute(sql, (run_id,)).fetchall()]
-            placeholders = ", ".join("?" for _ in exclude_event_kinds)
-            ev_sql = "SELECT kind, payload_json FROM events WHERE run_id = ?"
-            if exclude_event_kinds:
-                ev_sql += f" AND kind NOT IN ({placeholders})"
-            out["events"] = [dict(r) for r in conn.execute(ev_sql + " ORDER BY id", (run_id, *exclude_event_kinds))]
-        return out

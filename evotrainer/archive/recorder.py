@@ -184,7 +184,7 @@ class RunRecorder:
         """
         self.emit(from_payload(kind, payload))
 
-    # --- self-evolution (issue 6) -----------------------------------------------------------------
+    # --- self-evolution ----------------------------------------------------------------------------
 
     def se_pool(self, rows: Sequence[PoolTaskRow]) -> None:
         """Archive tasks added to the self-evolution pool."""

@@ -3,8 +3,7 @@
 A resumed run re-runs the engine from its start (``evotrainer/run/resume.py``), so it writes every row the
 killed process wrote, in the same order, before any new one. :class:`ReplayingStore` compares each write,
 table by table and in order, with the rows stored for the run, leaving out what legitimately varies
-between identical runs (timestamps, evaluation ``seconds``, the timings of ``phase`` events: the same
-fields :meth:`~evotrainer.archive.queries.ArchiveQueries.dump_deterministic` leaves out). A matching write
+between identical runs (timestamps, evaluation ``seconds``, the timings of ``phase`` events). A matching write
 is skipped; past the end of a table's stored rows, writes are inserted as usual; a mismatch raises
 ``ArchiveError("resume diverged at <table> row N: ...")``, which means the code or the config changed
 since the run was written. Nothing stored is rewritten or deleted. The ``runs`` row is reused.

@@ -20,25 +20,9 @@ from typing import Any
 from evotrainer.events.kinds import Event, from_payload
 from evotrainer.genome import Policy
 
-__all__ = [
-    "APPLICATION_ID",
-    "BUDGET_KINDS",
-    "EVALUATION_KINDS",
-    "MIGRATIONS",
-    "READABLE_VERSION",
-    "RENAMED_COLUMNS",
-    "SCHEMA_VERSION",
-    "columns",
-    "EvaluationRow",
-    "EventRow",
-    "HarnessCandidateRow",
-    "LineageNode",
-    "PoolTaskRow",
-    "RoundRow",
-    "RunInfo",
-    "SampleRow",
-    "budget_rollouts",
-]
+__all__ = ["APPLICATION_ID", "BUDGET_KINDS", "EVALUATION_KINDS", "MIGRATIONS", "READABLE_VERSION",
+           "RENAMED_COLUMNS", "SCHEMA_VERSION", "columns", "EvaluationRow", "EventRow", "HarnessCandidateRow",
+           "LineageNode", "PoolTaskRow", "RoundRow", "RunInfo", "SampleRow", "budget_rollouts"]
 
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
@@ -144,12 +128,6 @@ _V1: tuple[str, ...] = (
 )
 
 
-def _migrate_to_1(conn: sqlite3.Connection) -> None:
-    """Version 0 (empty file) -> 1: create every table and index."""
-    for stmt in _V1:
-        conn.execute(stmt)
-
-
 _V2: tuple[str, ...] = (
     """CREATE TABLE selfevolve_rounds (
         run_id TEXT NOT NULL REFERENCES runs(run_id),
@@ -214,10 +192,13 @@ _V2: tuple[str, ...] = (
 )
 
 
-def _migrate_to_2(conn: sqlite3.Connection) -> None:
-    """Version 1 -> 2: add the self-evolution tables (rounds, pool additions, judged samples); adds only."""
-    for stmt in _V2:
-        conn.execute(stmt)
+def _creates(stmts: Sequence[str]) -> Callable[[sqlite3.Connection], None]:
+    """A migration that runs ``stmts`` (tables and indexes; adds only): to 1 from an empty file, :data:`_V1`; to 2,
+    the self-evolution tables (rounds, pool additions, judged samples), :data:`_V2`."""
+    def migrate(conn: sqlite3.Connection) -> None:
+        for stmt in stmts:
+            conn.execute(stmt)
+    return migrate
 
 
 RENAMED_COLUMNS: Mapping[int, tuple[tuple[str, str, str], ...]] = {
@@ -245,7 +226,7 @@ def columns(conn: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
     return ", ".join(f"{old[n]} AS {n}" if n not in have and n in old else n for n in names)
 
 
-MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _migrate_to_1, 2: _migrate_to_2,
+MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _creates(_V1), 2: _creates(_V2),
                                                                   3: _renames(3), 4: _renames(4)}
 """Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
 must not use ``executescript``, which commits)."""

@@ -20,7 +20,7 @@ beside the file, whether the folder is writable, and whether a writer holds a ru
 - the same in a read-only folder where no run lock is held (no run is writing it): ``immutable=1``
   (sqlite.org/uri.html: read-only, no locks, no side files). Only there, because an ``immutable`` reader
   of a file that a writer then appends to and checkpoints counts wrong rows, then raises "database disk
-  image is malformed" (issue 26, line 8);
+  image is malformed";
 - ``-wal`` and ``-shm``, or a read-only folder where a writer may be live: ``mode=ro`` shares the writer's
   WAL (reads a read-only ``-shm`` on a read-only mount; SQLite >= 3.22);
 - ``-wal`` without ``-shm`` (a killed run's files copied without it), or ``mode=ro`` failing: the file (and
@@ -37,8 +37,8 @@ import shutil
 import socket
 import sqlite3
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -257,25 +257,11 @@ class ArchiveStore(ArchiveQueries, SelfEvolveTables):
 
     # --- transactions -----------------------------------------------------------------------------
 
-    @contextmanager
-    def _write(self, what: str) -> Iterator[sqlite3.Connection]:
-        """One write transaction: BEGIN IMMEDIATE ... COMMIT, ROLLBACK on any error."""
+    def _write(self, what: str) -> AbstractContextManager[sqlite3.Connection]:
+        """One write transaction (``BEGIN IMMEDIATE``), rolled back on any error."""
         if self.read_only:
             raise ArchiveError(f"{self.path}: archive opened read-only; cannot {what}")
-        conn = self._conn
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.Error as exc:
-            raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException as exc:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                raise ArchiveError(f"{self.path}: cannot {what}: {exc}") from None
-            raise
+        return self._transaction(what, write=True)
 
     # --- inserts ----------------------------------------------------------------------------------
 

@@ -16,20 +16,8 @@ if TYPE_CHECKING:
     from evotrainer.backends.hf import HFBackend
     from evotrainer.backends.vllm import VLLMBackend, VLLMBackendConfig
 
-__all__ = [
-    "LLM",
-    "Embedder",
-    "Generation",
-    "GenerationRequest",
-    "HFBackend",
-    "Message",
-    "MiniLMEmbedder",
-    "SamplingParams",
-    "VLLMBackend",
-    "VLLMBackendConfig",
-    "embedded_embedder_dir",
-    "embedded_gguf",
-]
+__all__ = ["LLM", "Embedder", "Generation", "GenerationRequest", "HFBackend", "Message", "MiniLMEmbedder",
+           "SamplingParams", "VLLMBackend", "VLLMBackendConfig", "embedded_embedder_dir", "embedded_gguf"]
 
 _LAZY = {
     "HFBackend": "evotrainer.backends.hf",

@@ -10,17 +10,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = [
-    "Embedder",
-    "Generation",
-    "GenerationRequest",
-    "LLM",
-    "Message",
-    "SamplingParams",
-    "request_hash",
-    "split_prefill",
-    "with_answer",
-]
+__all__ = ["Embedder", "Generation", "GenerationRequest", "LLM", "Message", "SamplingParams", "request_hash",
+           "split_prefill", "with_answer"]
 
 Message = dict[str, str]
 """One chat message: ``{"role": "system" | "user" | "assistant", "content": str}``."""

@@ -19,15 +19,8 @@ from pathlib import Path
 
 from evotrainer.errors import ModelError
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "EMBEDDED_EMBEDDER_PACKAGE",
-    "EMBEDDED_MODELS",
-    "TINY_MODEL",
-    "TINY_MODEL_PACKAGE",
-    "embedded_embedder_dir",
-    "embedded_gguf",
-]
+__all__ = ["DEFAULT_MODEL", "EMBEDDED_EMBEDDER_PACKAGE", "EMBEDDED_MODELS", "TINY_MODEL",
+           "TINY_MODEL_PACKAGE", "embedded_embedder_dir", "embedded_gguf"]
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 """Name of the default policy model and mutator (``model.path`` null means this one)."""

@@ -39,7 +39,7 @@ from evotrainer import progress
 from evotrainer.backends.base import Generation, GenerationRequest, Message, split_prefill
 from evotrainer.backends.chat_tokens import chat_ids, render_chat
 from evotrainer.backends.hf_adapters import AdapterSlots
-from evotrainer.backends.hf_loading import (  # noqa: F401  (_resolve_source: re-exported for tests)
+from evotrainer.backends.hf_loading import (
     _cache_kwarg,
     _plain_kv_cache,
     _resolve_source,

@@ -28,13 +28,8 @@ from transformers import LogitsProcessor, LogitsProcessorList
 
 from evotrainer.backends.base import SamplingParams
 
-__all__ = [
-    "GeneratedNgramBlocker",
-    "GeneratedRepetitionPenalty",
-    "RowBudget",
-    "SeededSampler",
-    "build_processors",
-]
+__all__ = ["GeneratedNgramBlocker", "GeneratedRepetitionPenalty", "RowBudget", "SeededSampler",
+           "build_processors"]
 
 
 class GeneratedRepetitionPenalty(LogitsProcessor):

@@ -36,12 +36,7 @@ from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.stats.generalisation import Generalisation, columns, table_rows
 from evotrainer.stats.transfer import TransferReport, read_report
 
-__all__ = ["PLOT_IDS", "build_report", "write_report"]
-
-PLOT_IDS: tuple[str, ...] = ("fitness-plot", "sval-plot", "race-plot", "harness-plot", "operator-plot",
-                             "lineage-graph")
-"""``id`` of each plot ``div`` in the report, in page order (tests look for them); a run with a yardstick also
-gets ``yardstick-plot`` (before them)."""
+__all__ = ["build_report", "write_report"]
 
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
             "#bcbd22", "#17becf")

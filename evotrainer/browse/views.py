@@ -29,26 +29,10 @@ from evotrainer.events.kinds import (
 )
 from evotrainer.genome import PREFILL_SECTION, Policy, render_system_prompt
 
-__all__ = [
-    "RUNNING_OR_CRASHED",
-    "best_policies",
-    "fitness_curves",
-    "harness_trajectory",
-    "lineage_graph",
-    "operator_stats",
-    "pick_run",
-    "policy_detail",
-    "promotions",
-    "policy_json",
-    "resolve_policy",
-    "race_entries",
-    "race_summary",
-    "rollbacks",
-    "run_generalisation",
-    "run_overview",
-    "s_val_trajectory",
-    "sweep_summary",
-]
+__all__ = ["RUNNING_OR_CRASHED", "best_policies", "fitness_curves", "harness_trajectory", "lineage_graph",
+           "operator_stats", "pick_run", "policy_detail", "promotions", "policy_json", "resolve_policy",
+           "race_entries", "race_summary", "rollbacks", "run_generalisation", "run_overview",
+           "s_val_trajectory", "sweep_summary"]
 
 RUNNING_OR_CRASHED = "running or crashed (no summary event)"
 """Stop reason shown for a run whose archive has no ``summary`` event yet."""

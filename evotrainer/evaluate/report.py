@@ -33,20 +33,9 @@ from evotrainer.stats.bootstrap import (
 )
 from evotrainer.tasks.base import Datasets
 
-__all__ = [
-    "Comparison",
-    "ComparisonRow",
-    "PolicyResult",
-    "compare",
-    "item_handling",
-    "item_strata",
-    "render_comparison",
-    "render_handling",
-    "render_groups",
-    "shown_kinds",
-    "summarise",
-    "write_results",
-]
+__all__ = ["Comparison", "ComparisonRow", "PolicyResult", "compare", "item_handling", "item_strata",
+           "render_comparison", "render_handling", "render_groups", "shown_kinds", "summarise",
+           "write_results"]
 
 STRATA: tuple[str, ...] = ("source", "domain", "length")
 """Stratum kinds an evaluation groups items by, in report order (:meth:`~evotrainer.tasks.base.Datasets.strata`)."""

@@ -1,22 +1,11 @@
-"""Typed, frozen archive events: one record class per event kind.
+"""One frozen record class per co-evolution event kind, the kind registry and :func:`from_payload`.
 
-A run records what happened as events (``RunRecorder.emit``); the archive stores each as its ``kind`` and
-a JSON payload (:meth:`to_payload`), and readers rebuild the typed event (:func:`from_payload`,
-``EventRow.event``). This module is neutral: it imports nothing from the search, archive, tasks or backends
-packages, so every layer may build and read events.
-
-Payload contract: ``to_payload()`` returns the dict the run stored before these classes existed, same keys
-in the same order (a resumed run compares stored payloads, and two runs of one seed and config must give
-byte-identical archives). The key order is the field order; a class whose payload keys vary has one mapping
-field (``fields`` or ``where``) merged after its typed keys. Tuples become JSON lists. The base class and the
-payload codec live in :mod:`evotrainer.events.base`.
-
-Reading: every field has a default (None, an empty tuple or mapping) so that an archive written before a key
-existed still reads; the typed event of such a payload then writes the default where the key was missing. A
-key the kind does not know, a value of the wrong type, or an unknown kind raises a one-line
-:class:`~evotrainer.errors.DataError` naming the kind and the key. S_val, fitness and their differences are
-in S_val units ([0, 1] for scores, [-1, 1] for differences), higher is better; generations count from 0 (0 =
-the seeds); harness ids are ``h0`` (generation 0) or ``g<outer>c<index>``.
+A run records events (``RunRecorder.emit``); the archive stores each as its ``kind`` and the JSON payload
+:meth:`~evotrainer.events.base.Event.to_payload` writes (keys in field order, a class's merged mapping
+``fields`` or ``where`` last, tuples as lists); readers rebuild the typed event with :func:`from_payload`.
+Every field has a default (None, an empty tuple or mapping), so a payload missing a key still reads.
+S_val, fitness and their differences are in S_val units ([0, 1] for scores, [-1, 1] for differences),
+higher is better; generations count from 0 (0 = the seeds); harness ids are ``h0`` or ``g<outer>c<index>``.
 """
 
 from __future__ import annotations
@@ -27,45 +16,19 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from evotrainer.errors import DataError
-from evotrainer.events.base import OMIT_NONE, Event, Subscriber, decode, payload_key
+from evotrainer.events.base import OMIT_NONE, Event, Subscriber, decode
+from evotrainer.events.evaluation import InputHandlingEvent, TrajectoriesEvent
 from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
 from evotrainer.events.transfer import TransferEvent
 
 __all__ = [
-    "EVENT_TYPES",
-    "MODE_TYPES",
-    "CandidateFailedEvent",
-    "Event",
-    "GeneralisationEvent",
-    "IncumbentEvent",
-    "IncumbentReferenceEvent",
-    "InnerGenerationEvent",
-    "InputHandlingEvent",
-    "LeadEvent",
-    "OperatorStatsEvent",
-    "OuterGenerationEvent",
-    "OuterSkippedEvent",
-    "PhaseEvent",
-    "PromotionEvent",
-    "RaceEvent",
-    "RewardHackingEvent",
-    "RollbackEvent",
-    "SelfEvolveSetupEvent",
-    "SelfEvolveSummaryEvent",
-    "SetupEvent",
-    "StopEvent",
-    "StyleLibraryEvent",
-    "Subscriber",
-    "SummaryEvent",
-    "TaskBatchEvent",
-    "TrajectoriesEvent",
-    "TransferEvent",
-    "YardstickEvent",
-    "from_payload",
+    "EVENT_TYPES", "MODE_TYPES", "CandidateFailedEvent", "Event", "GeneralisationEvent", "IncumbentEvent",
+    "IncumbentReferenceEvent", "InnerGenerationEvent", "InputHandlingEvent", "LeadEvent",
+    "OperatorStatsEvent", "OuterGenerationEvent", "OuterSkippedEvent", "PhaseEvent", "PromotionEvent",
+    "RaceEvent", "RewardHackingEvent", "RollbackEvent", "SelfEvolveSetupEvent", "SelfEvolveSummaryEvent",
+    "SetupEvent", "StopEvent", "StyleLibraryEvent", "Subscriber", "SummaryEvent", "TaskBatchEvent",
+    "TrajectoriesEvent", "TransferEvent", "YardstickEvent", "from_payload"
 ]
-
-
-# --- the co-evolution loop (evotrainer/evolve/: coevolution, outer_loop, llm_objective) ----------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,11 +101,8 @@ class LeadEvent(Event):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PhaseEvent(Event):
-    """Wall-clock timings of a named phase; the deterministic dump and resume compare only ``name``.
-
-    The other keys vary by phase (``seconds``, per-step seconds, ``outer_generation``, the ``gen0_estimate``
-    figures, the ``resume`` marker's counts), so they sit in ``fields``.
-    """
+    """Wall-clock timings of a named phase, its keys varying by phase (hence ``fields``); the deterministic
+    dump and resume compare only ``name``."""
 
     kind: ClassVar[str] = "phase"
     merged: ClassVar[str | None] = "fields"
@@ -150,12 +110,6 @@ class PhaseEvent(Event):
     """Which phase: ``inner_generation``, ``outer_generation``, ``totals``, ``report``, ``resume``, ..."""
     fields: Mapping[str, Any] = field(default_factory=dict)
     """The phase's other keys (seconds are wall-clock, >= 0), merged after ``name`` in this order."""
-
-    @property
-    def seconds(self) -> float | None:
-        """``fields["seconds"]`` when it is a number, else None."""
-        s = self.fields.get("seconds")
-        return float(s) if isinstance(s, int | float) and not isinstance(s, bool) else None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -489,44 +443,6 @@ class YardstickEvent(Event):
     """Missed targets (skeleton and wrong item as shares of the policy's S_val), reported only."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TrajectoriesEvent(Event):
-    """The freshly generated episodes of one evaluation (multi-step families only)."""
-
-    kind: ClassVar[str] = "trajectories"
-    policy_id: str | None = None
-    """The policy evaluated."""
-    batch_id: str | None = None
-    """The task batch."""
-    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
-    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
-    harness_id: str | None = None
-    """The candidate, None outside one."""
-    trajectories: tuple[Any, ...] = ()
-    """One per output: the episode as parsed JSON, or ``{"text": ...}`` when it was not JSON."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class InputHandlingEvent(Event):
-    """How the items of one fresh evaluation were read when any was not read whole (a long input windowed or
-    cut is never silent)."""
-
-    kind: ClassVar[str] = "input_handling"
-    policy_id: str | None = None
-    """The policy evaluated."""
-    batch_id: str | None = None
-    """The task batch (its items in order: the ``task_batch`` or ``setup`` event)."""
-    evaluation_kind: str | None = field(default=None, metadata=payload_key("kind"))
-    """The evaluation's kind (``fitness``, ``meta_screen``, ``meta_val``, ...); payload key ``kind``."""
-    harness_id: str | None = None
-    """The candidate, None outside one."""
-    handling: tuple[str, ...] = ()
-    """One :class:`~evotrainer.input_handling.InputHandling` code per item, in batch order: ``whole``,
-    ``windowed:N``, ``cut:S`` (S: share of the input's words the model saw, in [0, 1])."""
-
-
-# --- registry -----------------------------------------------------------------------------------------
-
 EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls for cls in (
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
@@ -537,16 +453,6 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({
     ("setup", "selfevolve"): SelfEvolveSetupEvent, ("summary", "selfevolve"): SelfEvolveSummaryEvent})
 """``(kind, payload["mode"])`` -> the class of that mode's variant of the kind."""
-
-
-def _class_for(kind: str, payload: Mapping[str, Any]) -> type[Event]:
-    mode = payload.get("mode")
-    if isinstance(mode, str) and (kind, mode) in MODE_TYPES:
-        return MODE_TYPES[(kind, mode)]
-    try:
-        return EVENT_TYPES[kind]
-    except KeyError:
-        raise DataError(f"unknown event kind {kind!r} (known: {', '.join(sorted(EVENT_TYPES))})") from None
 
 
 def from_payload(kind: str, payload: Mapping[str, Any]) -> Event:
@@ -564,5 +470,9 @@ def from_payload(kind: str, payload: Mapping[str, Any]) -> Event:
     """
     if not isinstance(payload, Mapping):
         raise DataError(f"event {kind!r}: payload is a {type(payload).__name__}, expected an object")
-    cls = _class_for(kind, payload)
+    mode = payload.get("mode")
+    cls = MODE_TYPES.get((kind, mode)) if isinstance(mode, str) else None
+    cls = cls or EVENT_TYPES.get(kind)
+    if cls is None:
+        raise DataError(f"unknown event kind {kind!r} (known: {', '.join(sorted(EVENT_TYPES))})")
     return decode(cls, kind, payload)

@@ -1,7 +1,6 @@
 """The archive events of a self-evolution run (``mode=selfevolve``; evotrainer/selfevolve/): its own variants of
 the ``setup`` and ``summary`` kinds, told from the co-evolution ones by ``payload["mode"]``
-(:data:`evotrainer.events.kinds.MODE_TYPES`). Same payload contract as :mod:`evotrainer.events.kinds`; kept apart so that
-module stays one screenful per loop."""
+(:data:`evotrainer.events.kinds.MODE_TYPES`). Same payload contract as :mod:`evotrainer.events.kinds`."""
 
 from __future__ import annotations
 

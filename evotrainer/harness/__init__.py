@@ -6,21 +6,10 @@ from evotrainer.harness.space import (
     Harness,
     HarnessParam,
     HarnessSpace,
-    build_default_space,
     ema_toward,
     space_from_specs,
     weights_to_logits,
 )
 
-__all__ = [
-    "KINDS",
-    "NONFINITE_FALLBACK",
-    "CMASearch",
-    "Harness",
-    "HarnessParam",
-    "HarnessSpace",
-    "build_default_space",
-    "ema_toward",
-    "space_from_specs",
-    "weights_to_logits",
-]
+__all__ = ["KINDS", "NONFINITE_FALLBACK", "CMASearch", "Harness", "HarnessParam", "HarnessSpace",
+           "ema_toward", "space_from_specs", "weights_to_logits"]

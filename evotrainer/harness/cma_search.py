@@ -12,9 +12,7 @@ place, :meth:`CMASearch.tell`. Other guarantees:
 * **Ties are broken at random.** pycma ranks the told values with ``np.argsort(fit.fit_plus_pen)``
   (``CMAEvolutionStrategy.tell`` in ``evolution_strategy.py``, pycma 4.x); numpy sorts short arrays by
   insertion sort, which is stable, so among equal scores the candidate told first takes the largest
-  recombination weight and the mean moves toward it (measured here: with flat scores the new mean was
-  nearest the first told candidate 29 times in 100 with popsize 8, at 0.56 times the others' mean
-  distance). The told order is not random (injected points come first in ``ask``; callers list
+  recombination weight and the mean moves toward it (by how much: docs/concepts.md). The told order is not random (injected points come first in ``ask``; callers list
   candidates in their own order), so :meth:`tell` hands pycma the candidates in a random order drawn
   from its own seeded generator: within each group of equal scores every ranking is then equally likely,
   whatever the sort algorithm. That is the neutral selection CMA-ES is designed around: under random

@@ -31,16 +31,8 @@ import numpy as np
 
 from evotrainer.errors import ConfigError
 
-__all__ = [
-    "KINDS",
-    "Harness",
-    "HarnessParam",
-    "HarnessSpace",
-    "build_default_space",
-    "ema_toward",
-    "space_from_specs",
-    "weights_to_logits",
-]
+__all__ = ["KINDS", "Harness", "HarnessParam", "HarnessSpace", "ema_toward", "space_from_specs",
+           "weights_to_logits"]
 
 Kind = Literal["difficulty", "reward_weight", "extra", "strategy"]
 KINDS: tuple[str, ...] = ("difficulty", "reward_weight", "extra", "strategy")
@@ -216,10 +208,6 @@ class HarnessSpace:
         """Param names in search-vector order."""
         return tuple(p.name for p in self.params)
 
-    def param(self, name: str) -> HarnessParam:
-        """The param called ``name``; KeyError when absent."""
-        return self.params[self._index[name]]
-
     def names_of(self, kind: str) -> tuple[str, ...]:
         """Names of the params of ``kind`` (one of :data:`KINDS`), in order."""
         return tuple(p.name for p in self.params if p.kind == kind)
@@ -317,59 +305,6 @@ def weights_to_logits(
         name: min(high, max(low, math.log(max(float(w), _MIN_INIT_WEIGHT)) - centre))
         for name, w in weights.items()
     }
-
-
-def build_default_space(
-    difficulty_bounds: Mapping[str, tuple[float, float]],
-    difficulty_init: Mapping[str, float],
-    reward_init_weights: Mapping[str, float],
-    knobs: Sequence[str] | None = None,
-    *,
-    reward_logit_bounds: tuple[float, float] = (-2.0, 2.0),
-    integer_knobs: Sequence[str] = (),
-    extras: Sequence[HarnessParam] = (),
-) -> HarnessSpace:
-    """The usual harness: chosen difficulty knobs, then one logit per reward component, then extras.
-
-    Args:
-        difficulty_bounds: each knob's (low, high) in natural units (``FamilySpec.difficulty_bounds``).
-        difficulty_init: each knob's starting value (clipped into its bounds).
-        reward_init_weights: starting reward weights by component, each >= 0 (need not sum to 1);
-            turned into centred logits (see :func:`weights_to_logits`).
-        knobs: difficulty knobs the harness moves; None or empty = all of ``difficulty_bounds``.
-        reward_logit_bounds: (low, high) of every reward logit; the default (-2, 2) lets one weight be
-            up to e^4 ~ 55 times another.
-        integer_knobs: knobs decoded as ints (e.g. speakers).
-        extras: extra params (kind "extra"), appended as given.
-
-    Raises:
-        ConfigError: a knob without bounds, a knob without an init value, bad bounds or weights; the
-            message names the config key.
-    """
-    chosen = list(knobs) if knobs else list(difficulty_bounds)
-    params: list[HarnessParam] = []
-    for name in chosen:
-        if name not in difficulty_bounds:
-            raise ConfigError(
-                f"config key 'outer.knobs': unknown difficulty knob {name!r}; known {sorted(difficulty_bounds)}"
-            )
-        if name not in difficulty_init:
-            raise ConfigError(f"config key 'task.difficulty.{name}': missing initial value")
-        low, high = (float(b) for b in difficulty_bounds[name])
-        init = float(difficulty_init[name])
-        if math.isfinite(init) and low < high:
-            init = min(high, max(low, init))
-        params.append(HarnessParam(name, low, high, init, "difficulty", integer=name in integer_knobs))
-    lo, hi = (float(b) for b in reward_logit_bounds)
-    if not lo < hi:
-        raise ConfigError(f"config key 'outer.reward_weight_bounds': expected low < high, got {reward_logit_bounds}")
-    for name, logit in weights_to_logits(reward_init_weights, lo, hi).items():
-        params.append(HarnessParam(name, lo, hi, logit, "reward_weight"))
-    for p in extras:
-        if p.kind != "extra":
-            raise ConfigError(f"config key 'harness.params.{p.name}.kind': expected 'extra', got {p.kind!r}")
-        params.append(p)
-    return HarnessSpace(tuple(params))
 
 
 def space_from_specs(

@@ -1,38 +1,22 @@
 """Resuming a killed ``mode=evolve`` run: which run, whether its config matches, how much time it used.
 
-``python -m evotrainer +experiment=... resume=<run dir>`` continues the run whose archive is in that folder;
-``resume=true`` picks the newest resumable run of the same config under ``archive/runs``. The design is
-deterministic replay: the run is re-run from its start with the same seed and config; every LLM call the
-killed process made is answered from the call log beside the archive
-(:mod:`evotrainer.backends.call_log`), and every archive row it wrote is verified and skipped
-(:mod:`evotrainer.archive.replay_store`), so the resumed run ends with the same rows (timings aside) and the
-same final best as an uninterrupted one. Stop decisions inside the replayed part follow the stored run
-(:mod:`evotrainer.run.control`).
+``resume=<run dir>`` continues the run whose archive is in that folder; ``resume=true`` picks the newest
+resumable run of the same config under ``archive/runs``. The run is re-run from its start by deterministic
+replay: LLM calls from the call log (:mod:`evotrainer.backends.call_log`), archive rows verified and skipped
+(:mod:`evotrainer.archive.replay_store`), stop decisions as stored (:mod:`evotrainer.run.control`); what a user
+sees and the limits (``mode=evolve`` only, no adapter genes, no multirun): docs/runs.md.
 
-Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted
-keys). Left out: ``resume`` and ``resume_force`` themselves, ``debug``, ``model.threads`` /
-``mutator.threads`` (checked on their own, below), ``model.openai`` / ``mutator.openai`` ``concurrency``,
-``timeout_s`` and ``max_retries`` (they change speed, not text), and ``tracking.*`` (it only watches the run,
-so tracking can be switched on for the resumed part; ``archive.live_report`` does count: it archives a
-``report`` phase event per refresh, which the replay checks); Hydra's own keys are never part of the run
-config. A difference is refused with one line naming the keys unless ``resume_force=true``; a forced change
-that alters what the run already did then stops with "resume diverged at ..." when the replay reaches it.
-A running process holds an ``flock`` on ``.<run id>.lock`` beside the archive (released by the kernel when
-the process dies, ``kill -9`` included), so a run still being written is neither resumed nor picked by
-``resume=true`` (:mod:`evotrainer.archive.run_lock`; where the filesystem has no ``flock``, a warning instead).
-Thread counts: results may depend on them (pytorch#88718; measured bit-identical at 1-8 threads here, see
-``evotrainer/backends/threads.py``), and with ``model.threads=null`` the count follows the machine's load. The run
-records the count it used (the ``compute`` phase event); a resume with ``model.threads=null`` (and
-``executor.ray.threads=null``) uses the recorded count, and one given another count goes on with a warning
-that names the key to pass (:func:`resume_threads`). Backends: the replay is exact, but past it the requests the
-killed process had not answered are sent again beside other requests; a backend whose text depends on what runs
-beside a request (a vLLM engine or server, llama.cpp, Ollama, a hosted API: continuous batching, vllm#23138,
-llama.cpp#7052) may answer them differently, so the resumed run can go on differently from an uninterrupted
-one. The resume warns with one line per such role, read from the run's ``backend`` phase event (the server
-kind it talked to) and its config (``backend=vllm``) (:func:`resume_warnings`). Out of scope: ``mode=selfevolve`` and ``mode=evaluate``, runs with adapter genes
-(``inner.adapter_mutation_share > 0``: adapter training is not logged), a Hydra multirun.
+Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted keys),
+leaving out ``resume``, ``resume_force``, ``debug``, ``model.threads`` / ``mutator.threads`` (checked on their
+own: :func:`resume_threads`), the ``openai`` keys ``concurrency``, ``timeout_s`` and ``max_retries`` (speed, not
+text) and ``tracking.*``; ``archive.live_report`` counts (it archives a ``report`` phase event per refresh).
+A difference is refused with one line naming the keys unless ``resume_force=true``. A run whose process still
+holds ``.<run id>.lock`` (:mod:`evotrainer.archive.run_lock`) is neither resumed nor picked. The thread count a
+run used (its ``compute`` phase event) is reused under ``model.threads=null``, since results may depend on it
+(pytorch#88718). Past the replay, a backend whose text depends on what runs beside a request (vLLM, llama.cpp,
+Ollama, a hosted API: vllm#23138, llama.cpp#7052) may answer differently: one warning per such role, read from
+the run's ``backend`` phase event and config (:func:`resume_warnings`).
 """
-
 from __future__ import annotations
 
 import json

@@ -37,15 +37,8 @@ from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
 from evotrainer.genome import READING_GENES, Policy
 
-__all__ = [
-    "DEFAULT_DECODING_GENES",
-    "DecodingGene",
-    "canonical_decoding",
-    "check_decoding_genes",
-    "decoding_genes_for",
-    "mut_decoding",
-    "sampling_for",
-]
+__all__ = ["DEFAULT_DECODING_GENES", "DecodingGene", "canonical_decoding", "check_decoding_genes",
+           "decoding_genes_for", "mut_decoding", "sampling_for"]
 
 
 @dataclass(frozen=True)

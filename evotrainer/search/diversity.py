@@ -18,15 +18,8 @@ import numpy as np
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import normalize_sentence, split_sentences
 
-__all__ = [
-    "Vectors",
-    "differing_sentences",
-    "enforce_min_diversity",
-    "is_near_duplicate",
-    "policy_vectors",
-    "population_diversity",
-    "section_cosine",
-]
+__all__ = ["Vectors", "differing_sentences", "enforce_min_diversity", "is_near_duplicate", "policy_vectors",
+           "population_diversity", "section_cosine"]
 
 Vectors = Callable[[Sequence[str]], np.ndarray]
 

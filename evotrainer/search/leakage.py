@@ -64,11 +64,6 @@ class Leaks:
     def __bool__(self) -> bool:
         return bool(self.names or self.numbers or self.phrases)
 
-    @property
-    def terms(self) -> tuple[str, ...]:
-        """All leaked terms: names, then numbers, then phrases."""
-        return self.names + self.numbers + self.phrases
-
     def reason(self) -> str:
         """A short archive reason, e.g. ``leak: names 'Priya', 'Jarrah'; numbers 'Q3'`` ("" when empty); at most 4
         terms are quoted per kind, the rest counted ("+2 more")."""

@@ -19,17 +19,8 @@ from dataclasses import dataclass
 from evotrainer.backends.base import Message
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
-__all__ = [
-    "NEUTRAL_STYLES",
-    "SECTION_KINDS",
-    "parse_style",
-    "MutationStyle",
-    "build_merge_messages",
-    "build_rewrite_messages",
-    "section_kind",
-    "styles_for",
-    "word_limit",
-]
+__all__ = ["NEUTRAL_STYLES", "SECTION_KINDS", "parse_style", "MutationStyle", "build_merge_messages",
+           "build_rewrite_messages", "section_kind", "styles_for", "word_limit"]
 
 
 @dataclass(frozen=True)

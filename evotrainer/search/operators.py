@@ -41,20 +41,9 @@ from evotrainer.search.mutation_prompts import (
 from evotrainer.search.prefill import MAX_PREFILL_WORDS
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
-__all__ = [
-    "MUTATOR_PARAMS",
-    "MutationPlan",
-    "align_sections",
-    "cx_llm_merge_plan",
-    "cx_sections",
-    "is_valid",
-    "judge_rewrite",
-    "mut_llm_rewrite_plan",
-    "mut_structural",
-    "seeded",
-    "sel_tournament",
-    "validity_problem",
-]
+__all__ = ["MUTATOR_PARAMS", "MutationPlan", "align_sections", "cx_llm_merge_plan", "cx_sections", "is_valid",
+           "judge_rewrite", "mut_llm_rewrite_plan", "mut_structural", "seeded", "sel_tournament",
+           "validity_problem"]
 
 MUTATOR_PARAMS = SamplingParams(temperature=0.8, top_p=0.95, max_new_tokens=96, no_repeat_ngram_size=4)
 """Default mutator decoding: sampled (diverse rewrites), each plan with its own seed drawn from the

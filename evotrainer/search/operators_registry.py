@@ -46,17 +46,8 @@ from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
 from evotrainer.search.prefill import mut_prefill
 from evotrainer.search.reflection import Feedback, mut_reflective_plan
 
-__all__ = [
-    "DEFAULT_OPERATORS",
-    "DEFAULT_REGISTRY",
-    "NEEDS",
-    "POOLS",
-    "Operator",
-    "OperatorRegistry",
-    "Resources",
-    "crossover_probabilities",
-    "mutation_probabilities",
-]
+__all__ = ["DEFAULT_OPERATORS", "DEFAULT_REGISTRY", "NEEDS", "POOLS", "Operator", "OperatorRegistry",
+           "Resources", "crossover_probabilities", "mutation_probabilities"]
 
 NEEDS = ("mutator", "phrases", "feedback", "exemplars", "adapters")
 """What an operator may need: a mutator model (checked when the loop draws), the run's phrase bank over a

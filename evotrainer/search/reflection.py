@@ -22,12 +22,7 @@ from evotrainer.search.mutation_prompts import build_rewrite_messages
 from evotrainer.search.operators import MUTATOR_PARAMS, MutationPlan, seeded
 from evotrainer.tasks.base import NEUTRAL_TEXTS
 
-__all__ = [
-    "Feedback",
-    "TaskFeedback",
-    "build_reflection_messages",
-    "mut_reflective_plan",
-]
+__all__ = ["Feedback", "TaskFeedback", "build_reflection_messages", "mut_reflective_plan"]
 
 
 @dataclass(frozen=True)

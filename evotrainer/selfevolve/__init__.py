@@ -19,26 +19,7 @@ from evotrainer.selfevolve.round import (
 )
 from evotrainer.selfevolve.run import SelfEvolveSummary, run_selfevolve
 
-__all__ = [
-    "CurriculumDecision",
-    "JudgeSettings",
-    "PoolTask",
-    "PoolUpdate",
-    "RoundModels",
-    "RoundOutcome",
-    "RoundSetup",
-    "Sample",
-    "SelfEvolveState",
-    "SelfEvolveSummary",
-    "TrainItem",
-    "Verdict",
-    "add_to_pool",
-    "check_disjoint",
-    "curriculum_step",
-    "judge_samples",
-    "parse_grade",
-    "reference_items",
-    "run_round",
-    "run_selfevolve",
-    "score_policy",
-]
+__all__ = ["CurriculumDecision", "JudgeSettings", "PoolTask", "PoolUpdate", "RoundModels", "RoundOutcome",
+           "RoundSetup", "Sample", "SelfEvolveState", "SelfEvolveSummary", "TrainItem", "Verdict",
+           "add_to_pool", "check_disjoint", "curriculum_step", "judge_samples", "parse_grade",
+           "reference_items", "run_round", "run_selfevolve", "score_policy"]

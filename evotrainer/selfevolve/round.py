@@ -41,17 +41,8 @@ from evotrainer.selfevolve.judge import JudgeSettings, Verdict, judge_samples
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool
 from evotrainer.tasks.base import RolloutRequest, SelfEvolving, Task, TaskFamily
 
-__all__ = [
-    "RoundModels",
-    "RoundOutcome",
-    "RoundSetup",
-    "Sample",
-    "SelfEvolveState",
-    "TrainFn",
-    "pool_row",
-    "run_round",
-    "score_policy",
-]
+__all__ = ["RoundModels", "RoundOutcome", "RoundSetup", "Sample", "SelfEvolveState", "TrainFn", "pool_row",
+           "run_round", "score_policy"]
 
 TrainFn = Callable[..., TrainResult]
 """``train_lora(backend, examples, replay, cfg, out_dir, *, rng, parent_adapter=None) -> TrainResult``."""

@@ -19,7 +19,7 @@ used). This module turns those per-item scores into one table:
   the wall time, so that the equality of budgets is visible.
 
 Every difference is pooled over seeds by a cluster bootstrap over items
-(:func:`evotrainer.stats.transfer_pool.cluster_difference`: each item's difference averaged over the seeds, items
+(:func:`evotrainer.stats.bootstrap.cluster_difference`: each item's difference averaged over the seeds, items
 resampled; Davison & Hinkley 1997, sec. 3.8): seeds of one study share their items, so treating seeds × items
 as independent draws would give an interval too narrow by about sqrt(seeds). Wins / losses / ties count
 (seed, item) pairs. The interval holds the seeds fixed: how sure the mean over these seeds is, given the items.
@@ -44,25 +44,11 @@ from rich.table import Table
 
 from evotrainer.atomic import write_text_atomic
 from evotrainer.errors import DataError
-from evotrainer.stats.bootstrap import finite, rng_for
+from evotrainer.stats.bootstrap import ClusterDifference, cluster_difference, finite, rng_for
 from evotrainer.stats.generalisation import format_diff
-from evotrainer.stats.transfer_pool import ClusterDifference, cluster_difference
 
-__all__ = [
-    "ARMS",
-    "ARM_RESULT_NAME",
-    "ARM_RESULT_VERSION",
-    "ArmRun",
-    "ItemScores",
-    "StudyRow",
-    "StudyTable",
-    "read_arm_result",
-    "render_study",
-    "study_notes",
-    "study_table",
-    "to_payload",
-    "write_arm_result",
-]
+__all__ = ["ARMS", "ARM_RESULT_NAME", "ARM_RESULT_VERSION", "ArmRun", "ItemScores", "StudyRow", "StudyTable",
+           "read_arm_result", "render_study", "study_notes", "study_table", "to_payload", "write_arm_result"]
 
 ARMS: tuple[str, ...] = ("coevolve_strategy", "coevolve", "frozen_harness", "random_harness", "gepa")
 """The study's arms in display order (an arm not listed follows, sorted); the first present is the reference."""

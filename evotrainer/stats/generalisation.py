@@ -24,32 +24,21 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
-from evotrainer.stats.bootstrap import PairedDifference, item_values, paired_difference, rng_for
+from evotrainer.stats.bootstrap import (
+    PairedDifference,
+    cluster_difference,
+    item_values,
+    paired_difference,
+    rng_for,
+    tally,
+)
 
-__all__ = [
-    "PAYLOAD_VERSION",
-    "Generalisation",
-    "SPLIT_LABELS",
-    "PooledDifference",
-    "SplitComparison",
-    "by_source",
-    "columns",
-    "compare",
-    "format_diff",
-    "from_payload",
-    "pool",
-    "render_table",
-    "source_of",
-    "split_cells",
-    "table_rows",
-    "to_payload",
-    "with_item_ids",
-]
+__all__ = ["PAYLOAD_VERSION", "Generalisation", "SPLIT_LABELS", "PooledDifference", "SplitComparison",
+           "by_source", "columns", "compare", "format_diff", "from_payload", "pool", "render_table",
+           "source_of", "split_cells", "table_rows", "to_payload", "with_item_ids"]
 
 PAYLOAD_VERSION = 1
 """``version`` key of :func:`to_payload`; :func:`from_payload` refuses newer ones."""
-
-_TIE = 1e-12  # |difference| at or below this counts as a tie (identical outputs score identically)
 
 Pair = tuple[Sequence[float | None], Sequence[float | None]]
 
@@ -111,15 +100,12 @@ class Generalisation:
 
 
 @dataclass(frozen=True)
-class PooledDifference:
-    """The held-out (or selection) difference pooled over runs; reads like a :class:`PairedDifference`.
+class PooledDifference(PairedDifference):
+    """The held-out (or selection) difference pooled over runs: a :class:`PairedDifference` whose ``mean`` is
+    over items of each item's difference averaged over the runs that scored it, ``low``/``high`` the
+    cluster-bootstrap interval and ``n`` the distinct items (the resampled clusters).
 
     Attributes:
-        mean: mean over items of each item's difference averaged over the runs that scored it.
-        low: lower end of the cluster-bootstrap interval.
-        high: upper end.
-        share_b_better: share of resamples with a mean > 0, in [0, 1] (not a p-value).
-        n: distinct items (the resampled clusters).
         runs: runs pooled.
         pairs: (run, item) differences pooled.
         by_item: True when every run named its items (clusters are task ids); False when some were
@@ -128,11 +114,6 @@ class PooledDifference:
         verdict: one sentence about the pooled numbers.
     """
 
-    mean: float
-    low: float
-    high: float
-    share_b_better: float
-    n: int
     runs: int
     pairs: int
     by_item: bool
@@ -151,10 +132,8 @@ def _split(name: str, pair: Pair, ids: Sequence[str] | None, *, seed: int, label
         raise ValueError(f"compare: {len(ids_t)} {name} item ids for {len(a)} items")
     diff = paired_difference(a, b, rng=rng_for(seed, "generalisation", *labels, name), n_resamples=n_resamples,
                              level=level)  # raises ValueError when the lengths differ
-    d = np.asarray(b) - np.asarray(a)  # (n,)
-    wins, losses = int((d > _TIE).sum()), int((d < -_TIE).sum())
     return SplitComparison(name, len(a), float(np.mean(a)) if a else 0.0, float(np.mean(b)) if b else 0.0, diff,
-                           wins, losses, len(a) - wins - losses, a, b, ids_t)
+                           *tally(np.asarray(b) - np.asarray(a)), a, b, ids_t)
 
 
 def source_of(item_id: str) -> str:
@@ -350,15 +329,8 @@ def pool(
     """The final-best-minus-best-seed difference pooled over runs (a sweep over seeds), with its interval.
 
     Runs of one sweep share the held-out items (:func:`~evotrainer.run.validation_split.split_validation`
-    depends only on the items, never on the seed), so the per-item differences of different seeds
-    are not independent: they repeat the same items. Concatenating them and resampling (run, item)
-    pairs would treat ``runs x items`` draws as independent and give an interval too narrow by about
-    sqrt(runs) when seeds agree. This is a cluster bootstrap by item instead (Davison & Hinkley 1997,
-    *Bootstrap Methods and their Application*, sec. 3.8; Field & Welsh 2007): each item's difference
-    is averaged over the runs that scored it, and the items are resampled with replacement (percentile
-    interval, the same code path as :func:`~evotrainer.stats.bootstrap.paired_difference`). Items
-    weigh equally, whatever number of runs scored them; the interval covers the item sampling, with
-    the seed-to-seed spread averaged inside each item. Items are keyed by task id where the run
+    depends only on the items, never on the seed), so the runs are pooled by a cluster bootstrap by item
+    (:func:`~evotrainer.stats.bootstrap.cluster_difference`). Items are keyed by task id where the run
     recorded ids, else by position in the split (runs of one sweep list them in the same order).
 
     The verdict of a held-out pool follows :func:`compare`, on the pooled selection and held-out
@@ -383,8 +355,8 @@ def pool(
     """
     if split not in ("heldout", "selection"):
         raise ValueError(f"pool: split must be 'heldout' or 'selection', got {split!r}")
-    by_key: dict[str, list[float]] = {}
-    used, pairs, by_item = 0, 0, True
+    parts: list[tuple[tuple[str, ...], tuple[float, ...]]] = []
+    by_item = True
     for g in runs:
         c = getattr(g, split)
         if c is None or not c.baseline:
@@ -393,25 +365,20 @@ def pool(
         keys = c.item_ids if named else tuple(f"#{i}" for i in range(len(c.baseline)))
         kept = [(key, b - a) for key, a, b in zip(keys, c.baseline, c.best, strict=True)
                 if keep is None or (named and keep(key))]
-        if not kept:
-            continue
-        used += 1
-        by_item &= named
-        for key, diff in kept:
-            by_key.setdefault(key, []).append(diff)
-        pairs += len(kept)
-    if not used:
+        if kept:
+            by_item &= named
+            parts.append((tuple(k for k, _ in kept), tuple(x for _, x in kept)))
+    pooled = cluster_difference(parts, rng=rng_for(seed, "pool", split), level=level, n_resamples=n_resamples)
+    if pooled is None:
         return None
-    item_means = [float(np.mean(v)) for v in by_key.values()]  # (n_items,)
-    d = paired_difference([0.0] * len(item_means), item_means, rng=rng_for(seed, "pool", split),
-                          n_resamples=n_resamples, level=level)
+    d, used = pooled.diff, pooled.runs
     sel = pool(runs, seed=seed, split="selection", level=level, n_resamples=n_resamples, keep=keep) \
         if split == "heldout" else None
     if split == "heldout":
         held, verdict = _verdict(sel, d, where=f"held-out items over {used} run(s)")
     else:  # the selection gain is biased upward (chosen on these items): described, never judged
         held, verdict = None, f"pooled selection difference {format_diff(d)} (biased upward: selected on these items)"
-    return PooledDifference(d.mean, d.low, d.high, d.share_b_better, d.n, used, pairs, by_item, held, verdict)
+    return PooledDifference(d.mean, d.low, d.high, d.share_b_better, d.n, used, pooled.pairs, by_item, held, verdict)
 
 
 # --- display --------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ import numpy as np
 
 from evotrainer.events.transfer import TransferEvent
 from evotrainer.genome import Policy
-from evotrainer.stats.bootstrap import PairedDifference, item_values, paired_difference, rng_for
+from evotrainer.stats.bootstrap import PairedDifference, item_values, paired_difference, rng_for, tally
 from evotrainer.stats.generalisation import format_diff
 
 __all__ = ["LABELS", "PAYLOAD_VERSION", "ROLES", "TransferComparison", "TransferReport", "compare_transfer",
@@ -32,7 +32,6 @@ ROLES = ("final_best", "best_seed", "plain_prompt")
 LABELS = {"final_best": "final best", "best_seed": "best seed", "plain_prompt": "plain prompt"}
 _PAIRS = (("final_best", "best_seed"), ("final_best", "plain_prompt"), ("best_seed", "plain_prompt"))
 _HEADLINE = _PAIRS[:2]  # the verdict needs both lower bounds above 0
-_TIE = 1e-12  # |difference| at or below this is a tie
 
 
 @dataclass(frozen=True)
@@ -121,9 +120,7 @@ def compare_transfer(
             continue
         rng = rng_for(seed, "transfer", policy_ids[a], policy_ids[b])
         diff = paired_difference(vecs[b], vecs[a], rng=rng, n_resamples=n_resamples, level=level)  # a − b
-        d = np.asarray(vecs[a]) - np.asarray(vecs[b])  # (n_items,)
-        wins, losses = int((d > _TIE).sum()), int((d < -_TIE).sum())
-        comps.append(TransferComparison(a, b, diff, wins, losses, len(d) - wins - losses))
+        comps.append(TransferComparison(a, b, diff, *tally(np.asarray(vecs[a]) - np.asarray(vecs[b]))))
     transfers, verdict = _verdict(comps, same)
     return TransferReport(tuple(str(i) for i in item_ids), roles, tuple(policy_ids[r] for r in roles),
                           tuple(vecs[r] for r in roles), tuple(comps), verdict, transfers, float(level))

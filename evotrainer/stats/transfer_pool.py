@@ -1,20 +1,15 @@
 """The transfer report pooled over runs (a sweep over seeds): does the gain transfer on average over the seeds?
 
 Each run of one setup scores its final best, its best seed and the plain prompt on the same transfer items
-(``task.transfer_path``; :mod:`evotrainer.stats.transfer`). Their per-item differences repeat the same items, so,
-as :func:`evotrainer.stats.generalisation.pool` does for the held-out difference, this is a cluster bootstrap by
-item (Davison & Hinkley 1997, sec. 3.8): for each pair ``a − b`` each item's difference is averaged over
-the runs that scored both roles on it, and the items (keyed by task id) are resampled with replacement
-(percentile interval, :func:`evotrainer.stats.bootstrap.paired_difference`). Concatenating runs × items
-would give an interval too narrow by about sqrt(runs) when seeds agree.
+(``task.transfer_path``; :mod:`evotrainer.stats.transfer`); for each pair ``a − b`` the runs' per-item differences
+are pooled by :func:`evotrainer.stats.bootstrap.cluster_difference` (items keyed by task id).
 
 A run whose final best is its best seed contributes ``final best − best seed`` = 0 on each item (evolution
 gained nothing on that seed); leaving it out would bias the pool upward. Verdict, as for one run: "gain
 transfers (pooled over N runs)" only when the pooled lower bounds of ``final best − best seed`` and
 ``final best − plain prompt`` are both above 0 (no run with a plain prompt: judged on the first alone, and
 said so), else "no transfer gain shown: ..." naming what does not hold. S_val in [0, 1], higher is better.
-:func:`cluster_difference` is the pooling itself (any per-item differences of several runs); the ablation
-study's table (:mod:`evotrainer.stats.ablation`) pools its arms with it too. Pure: reports in, numbers out.
+Pure: reports in, numbers out.
 """
 
 from __future__ import annotations
@@ -25,12 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from evotrainer.stats.bootstrap import PairedDifference, paired_difference, rng_for
+from evotrainer.stats.bootstrap import cluster_difference, rng_for
 from evotrainer.stats.generalisation import format_diff
-from evotrainer.stats.transfer import _HEADLINE, _PAIRS, _TIE, LABELS, TransferReport, _why, read_report
+from evotrainer.stats.transfer import _HEADLINE, _PAIRS, LABELS, TransferReport, _why, read_report
 
-__all__ = ["ClusterDifference", "PooledComparison", "PooledTransfer", "cluster_difference", "pool_transfer",
-           "read_run"]
+__all__ = ["PooledComparison", "PooledTransfer", "pool_transfer", "read_run"]
 
 
 @dataclass(frozen=True)
@@ -73,57 +67,6 @@ class PooledTransfer:
     verdict: str
     transfers: bool
     level: float
-
-
-@dataclass(frozen=True)
-class ClusterDifference:
-    """Per-item differences of several runs pooled by a cluster bootstrap over items (module docstring).
-
-    Attributes:
-        diff: mean over items of each item's difference averaged over the runs that scored it, with the
-            percentile interval of resampling items (``diff.n``: distinct items, the clusters).
-        runs: runs pooled.
-        pairs: (run, item) differences pooled.
-        wins, losses, ties: (run, item) differences above 1e-12, below -1e-12, in between (summed over runs).
-    """
-
-    diff: PairedDifference
-    runs: int
-    pairs: int
-    wins: int
-    losses: int
-    ties: int
-
-
-def cluster_difference(runs: Sequence[tuple[Sequence[str], Sequence[float]]], *, rng: np.random.Generator,
-                       level: float = 0.95, n_resamples: int = 2000) -> ClusterDifference | None:
-    """Pool per-item differences ``a − b`` of several runs (module docstring: a cluster bootstrap by item).
-
-    Args:
-        runs: one ``(item_ids, differences)`` per run, both shape (n_items,); runs of one setup share item ids
-            (an id seen in one run only is a cluster of one run).
-        rng: the bootstrap generator (e.g. :func:`~evotrainer.stats.bootstrap.rng_for`).
-        level: interval coverage in (0, 1); n_resamples: bootstrap resamples, >= 1.
-
-    Returns:
-        None when ``runs`` is empty.
-
-    Raises:
-        ValueError: a run's ids and differences differ in length.
-    """
-    by_item: dict[str, list[float]] = {}
-    wins = losses = 0
-    for ids, values in runs:
-        d = np.asarray(values, dtype=float)  # (n_items,)
-        wins, losses = wins + int((d > _TIE).sum()), losses + int((d < -_TIE).sum())
-        for item, x in zip(ids, d, strict=True):
-            by_item.setdefault(str(item), []).append(float(x))
-    if not runs:
-        return None
-    item_means = [float(np.mean(v)) for v in by_item.values()]  # (n_items,)
-    diff = paired_difference([0.0] * len(item_means), item_means, rng=rng, n_resamples=n_resamples, level=level)
-    pairs = sum(len(v) for v in by_item.values())
-    return ClusterDifference(diff, len(runs), pairs, wins, losses, pairs - wins - losses)
 
 
 def _pair(reports: Sequence[TransferReport], a: str, b: str, *, seed: int, level: float,

@@ -22,23 +22,9 @@ import numpy as np
 
 from evotrainer.backends.base import LLM, Generation, GenerationRequest, Message, SamplingParams
 
-__all__ = [
-    "NEUTRAL_TEXTS",
-    "Datasets",
-    "EmbeddingMeta",
-    "Exemplars",
-    "FamilySpec",
-    "FamilyTexts",
-    "MetaScore",
-    "Probes",
-    "RewardBreakdown",
-    "RolloutRequest",
-    "SelfEvolving",
-    "Task",
-    "TaskFamily",
-    "content_hash",
-    "single_turn_roll_out",
-]
+__all__ = ["NEUTRAL_TEXTS", "Datasets", "EmbeddingMeta", "Exemplars", "FamilySpec", "FamilyTexts",
+           "MetaScore", "Probes", "RewardBreakdown", "RolloutRequest", "SelfEvolving", "Task", "TaskFamily",
+           "content_hash", "single_turn_roll_out"]
 
 
 def content_hash(text: str) -> str:

@@ -5,6 +5,7 @@ import pytest
 from evotrainer.archive import ArchiveStore, EvaluationRow, HarnessCandidateRow
 from evotrainer.errors import ArchiveError
 from evotrainer.genome import Policy
+from tests.archive._dump import dump_deterministic
 
 RUN = "r"
 
@@ -91,7 +92,7 @@ def _simulated_run(path) -> dict:
             store.add_event(RUN, "phase", {"name": "evaluate", "seconds": 1.23 * gen})
         store.add_harness_candidate(RUN, HarnessCandidateRow("h0.0", 0, 0, (0.1, 0.9), {"noise": 0.2}, 0.5))
         store.add_event(RUN, "incumbent", {"harness_id": "h0.0"})
-        return store.dump_deterministic(RUN)
+        return dump_deterministic(store, RUN)
 
 
 def test_dump_deterministic_equal_for_identical_runs(tmp_path):
@@ -103,6 +104,6 @@ def test_dump_deterministic_equal_for_identical_runs(tmp_path):
     assert "created_at" not in a["evaluations"][0] and "seconds" not in a["evaluations"][0]
     assert "host" not in a["run"] and "created_at" not in a["run"]
     with ArchiveStore(tmp_path / "a.db", read_only=True) as ro:
-        assert len(ro.dump_deterministic(RUN, exclude_event_kinds=())["events"]) == 7
+        assert len(dump_deterministic(ro, RUN, exclude_event_kinds=())["events"]) == 7
         with pytest.raises(ArchiveError):
-            ro.dump_deterministic("missing")
+            dump_deterministic(ro, "missing")

@@ -18,6 +18,7 @@ import sqlite3
 from pathlib import Path
 
 from evotrainer.archive import SCHEMA_VERSION, ArchiveStore
+from tests.archive._dump import dump_deterministic
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 V2, V3 = DATA / "archive_v2", DATA / "archive_v3"
@@ -36,7 +37,7 @@ def _expected_v2() -> dict:
 def _read_v2(path: Path) -> dict:
     with ArchiveStore(path, read_only=True) as ro:
         pool = [dict(vars(r)) for r in ro.selfevolve_pool("run0")]
-        return json.loads(json.dumps({"dump": ro.dump_deterministic("run0"), "pool": pool}, default=list))
+        return json.loads(json.dumps({"dump": dump_deterministic(ro, "run0"), "pool": pool}, default=list))
 
 
 def _expected_v3() -> dict:
@@ -50,7 +51,7 @@ def _expected_v3() -> dict:
 
 def _read_v3(path: Path) -> dict:
     with ArchiveStore(path, read_only=True) as ro:
-        out = {"dump": ro.dump_deterministic("run0"),
+        out = {"dump": dump_deterministic(ro, "run0"),
                "candidates": [dict(vars(r)) for r in ro.harness_candidates("run0")],
                "events": [[e.kind, e.event.to_payload()] for e in ro.events("run0")]}
     return json.loads(json.dumps(out, default=list))

@@ -219,7 +219,7 @@ def test_progress_bar_runs(tiny_model_dir: Path) -> None:
 
 def test_source_resolution_for_gguf_files_and_folders(tmp_path: Path) -> None:
     from evotrainer.backends.embedded import embedded_gguf
-    from evotrainer.backends.hf import _resolve_source
+    from evotrainer.backends.hf_loading import _resolve_source
 
     gguf = embedded_gguf("smollm2-135m")
     assert _resolve_source(ModelConfig(path="smollm2-135m")) == (str(gguf.parent), gguf.name)

@@ -15,10 +15,13 @@ import pytest
 
 from evotrainer.archive import ArchiveStore, EvaluationRow, open_archive
 from evotrainer.browse.cli import main
-from evotrainer.browse.report import PLOT_IDS, build_report, write_report
+from evotrainer.browse.report import build_report, write_report
 from evotrainer.genome import Policy
 
 from .test_cli_archive import RUN, build_archive
+
+PLOT_IDS = ("fitness-plot", "sval-plot", "race-plot", "harness-plot", "operator-plot", "lineage-graph")
+"""``id`` of each plot ``div`` of the report, in page order (a run with a yardstick also gets ``yardstick-plot``)."""
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="chromium not installed (make test installs it)")

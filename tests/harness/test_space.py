@@ -6,19 +6,20 @@ import pickle
 import numpy as np
 import pytest
 
+from evotrainer.config_schema import KnobSpec
 from evotrainer.errors import ConfigError
-from evotrainer.harness import Harness, HarnessParam, HarnessSpace, build_default_space, weights_to_logits
+from evotrainer.harness import Harness, HarnessParam, HarnessSpace, space_from_specs, weights_to_logits
 
-BOUNDS = {"length": (80.0, 600.0), "speakers": (2.0, 6.0), "noise": (0.0, 0.5)}
+SPECS = {"length": KnobSpec(80.0, 600.0), "speakers": KnobSpec(2.0, 6.0, integer=True), "noise": KnobSpec(0.0, 0.5)}
+BOUNDS = {name: (spec.low, spec.high) for name, spec in SPECS.items()}
 INIT = {"length": 220.0, "speakers": 3.0, "noise": 0.1}
 WEIGHTS = {"completeness": 0.5, "format": 0.2, "action_count": 0.3, "action_f1": 0.0}
 
 
 def _space() -> HarnessSpace:
-    return build_default_space(
-        BOUNDS, INIT, WEIGHTS, integer_knobs=("speakers",),
-        extras=(HarnessParam("pass_threshold", 0.3, 0.9, 0.6, "extra"),
-                HarnessParam("lr", 1e-5, 1e-3, 1e-4, "extra", log=True)),
+    return space_from_specs(
+        SPECS, BOUNDS, INIT, WEIGHTS,
+        extras={"pass_threshold": KnobSpec(0.3, 0.9, init=0.6), "lr": KnobSpec(1e-5, 1e-3, log=True, init=1e-4)},
     )
 
 
@@ -47,9 +48,8 @@ def test_decode_encode_round_trip_and_units():
     for _ in range(20):
         x = rng.uniform(0, 1, space.dim)
         h = space.decode(x)
-        for name in space.names:
-            p = space.param(name)
-            assert p.low <= h.values[name] <= p.high
+        for p in space.params:
+            assert p.low <= h.values[p.name] <= p.high
         x2 = space.encode(h.values)
         keep = [i for i, p in enumerate(space.params) if not p.integer]
         np.testing.assert_allclose(x2[keep], x[keep], atol=1e-9)
@@ -120,7 +120,7 @@ def test_duplicate_and_empty_and_unknown():
     with pytest.raises(ConfigError):
         HarnessSpace(())
     with pytest.raises(ConfigError, match="outer.knobs"):
-        build_default_space(BOUNDS, INIT, WEIGHTS, knobs=["nope"])
+        space_from_specs(SPECS, BOUNDS, INIT, WEIGHTS, knobs=["nope"])
     space = HarnessSpace((p,))
     with pytest.raises(ConfigError, match=r"harness\.values\.a"):
         space.encode({"a": 2.0})
@@ -131,7 +131,7 @@ def test_duplicate_and_empty_and_unknown():
 
 
 def test_knob_subset_and_one_dimensional_space():
-    space = build_default_space(BOUNDS, INIT, {"only": 1.0}, knobs=["noise"])
+    space = space_from_specs(SPECS, BOUNDS, INIT, {"only": 1.0}, knobs=["noise"])
     assert space.names == ("noise", "only")
     one = HarnessSpace((HarnessParam("noise", 0.0, 0.5, 0.1),))
     assert one.dim == 1

@@ -19,23 +19,7 @@ from evotrainer.tasks.meeting_minutes.rewards import (
     reward,
 )
 
-__all__ = [
-    "DEFAULT_ACTION_BAND",
-    "DEFAULT_DIFFICULTY",
-    "DEFAULT_REWARD_WEIGHTS",
-    "DIFFICULTY_BOUNDS",
-    "MeetingMinutes",
-    "REWARD_COMPONENTS",
-    "SCORER_VERSION",
-    "USER_TEMPLATE",
-    "build_messages",
-    "degenerate_reason",
-    "format_minutes",
-    "generate",
-    "load_tasks",
-    "meta_score",
-    "parse_minutes",
-    "resolve_difficulty",
-    "reward",
-    "s_val",
-]
+__all__ = ["DEFAULT_ACTION_BAND", "DEFAULT_DIFFICULTY", "DEFAULT_REWARD_WEIGHTS", "DIFFICULTY_BOUNDS",
+           "MeetingMinutes", "REWARD_COMPONENTS", "SCORER_VERSION", "USER_TEMPLATE", "build_messages",
+           "degenerate_reason", "format_minutes", "generate", "load_tasks", "meta_score", "parse_minutes",
+           "resolve_difficulty", "reward", "s_val"]

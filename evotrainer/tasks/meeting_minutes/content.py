@@ -1,12 +1,8 @@
 """What minutes *say* once their template is removed: content units, content words and grounding.
 
-S_val used to be ROUGE against references that all share one Markdown template, and ROUGE rewards any
-shared n-gram, boilerplate included (Lin 2004 notes that ROUGE measures surface overlap only; the
-sensitivity of n-gram metrics to shared boilerplate is one reason embedding scores such as BERTScore,
-Zhang et al. 2020, were proposed). Measured on this project's set: a constant 80-character skeleton
-("## Topics / - The meeting / ## Decisions / - The decision / ## Action items / - Owner: task (due:
-date)") scored 83 % of the best seed's S_val, and another meeting's reference twice the best seed's. So
-the content metric (:mod:`~evotrainer.tasks.meeting_minutes.metric`) reads texts through this module:
+The content metric (:mod:`~evotrainer.tasks.meeting_minutes.metric`) reads texts through this module, so that
+S_val scores what a meeting's minutes say, not the Markdown template every reference shares (surface-overlap
+scores such as ROUGE reward shared boilerplate, Lin 2004; why and by how much: docs/concepts.md):
 
 - **Content units** (:func:`content_units`): one per sentence or bullet (the sentence splitter of
   :mod:`~evotrainer.tasks.meeting_minutes.text_units`), each tagged with the section it sits under

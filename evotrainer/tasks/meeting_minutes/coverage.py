@@ -1,5 +1,5 @@
 """Late coverage: how much of what the reference says about the last part of a meeting the minutes keep
-(issue 29: minutes that read only the start of a long meeting must lose points a whole-meeting ROUGE hides).
+(minutes that read only the start of a long meeting lose points a whole-meeting ROUGE hides; docs/long_meetings.md).
 
 ``late_coverage(output, reference, transcript)``:
 

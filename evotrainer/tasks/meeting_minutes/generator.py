@@ -7,9 +7,8 @@ final one) and its action items (explicit "X will ..." or implied: "I'll take th
 it, X?" answered "Sure", volunteering, or a decline followed by someone else taking it), then a
 closing. Discussion blocks are added until the on-topic content reaches ``length * (1 - noise)``
 words; off-topic small-talk blocks are then inserted between blocks so that they make up the
-``noise`` share of turns. ``length`` is a target, not a cap: many topics, speakers and action items
-need more words than a short target allows (measured over 100 tasks: defaults ~236 words; every
-knob at its maximum ~1200; every knob at its minimum ~96).
+``noise`` share of turns. ``length`` is a target, not a cap (many topics, speakers and action items
+need more words than a short target allows).
 
 Every random choice is drawn from the injected ``numpy.random.Generator`` in a fixed order, so the
 same generator state gives identical tasks. ``task_id`` is ``"mm-"`` + the first 12 hex digits of
@@ -50,8 +49,7 @@ default space (:data:`DEFAULT_SPACE`) stops at one segment."""
 
 PART_WORDS = 900.0
 """The longest meeting built in one piece (words). A longer ``length`` is built as
-``ceil(length / PART_WORDS)`` segments of ``length / segments`` words each, joined in order: an hour-long
-meeting whose topics drift and whose last decisions and action items come late (issue 29)."""
+``ceil(length / PART_WORDS)`` segments of ``length / segments`` words each, joined in order."""
 
 DEFAULT_DIFFICULTY: dict[str, float] = {
     "length": 220.0,
@@ -128,11 +126,9 @@ def generate(rng: np.random.Generator, difficulty: Mapping[str, float], n: int) 
             more speakers, topics, off-topic turns, action items and implied owners.
         n: number of tasks, >= 0.
 
-    A ``length`` up to :data:`PART_WORDS` gives one meeting built in one piece (the draws, and so the
-    tasks, are those of earlier releases). A longer ``length`` gives ``k = ceil(length / PART_WORDS)``
-    segments, each built at ``length / k`` words with the other knobs as given, joined by
-    :func:`join_meetings`: 5,000 to 12,000 words read like a 30 to 90 minute meeting whose topics drift
-    and whose last decisions come late, so minutes of its start alone lose points.
+    A ``length`` up to :data:`PART_WORDS` gives one meeting built in one piece; a longer one gives
+    ``k = ceil(length / PART_WORDS)`` segments, each built at ``length / k`` words with the other knobs as
+    given, joined by :func:`join_meetings` (docs/long_meetings.md).
 
     Returns:
         ``n`` tasks with ``source="generated"``, ground-truth topics, final decisions, action items
@@ -418,7 +414,7 @@ class _Meeting:
             if rng.random() < _P_DECISION:
                 block, reversal, final = self.decision_blocks(plan)
                 plan.decision = block
-                decisions.append(final[:1].upper() + final[1:])
+                decisions.append(_upper_first(final))
                 if reversal is not None:
                     reversals.append((i, reversal))
 
@@ -499,5 +495,4 @@ def _topic_label(title: str) -> str:
     words = title.split()
     if words and words[0].lower() in {"the", "a", "an"}:
         words = words[1:]
-    text = " ".join(words)
-    return text[:1].upper() + text[1:]
+    return _upper_first(" ".join(words))

@@ -36,18 +36,9 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-__all__ = [
-    "COPY_NGRAM",
-    "COPY_SHARE",
-    "COPY_SPAN_WORDS",
-    "DISTINCT_NGRAM_MIN",
-    "REPEAT_LINE_SHARE",
-    "REPEAT_MIN_COUNT",
-    "SPEAKER_LINE_SHARE",
-    "SPEAKER_MIN_LINES",
-    "degenerate_reason",
-    "speaker_line_share",
-]
+__all__ = ["COPY_NGRAM", "COPY_SHARE", "COPY_SPAN_WORDS", "DISTINCT_NGRAM_MIN", "REPEAT_LINE_SHARE",
+           "REPEAT_MIN_COUNT", "SPEAKER_LINE_SHARE", "SPEAKER_MIN_LINES", "degenerate_reason",
+           "speaker_line_share"]
 
 COPY_NGRAM = 8
 COPY_SHARE = 0.75

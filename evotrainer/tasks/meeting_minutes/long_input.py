@@ -1,5 +1,5 @@
 """Meeting-minutes rollouts of transcripts longer than the model's context: windowed and merged, or cut, and
-always said (issue 29; docs/long_meetings.md).
+always said (docs/long_meetings.md).
 
 :func:`long_roll_out` is the family's rollout. For each request it decides, with the model's own tokenizer:
 

@@ -1,5 +1,5 @@
 """Long generated meetings: several generated meetings read as one, so that its topics drift and its last
-decisions and action items come late (issue 29). What ships in ``validation_set/long_generated.jsonl`` (made
+decisions and action items come late. What ships in ``validation_set/long_generated.jsonl`` (made
 by ``scripts/make_long_generated.py``) and what the long-meeting smoke experiment and tests read; the real
 long meetings (ELITR, CC BY-NC-SA) stay outside the repository.
 """

@@ -44,18 +44,9 @@ from evotrainer.tasks.meeting_minutes.minutes_format import ParsedItem
 from evotrainer.tasks.meeting_minutes.task import ActionItem
 from evotrainer.tasks.meeting_minutes.text_units import tokenize
 
-__all__ = [
-    "PARAPHRASE_THRESHOLD",
-    "STOPWORDS",
-    "TASK_OVERLAP_THRESHOLD",
-    "TOPIC_COVERAGE_THRESHOLD",
-    "OwnerAliases",
-    "action_f1",
-    "content_stems",
-    "match_action_items",
-    "owner_matches",
-    "topic_coverage",
-]
+__all__ = ["PARAPHRASE_THRESHOLD", "STOPWORDS", "TASK_OVERLAP_THRESHOLD", "TOPIC_COVERAGE_THRESHOLD",
+           "OwnerAliases", "action_f1", "content_stems", "match_action_items", "owner_matches",
+           "topic_coverage"]
 
 OwnerAliases = Mapping[str, Sequence[str]]
 """Ground-truth owner (as written in ``ActionItem.owner``) -> other names of that person."""

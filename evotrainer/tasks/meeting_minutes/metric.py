@@ -26,13 +26,9 @@
    matched, :func:`~evotrainer.tasks.meeting_minutes.matching.action_f1`); a degenerate output
    (:mod:`~evotrainer.tasks.meeting_minutes.guard`) scores 0.
 
-Why not ROUGE: every reference of the hand-written set shares one Markdown template, so ROUGE gave a
-constant skeleton 83 % of the best seed's S_val and another meeting's reference more than twice it
-(DESIGN.md, turn 3). ROUGE-Lsum and plain ROUGE-L are still reported in ``parts`` (Lin 2004; Google's
-``rouge-score`` with the project's Unicode tokenizer and sentence splitting, see
-:mod:`~evotrainer.tasks.meeting_minutes.text_units`) for comparison with earlier runs; they do not enter
-``value``. The sanity probes that every run checks (reference ≫ a policy's minutes > lead lines >
-skeleton ≈ 0, wrong meeting ≈ 0) are in :mod:`~evotrainer.tasks.meeting_minutes.probes`.
+Why not ROUGE: docs/concepts.md. ROUGE-Lsum and plain ROUGE-L are reported in ``parts`` (Lin 2004; Google's
+``rouge-score`` with the tokenizer of :mod:`~evotrainer.tasks.meeting_minutes.text_units`), never in ``value``.
+The probes every run checks are in :mod:`~evotrainer.tasks.meeting_minutes.probes`.
 
 No harness parameter touches this metric. Bump :data:`SCORER_VERSION` whenever a change here, in the
 content units, matcher, tokenizer, parser or guard changes scores: it is part of the fitness-cache key.

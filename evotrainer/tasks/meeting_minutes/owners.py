@@ -39,14 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-__all__ = [
-    "ROLE_ALIASES",
-    "OwnerPhrase",
-    "owner_matches",
-    "owner_mentioned",
-    "parse_owner",
-    "split_owners",
-]
+__all__ = ["ROLE_ALIASES", "OwnerPhrase", "owner_matches", "owner_mentioned", "parse_owner", "split_owners"]
 
 ROLE_ALIASES: Mapping[str, tuple[str, ...]] = {
     "project manager": ("project manager", "pm", "project lead", "project leader", "project mgr"),

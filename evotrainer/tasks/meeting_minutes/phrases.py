@@ -8,40 +8,11 @@ sentence). Every act has several wordings so the generator never produces a sing
 
 from __future__ import annotations
 
-__all__ = [
-    "ACCEPT_ASSIGNED",
-    "AGREE",
-    "ANSWER",
-    "CLOSE",
-    "DECIDE",
-    "DECLINE",
-    "DISCUSS",
-    "DISCUSS_GENERIC",
-    "DUE_DATES",
-    "EXPLICIT_ACTION",
-    "FILLERS",
-    "FIRST_NAMES",
-    "GENERIC_TASKS",
-    "IMPLICIT_ASK",
-    "IMPLICIT_OPEN",
-    "IMPLICIT_TAKE",
-    "INTERRUPT",
-    "INTRO",
-    "OPEN",
-    "OWNER_FIX",
-    "PROPOSE",
-    "QUESTION",
-    "RESUME",
-    "REVERSE",
-    "REVERSE_AGREE",
-    "SMALL_TALK",
-    "SMALL_TALK_REPLY",
-    "STANCE",
-    "SURNAMES",
-    "DUE_FIX",
-    "VOLUNTEER",
-    "VOLUNTEER_ACK",
-]
+__all__ = ["ACCEPT_ASSIGNED", "AGREE", "ANSWER", "CLOSE", "DECIDE", "DECLINE", "DISCUSS", "DISCUSS_GENERIC",
+           "DUE_DATES", "EXPLICIT_ACTION", "FILLERS", "FIRST_NAMES", "GENERIC_TASKS", "IMPLICIT_ASK",
+           "IMPLICIT_OPEN", "IMPLICIT_TAKE", "INTERRUPT", "INTRO", "OPEN", "OWNER_FIX", "PROPOSE", "QUESTION",
+           "RESUME", "REVERSE", "REVERSE_AGREE", "SMALL_TALK", "SMALL_TALK_REPLY", "STANCE", "SURNAMES",
+           "DUE_FIX", "VOLUNTEER", "VOLUNTEER_ACK"]
 
 FIRST_NAMES: tuple[str, ...] = (
     "Aiko", "Amara", "Anders", "Ayesha", "Bao", "Bongani", "Caoimhe", "Chidi", "Dagny", "Darius",

@@ -6,10 +6,9 @@
 - ``reference``: the item's own reference minutes (the best any output can do);
 - ``baseline``: the first :data:`LEAD_LINES` lines of the transcript (the lazy baseline of
   summarisation papers, "lead-3", applied to dialogue turns);
-- ``skeleton``: :data:`SKELETON`, the minutes' template with no meeting content (measured with ROUGE:
-  83 % of the best seed's S_val);
+- ``skeleton``: :data:`SKELETON`, the minutes' template with no meeting content;
 - ``wrong_item``: the reference of another meeting from the same source (same template and style,
-  wrong meeting; measured with ROUGE: more than twice the best seed's S_val).
+  wrong meeting).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ LEAD_LINES = 5
 """Transcript lines (speaker turns) of the ``baseline`` probe."""
 
 SKELETON = "## Topics\n- The meeting\n## Decisions\n- The decision\n## Action items\n- Owner: task (due: date)"
-"""The constant skeleton: the template with no meeting content (the 80 characters of issue 24)."""
+"""The constant skeleton: the template with no meeting content (80 characters)."""
 
 
 def _meeting(task: MeetingTask) -> str:

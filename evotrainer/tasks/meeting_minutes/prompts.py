@@ -21,7 +21,7 @@ TRANSCRIPT_FIRST_TEMPLATE = (
 PROMPT_LAYOUTS = ("system_first", "transcript_first")
 """Where the policy's text goes: ``system_first`` — the system message, before the transcript;
 ``transcript_first`` — after the transcript in the user turn (empty system message), so that every policy
-reading one transcript sends the same leading tokens and the backend computes them once (issue 14)."""
+reading one transcript sends the same leading tokens and the backend computes them once."""
 
 
 def build_messages(

@@ -21,8 +21,7 @@
 output's content gate (:func:`content_gate`): the share of :data:`FORM_GATE_WORDS` content words the
 output takes from the transcript, capped at 1. The harness may weight form, but form alone earns
 nothing: the bare skeleton ``## Topics / - The meeting / ... / - Owner: task (due: date)`` has no
-content word and scores 0 under any weights, so it cannot win a batch (issue 24; before, it scored 0.5
-under the default weights). The total is 0.0 (components still reported) when the degenerate-output
+content word and scores 0 under any weights, so it cannot win a batch. The total is 0.0 (components still reported) when the degenerate-output
 guard fires.
 """
 
@@ -40,18 +39,9 @@ from evotrainer.tasks.meeting_minutes.minutes_format import parse_minutes
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.reward_weights import on_simplex
 
-__all__ = [
-    "DEFAULT_ACTION_BAND",
-    "DEFAULT_REWARD_WEIGHTS",
-    "FORM_COMPONENTS",
-    "FORM_GATE_WORDS",
-    "REWARD_COMPONENTS",
-    "action_count_score",
-    "content_gate",
-    "reward",
-    "reward_components",
-    "validate_action_band",
-]
+__all__ = ["DEFAULT_ACTION_BAND", "DEFAULT_REWARD_WEIGHTS", "FORM_COMPONENTS", "FORM_GATE_WORDS",
+           "REWARD_COMPONENTS", "action_count_score", "content_gate", "reward", "reward_components",
+           "validate_action_band"]
 
 REWARD_COMPONENTS: tuple[str, ...] = ("completeness", "format", "action_count", "action_f1", "content")
 DEFAULT_REWARD_WEIGHTS: dict[str, float] = {

@@ -1,4 +1,4 @@
-"""The meeting-minutes task record: one meeting's transcript and its ground truth (was in ``tasks/base.py``)."""
+"""The meeting-minutes task record: one meeting's transcript and its ground truth."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """What the search and the judge show a model about meeting minutes (:class:`~evotrainer.tasks.base.FamilyTexts`).
 
-These texts lived in the generic rooms (``search/mutation_prompts.py``, ``search/reflection.py``,
-``search/prefill.py``, ``selfevolve/judge.py``) and the ``inner.*`` config defaults before issue 27; they
-moved here unchanged, so a meeting-minutes run shows the mutator and the judge byte-identical chats
-(``tests/tasks/test_family_texts.py``).
+``tests/tasks/test_family_texts.py`` pins the chats the mutator and the judge see.
 """
 
 from __future__ import annotations
@@ -66,8 +63,8 @@ _EXTRA_WORDS = (
     " answer issue issues risk risks plan plans update updates status report professional neutral"
 )
 
-# the rules and the style instructions joined as before issue 27 (no space between the two joins), so the
-# content words, and with them every on-topic and leak decision, stay the same
+# the rules and the style instructions joined with no space between the two joins: the content words, and with
+# them every on-topic and leak decision, depend on it
 _DOMAIN_WORDS = " ".join(RULE_PHRASES) + " ".join(t.split(":", 1)[1].strip() for t in MUTATION_STYLES) + _EXTRA_WORDS
 
 _JUDGE_SYSTEM = (

@@ -1,4 +1,4 @@
-"""Cutting a long transcript into overlapping windows at speaker-turn boundaries (issue 29).
+"""Cutting a long transcript into overlapping windows at speaker-turn boundaries (docs/long_meetings.md).
 
 Pure functions: text and token counts in, windows out. A *turn* is one non-empty ``Speaker: text`` line of
 the transcript. A window is a run of consecutive turns whose token count is at most the window size; the

@@ -3,14 +3,8 @@
 Modules, one job each: ``tools`` (calculator, unit converter, facts lookup), ``env`` (the tools of one
 episode), ``parse`` (a tool call or final answer out of a reply), ``tasks`` (task record, answer checking,
 JSONL), ``generator`` (generation at a difficulty and by exploration), ``reward`` (rule rewards, step credit),
-``trajectory`` (records, JSONL, SFT loss mask), ``rollout`` (batched multi-step episodes) and ``family``
+``trajectory`` (the episode record and its JSON form), ``rollout`` (batched multi-step episodes) and ``family``
 (all of it behind one object).
-
-Wiring that remains (the loops still expect single-turn families): a domain-neutral ``TaskFamily`` should
-let a family own its rollout, so the evaluator calls ``family.rollout(llm, prompts, tasks)`` and reads a
-total reward and a meta score per episode from the trajectories, instead of ``build_messages`` +
-``reward(output, task)``; the archive should store trajectories (``Trajectory.to_dict``) and their
-``first_wrong_step``; the self-evolution core should train on :func:`loss_mask` output.
 """
 
 from evotrainer.tasks.tool_agent.env import ToolEnv
@@ -34,52 +28,11 @@ from evotrainer.tasks.tool_agent.tasks import (
     task_to_dict,
 )
 from evotrainer.tasks.tool_agent.tools import TOOLS, Fact, Observation, Tool, calculator, convert, lookup
-from evotrainer.tasks.tool_agent.trajectory import (
-    STOP_REASONS,
-    Step,
-    TokenMask,
-    Trajectory,
-    load_jsonl,
-    loss_mask,
-    save_jsonl,
-)
+from evotrainer.tasks.tool_agent.trajectory import STOP_REASONS, Step, Trajectory
 
-__all__ = [
-    "ANSWER_REL_TOL",
-    "DEFAULT_WEIGHTS",
-    "DIFFICULTY_BOUNDS",
-    "REWARD_COMPONENTS",
-    "SCORER_VERSION",
-    "STOP_REASONS",
-    "TOOLS",
-    "Episode",
-    "EpisodeScore",
-    "Fact",
-    "Observation",
-    "ParsedReply",
-    "PlanStep",
-    "Step",
-    "TokenMask",
-    "Tool",
-    "ToolAgent",
-    "ToolEnv",
-    "ToolRolloutConfig",
-    "ToolTask",
-    "Trajectory",
-    "build_messages",
-    "calculator",
-    "check_answer",
-    "convert",
-    "explore_tasks",
-    "generate_tasks",
-    "load_jsonl",
-    "load_tasks",
-    "lookup",
-    "loss_mask",
-    "parse_reply",
-    "run_episodes",
-    "save_jsonl",
-    "score_episode",
-    "task_from_dict",
-    "task_to_dict",
-]
+__all__ = ["ANSWER_REL_TOL", "DEFAULT_WEIGHTS", "DIFFICULTY_BOUNDS", "REWARD_COMPONENTS", "SCORER_VERSION",
+           "STOP_REASONS", "TOOLS", "Episode", "EpisodeScore", "Fact", "Observation", "ParsedReply",
+           "PlanStep", "Step", "Tool", "ToolAgent", "ToolEnv", "ToolRolloutConfig", "ToolTask", "Trajectory",
+           "build_messages", "calculator", "check_answer", "convert", "explore_tasks", "generate_tasks",
+           "load_tasks", "lookup", "parse_reply", "run_episodes", "score_episode", "task_from_dict",
+           "task_to_dict"]

@@ -192,8 +192,7 @@ class ToolAgent:
         """Supervised chats of the episode in ``output``: one per model reply, the reply last (what the loss
         covers) and everything before it as context: the opening chat under ``sections`` (the *current*
         policy's prompt), then the episode's earlier replies and observations. Every reply of the model is
-        supervised once; tool observations and prompts never are (the same tokens
-        :func:`~evotrainer.tasks.tool_agent.trajectory.loss_mask` marks). Not a trajectory: none."""
+        supervised once; tool observations and prompts never are. Not a trajectory: none."""
         traj = _trajectory(output, task)
         if traj is None:
             return []

@@ -44,7 +44,7 @@ class ToolRolloutConfig:
     """Settings of a multi-step rollout.
 
     Attributes:
-        max_steps: model calls per episode, >= 1 (default 8, the issue's step limit).
+        max_steps: model calls per episode, >= 1 (default 8).
         max_new_tokens: generated tokens per model call, >= 1.
         observation_chars: longest observation sent back, characters, >= 20 (longer ones are clipped).
         prefill: text that starts every assistant reply (sent as a trailing assistant message, see

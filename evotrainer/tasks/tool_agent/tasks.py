@@ -18,15 +18,8 @@ from evotrainer.errors import DataError
 from evotrainer.tasks.jsonl_rows import jsonl_objects
 from evotrainer.tasks.tool_agent.tools import Fact, normalise_key
 
-__all__ = [
-    "ANSWER_REL_TOL",
-    "PlanStep",
-    "ToolTask",
-    "check_answer",
-    "load_tasks",
-    "task_from_dict",
-    "task_to_dict",
-]
+__all__ = ["ANSWER_REL_TOL", "PlanStep", "ToolTask", "check_answer", "load_tasks", "task_from_dict",
+           "task_to_dict"]
 
 ANSWER_REL_TOL = 0.01
 """Relative tolerance of a numeric answer (1 %: an answer rounded to 3 significant digits passes)."""

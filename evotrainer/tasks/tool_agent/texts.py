@@ -1,8 +1,6 @@
 """What the search shows the mutator model about tool-agent policies (:class:`~evotrainer.tasks.base.FamilyTexts`).
 
-The task hint, rule phrases, styles and vocabulary were the ``inner:`` block of ``conf/task/tool_agent.yaml``
-before issue 27; the reply names and reward hints are new (the search used the meeting-minutes ones until
-then). No judge prompt: an episode is judged by the rule rewards (``selfevolve.model_judge_weight`` 0).
+No judge prompt: an episode is judged by the rule rewards (``selfevolve.model_judge_weight`` 0).
 """
 
 from __future__ import annotations

@@ -32,20 +32,8 @@ from typing import Any
 
 import simpleeval
 
-__all__ = [
-    "CALCULATOR",
-    "CONVERT",
-    "LOOKUP",
-    "TOOLS",
-    "Fact",
-    "Observation",
-    "Tool",
-    "calculator",
-    "convert",
-    "format_number",
-    "lookup",
-    "normalise_key",
-]
+__all__ = ["CALCULATOR", "CONVERT", "LOOKUP", "TOOLS", "Fact", "Observation", "Tool", "calculator", "convert",
+           "format_number", "lookup", "normalise_key"]
 
 MAX_INPUT_CHARS = 200
 """Longest tool input accepted, characters; longer inputs get an error observation (bounds parse depth)."""

@@ -3,8 +3,8 @@ trajectory is well-formed. What the model achieves is printed (run with ``-s``),
 
 from __future__ import annotations
 
+import json
 import math
-from pathlib import Path
 
 import pytest
 
@@ -15,16 +15,15 @@ from evotrainer.tasks.tool_agent import (
     STOP_REASONS,
     Episode,
     ToolRolloutConfig,
-    load_jsonl,
+    Trajectory,
     load_tasks,
     run_episodes,
 )
-from evotrainer.tasks.tool_agent.trajectory import save_jsonl
 
 pytestmark = pytest.mark.real_model
 
 
-def test_two_seed_policies_on_three_validation_tasks(tmp_path: Path) -> None:
+def test_two_seed_policies_on_three_validation_tasks() -> None:
     llm = build_llm(ModelConfig(path="smollm2-135m", dtype="float32"))
     seeds = load_population(PACKAGE_DATA / "populations" / "tool_agent.yaml")[:2]
     tasks = [t for t in load_tasks(PACKAGE_DATA / "validation_set" / "tool_agent.jsonl") if len(t.plan) <= 2][::7][:3]
@@ -43,9 +42,9 @@ def test_two_seed_policies_on_three_validation_tasks(tmp_path: Path) -> None:
         assert traj.messages[0]["role"] == "system" and traj.messages[1]["role"] == "user"
         assert sum(m["role"] == "assistant" for m in traj.messages) == len(traj.steps)
         assert traj.first_wrong_step is None or 0 <= traj.first_wrong_step < len(traj.steps)
-    assert [t.to_dict() for t in load_jsonl(save_jsonl(trajs, tmp_path / "t.jsonl"))] == [t.to_dict() for t in trajs]
+    assert [Trajectory.from_dict(json.loads(json.dumps(t.to_dict()))) for t in trajs] == trajs
     for t in trajs:  # what the model did, for the record
         kinds = [s.kind for s in t.steps]
-        print(f"\n{t.policy_id} {t.task_id}: stop={t.stop_reason} steps={kinds} calls={list(t.tool_calls)} "
+        print(f"\n{t.policy_id} {t.task_id}: stop={t.stop_reason} steps={kinds} calls={[(s.tool, s.tool_input) for s in t.steps if s.kind == 'action']} "
               f"answer={t.final_answer!r} reward={t.reward:.3f} {dict(t.components)} first_wrong={t.first_wrong_step}")
         print("  first reply:", repr(t.steps[0].reply[:300]))

@@ -70,8 +70,9 @@ def test_following_the_gold_plan_earns_full_reward(steps: int) -> None:
         assert traj.stop_reason == "final_answer" and traj.final_answer == task.answer
         assert traj.reward == 1.0 and traj.first_wrong_step is None and traj.malformed == 0
         assert [s.reward for s in traj.steps] == [1.0] * (steps + 1)
-        assert traj.observations == tuple(s.output for s in task.plan)
-        assert traj.tool_calls == tuple((s.tool, s.tool_input) for s in task.plan)
+        assert tuple(s.observation for s in traj.steps if s.kind != "final") == tuple(s.output for s in task.plan)
+        assert tuple((s.tool, s.tool_input) for s in traj.steps if s.kind == "action") == tuple(
+            (s.tool, s.tool_input) for s in task.plan)
         roles = [m["role"] for m in traj.messages]
         assert roles == ["system", "user"] + ["assistant", "user"] * steps + ["assistant"]
         assert all("made up" not in m["content"] for m in traj.messages)  # invented observations dropped
@@ -108,7 +109,7 @@ def test_malformed_replies_become_observations_and_are_counted() -> None:
     trajs = run_episodes(ScriptedLLM(lambda r: next(replies)), [Episode("p", "", task)], ToolRolloutConfig(prefill=""))
     t = trajs[0]
     assert t.malformed == 3 and t.first_wrong_step == 0 and t.stop_reason == "final_answer"
-    assert all(o.startswith("Error:") for o in t.observations)
+    assert all(o.startswith("Error:") for o in (s.observation for s in t.steps if s.kind != "final"))
     assert t.components == {"correct": 1.0, "efficiency": 0.5, "format": 0.25}
     assert t.reward == pytest.approx(0.7 + 0.15 * 0.5 + 0.15 * 0.25)
 

@@ -27,25 +27,7 @@ from evotrainer.tasks.meeting_minutes.datasets.minutes_md import ReferenceMinute
 from evotrainer.tasks.meeting_minutes.datasets.folder import load_folder  # isort: skip
 from evotrainer.tasks.meeting_minutes.datasets.load import FORMATS, detect_format, load_dataset  # isort: skip
 
-__all__ = [
-    "FIELDS",
-    "FORMATS",
-    "LENGTH_BUCKETS",
-    "OWNER_SOURCES",
-    "ReferenceMinutes",
-    "Turn",
-    "detect_format",
-    "length_bucket",
-    "load_dataset",
-    "load_folder",
-    "load_jsonl",
-    "owner_source_counts",
-    "owner_sources",
-    "parse_reference_minutes",
-    "parse_speaker_lines",
-    "parse_timestamp",
-    "read_action_item",
-    "render_turns",
-    "strata_of",
-    "word_count",
-]
+__all__ = ["FIELDS", "FORMATS", "LENGTH_BUCKETS", "OWNER_SOURCES", "ReferenceMinutes", "Turn",
+           "detect_format", "length_bucket", "load_dataset", "load_folder", "load_jsonl",
+           "owner_source_counts", "owner_sources", "parse_reference_minutes", "parse_speaker_lines",
+           "parse_timestamp", "read_action_item", "render_turns", "strata_of", "word_count"]

@@ -43,17 +43,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from evotrainer.tasks.meeting_minutes.datasets.speaker_lines import speaker_label
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
-__all__ = [
-    "MAX_OWNER_WORDS",
-    "OWNER_SOURCES",
-    "OWNER_SOURCES_KEY",
-    "owner_from_sentence",
-    "owner_source_counts",
-    "owner_sources",
-    "owner_sources_line",
-    "read_action_item",
-    "transcript_speakers",
-]
+__all__ = ["MAX_OWNER_WORDS", "OWNER_SOURCES", "OWNER_SOURCES_KEY", "owner_from_sentence",
+           "owner_source_counts", "owner_sources", "owner_sources_line", "read_action_item",
+           "transcript_speakers"]
 
 OWNER_SOURCES: tuple[str, ...] = ("explicit", "read_from_sentence", "none")
 """How an item's owner was obtained: an owner field or ``Owner: task``; read off a sentence; not at all."""
