@@ -1,6 +1,7 @@
 """Pure helpers of the benchmark suite: figure records, medians, the issue's targets, the table and JSON.
 
-Nothing here loads a model or times anything, so ``tests/test_benchmarks.py`` can check it quickly.
+Nothing here loads a model or times anything, so ``tests/benchmark_scripts/test_report.py`` can check it
+quickly.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The ablation study in the product (issue 25): ``python -m evotrainer -m +study=ablation_smoke`` runs 3 arms x 2
 seeds on the tiny random model, each stopped by the same rollout budget, and ends with the study table;
 ``archive sweep`` prints the same table from the folder and ``--html`` writes its report. The sweep is the
-``smoke_study`` fixture (conftest.py), shared with tests/test_unpromoted_racers.py."""
+``smoke_study`` fixture (conftest.py), shared with tests/benchmark_scripts/test_unpromoted_racers.py."""
 
 from __future__ import annotations
 

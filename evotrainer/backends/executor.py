@@ -7,7 +7,8 @@ in and the run's ``model.*`` settings; each ``generate`` call is split into one 
 (:func:`split_requests`: the transformers backend's prefix grouping on characters, cut into contiguous parts of
 equal size, so an input's requests go to one worker but at most one group per cut; deterministic), and the
 results come back in request order. Only the driver scores, selects and writes the archive. Greedy text does not
-depend on how rows share a batch, so fitness values equal ``executor=local``'s (``tests/test_executor.py``).
+depend on how rows share a batch, so fitness values equal ``executor=local``'s
+(``tests/backends/test_executor.py``).
 
 A worker that dies is restarted once (``max_restarts=1``, ``max_task_retries=1``: docs.ray.io "Actor fault
 tolerance") and its part re-run; a second death ends the run with one :class:`~evotrainer.errors.ServerError`

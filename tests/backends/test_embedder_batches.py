@@ -25,8 +25,11 @@ from evotrainer.genome import load_population
 from evotrainer.search.cleaning import split_sentences
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.tasks.meeting_minutes.matching import PARAPHRASE_THRESHOLD
-
-from tasks.test_mm_matching_aliases import HARD_NEGATIVES, PARAPHRASES, SAME_TOPIC_NEGATIVES  # isort: skip
+from tests.tasks.meeting_minutes.test_matching_aliases import (
+    HARD_NEGATIVES,
+    PARAPHRASES,
+    SAME_TOPIC_NEGATIVES,
+)
 
 _LONG = " ".join(
     ["The committee went through the budget line by line, then the hiring plan, then the timeline."] * 3

@@ -1,5 +1,5 @@
 """A credential in a server's URL (userinfo or a query value) is masked wherever the URL is shown or stored
-(evotrainer/backends/urls.py); the whole run against a server: tests/test_openai_run.py."""
+(evotrainer/backends/urls.py); the whole run against a server: tests/backends/test_openai_run.py."""
 
 from __future__ import annotations
 

@@ -7,8 +7,6 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from _fakes import FailingMutator, FakeMutator, keyword_fitness, seed_population
-from _replay import RecordingLLM, ReplayLLM
 
 from evotrainer.errors import ConfigError, EvoTrainerError, OperatorError
 from evotrainer.search.inner_config import InnerConfig
@@ -16,6 +14,9 @@ from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.operators import is_valid
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+from ._fakes import FailingMutator, FakeMutator, keyword_fitness, seed_population
+from ._replay import RecordingLLM, ReplayLLM
 
 
 def _evaluate_keywords(policies):

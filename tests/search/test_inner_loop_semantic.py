@@ -7,7 +7,6 @@ import random
 from dataclasses import replace
 
 import pytest
-from _fakes import FakeEmbedder, FakeMutator, keyword_fitness, seed_population
 
 from evotrainer.errors import ConfigError
 from evotrainer.search.inner_config import InnerConfig
@@ -16,6 +15,8 @@ from evotrainer.search.operator_stats import OperatorStats, operator_kind
 from evotrainer.search.operators import is_valid
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.search.toolbox import build_toolbox
+
+from ._fakes import FakeEmbedder, FakeMutator, keyword_fitness, seed_population
 
 
 def _evaluate(policies):

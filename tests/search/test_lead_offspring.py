@@ -6,13 +6,14 @@ import random
 from dataclasses import replace
 
 import pytest
-from _fakes import FakeMutator, keyword_fitness, seed_population
 
 from evotrainer.genome import Policy
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, initial_population, run_inner_loop
 from evotrainer.search.operators import is_valid
 from evotrainer.search.toolbox import build_toolbox
+
+from ._fakes import FakeMutator, keyword_fitness, seed_population
 
 LEAD = Policy.seed("lead", {"role": "You take minutes.", "format": "## Topics\n- one line per topic",
                             "rules": "Name the owner of each action item. Be brief."})

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from _fakes import seed_population
 
 from evotrainer.search.operator_stats import (
     OperatorStats,
@@ -13,6 +12,8 @@ from evotrainer.search.operator_stats import (
     format_operator_stats,
     operator_kind,
 )
+
+from ._fakes import seed_population
 
 
 def _children():

@@ -7,7 +7,6 @@ from collections import Counter
 from dataclasses import replace
 
 import pytest
-from _fakes import keyword_fitness, seed_population
 from deap import base
 
 from evotrainer.errors import ConfigError
@@ -23,6 +22,8 @@ from evotrainer.search.operators_registry import (
     mutation_probabilities,
 )
 from evotrainer.search.toolbox import InnerToolbox, build_toolbox
+
+from ._fakes import keyword_fitness, seed_population
 
 
 def _formula_before_the_registry(cfg: InnerConfig, toolbox: base.Toolbox, mutator: object,

@@ -6,7 +6,6 @@ import random
 from dataclasses import replace
 
 import pytest
-from _fakes import TableEmbedder, apply_rewrite, keyword_fitness, seed_population
 
 from evotrainer.backends.base import Generation
 from evotrainer.genome import Policy
@@ -19,6 +18,8 @@ from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+from ._fakes import TableEmbedder, apply_rewrite, keyword_fitness, seed_population
 
 DOMAIN_VOCABULARY = InnerConfig().with_texts(MEETING_TEXTS).vocabulary()
 TRANSCRIPT = (
@@ -164,7 +165,7 @@ def test_negation_count_reads_contractions_and_curly_apostrophes() -> None:
 
 
 def test_phrase_substitution_never_swaps_a_rule_for_its_negation() -> None:
-    from test_semantic_operators import _at  # unit vectors at a chosen cosine to axis 0
+    from .test_semantic_operators import _at  # unit vectors at a chosen cosine to axis 0
 
     old, negated, paraphrase = "List attendees.", "Do not list attendees.", "Name everyone who attended."
     table = {old: _at(1.0, 1), negated: _at(0.85, 2), paraphrase: _at(0.7, 3)}

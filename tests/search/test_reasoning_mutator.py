@@ -6,14 +6,14 @@ import random
 import re
 from dataclasses import replace
 
-from _fakes import keyword_fitness, seed_population
-
 from evotrainer.backends.base import Generation
 from evotrainer.search.cleaning import clean_mutator_text
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.inner_loop import GenerationReport, run_inner_loop
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+from ._fakes import keyword_fitness, seed_population
 
 RULE = "List every action item with its owner."
 THOUGHTS = "<think>\nThe user wants stricter minutes rules. Maybe mention owners and deadlines...\n</think>\n\n"

@@ -1,7 +1,7 @@
 """LLM operators on recorded real calls of the default mutator, Qwen2.5-Coder-1.5B-Instruct (replayed from a file).
 
 To re-record after changing the mutation prompts or mutator settings (loads the real model, a few minutes):
-``HF_HUB_OFFLINE=1 .venv/bin/python tests/search/test_recorded_mutator.py``
+``HF_HUB_OFFLINE=1 .venv/bin/python -m tests.search.test_recorded_mutator``
 """
 
 from __future__ import annotations
@@ -9,15 +9,15 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from _fakes import seed_population
-from _replay import ReplayLLM
-
 from evotrainer.genome import Policy
 from evotrainer.search.cleaning import on_topic_fraction
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.operators import MutationPlan, cx_llm_merge_plan, is_valid, mut_llm_rewrite_plan
 from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+from ._fakes import seed_population
+from ._replay import ReplayLLM
 
 MEETING = InnerConfig().with_texts(MEETING_TEXTS)  # the recording was made with the meeting family's texts
 DOMAIN_VOCABULARY = MEETING.vocabulary()
@@ -52,9 +52,9 @@ def test_recorded_real_rewrites_are_filtered_to_valid_on_topic_children() -> Non
 
 
 if __name__ == "__main__":  # re-record with the real default model
-    from _replay import RecordingLLM
-
     from evotrainer.backends.hf import HFBackend
+
+    from ._replay import RecordingLLM
 
     RECORDING.unlink(missing_ok=True)
     RecordingLLM(HFBackend(), RECORDING).generate([p.request for p in _plans()])

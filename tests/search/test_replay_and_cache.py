@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pytest
-from _fakes import FakeMutator
-from _replay import RecordingLLM, ReplayLLM
 
 from evotrainer.backends.base import GenerationRequest, SamplingParams, request_hash
 from evotrainer.errors import DataError, ModelError
 from evotrainer.search.fitness_cache import CacheKey, FitnessCache, settings_key
+
+from ._fakes import FakeMutator
+from ._replay import RecordingLLM, ReplayLLM
 
 
 def _request(text: str, seed: int = 0) -> GenerationRequest:

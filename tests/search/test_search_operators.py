@@ -6,7 +6,6 @@ import copy
 import random
 
 import pytest
-from _fakes import FakeMutator, apply_rewrite, seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.genome import Policy
@@ -22,6 +21,8 @@ from evotrainer.search.operators import (
     validity_problem,
 )
 from evotrainer.tasks.meeting_minutes.texts import RULE_PHRASES
+
+from ._fakes import FakeMutator, apply_rewrite, seed_population
 
 
 def test_is_valid_cases() -> None:

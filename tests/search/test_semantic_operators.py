@@ -8,7 +8,6 @@ import random
 
 import numpy as np
 import pytest
-from _fakes import FakeEmbedder, TableEmbedder, seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError
@@ -29,6 +28,8 @@ from evotrainer.search.diversity import (
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.search.operators import cx_sections, is_valid, mut_structural
 from evotrainer.search.phrases import PhraseBank, mut_phrase_substitution
+
+from ._fakes import FakeEmbedder, TableEmbedder, seed_population
 
 
 def _at(cos: float, axis: int) -> list[float]:
@@ -284,10 +285,10 @@ def test_reflective_plan_shows_the_worst_task_and_is_pure() -> None:
 
 
 def test_reflection_shows_the_reference_for_contrast_and_no_score_to_copy() -> None:
-    from _fakes import apply_rewrite
-
     from evotrainer.search.leakage import LeakGuard
     from evotrainer.search.reflection import TaskFeedback, mut_reflective_plan
+
+    from ._fakes import apply_rewrite
 
     parent = seed_population()[0]
     info = TaskFeedback("t7", "h" * 64, 0.2, "Minutes: nothing useful", (("action_f1", 0.1), ("format", 0.3)),

@@ -5,7 +5,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from _fakes import seed_population
 
 from evotrainer.backends.base import SamplingParams
 from evotrainer.errors import ConfigError, DataError
@@ -24,6 +23,8 @@ from evotrainer.search.toolbox import build_toolbox
 from evotrainer.tasks.meeting_minutes.exemplars import exemplar_text
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 from evotrainer.tasks.meeting_minutes.texts import MEETING_TEXTS
+
+from ._fakes import seed_population
 
 MEETING = InnerConfig().with_texts(MEETING_TEXTS)
 MUTATION_STYLES = MEETING.styles()

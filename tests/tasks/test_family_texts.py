@@ -4,7 +4,7 @@ tool agent gets its own wording.
 
 The recorded chats change only on purpose (the mutation prompts were last rewritten for a mutator that can
 follow them, measured by ``benchmarks/mutator_validity.py``); to re-record:
-``HF_HUB_OFFLINE=1 .venv/bin/python tests/tasks/test_family_texts.py``
+``HF_HUB_OFFLINE=1 .venv/bin/python -m tests.tasks.test_family_texts``
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from evotrainer.search.toolbox import build_toolbox
 from evotrainer.selfevolve.judge import JudgeSettings, judge_messages, judge_samples
 from evotrainer.tasks import get_task_family
 from evotrainer.tasks.base import NEUTRAL_TEXTS, FamilySpec
-from tests.tasks.mm_fixtures import TASK
+from tests.tasks.meeting_minutes._fixtures import TASK
 
 ROOT = Path(__file__).resolve().parents[2]
 BEFORE = ROOT / "tests" / "data" / "meeting_texts.json"

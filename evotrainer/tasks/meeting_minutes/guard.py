@@ -28,7 +28,7 @@ Checks, in order (the first that fires names the reason):
    :data:`SPEAKER_LINE_SHARE` of the non-header lines. Calibrated on human references: the 152
    QMSum references and the 100 references of ``validation_set/meeting_minutes.jsonl`` have no
    speaker line at all (their ``- Owner: task`` bullets, up to 69 % of a reference's lines, sit under
-   "## Action items"), tested in ``tests/tasks/test_mm_guard_speakers.py``.
+   "## Action items"), tested in ``tests/tasks/meeting_minutes/test_guard_speakers.py``.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ PARAPHRASE_THRESHOLD = 0.65
 """Cosine (all-MiniLM-L6-v2, unit vectors) at or above which a predicted task paraphrases a ground-truth one.
 
 Measured with :class:`~evotrainer.backends.embedder.MiniLMEmbedder` on task phrases from the meeting
-domain (pairs in ``tests/tasks/test_mm_matching_aliases.py``):
+domain (pairs in ``tests/tasks/meeting_minutes/test_matching_aliases.py``):
 
 - 36 paraphrase pairs (12 hand-made, 24 rewrites of generator tasks, e.g. "book a maintenance window
   with operations" / "schedule downtime with the ops team"): cosine min 0.267, median 0.73, max 0.943;

@@ -68,8 +68,8 @@ mm-3: Unicode tokenizer, ROUGE-Lsum on sentence-split text, owner aliases, Hunga
 SEMANTIC_BASELINE = 0.35
 """Cosine (all-MiniLM-L6-v2) rescaled to 0 in the semantic view: BERTScore's baseline rescaling
 (Zhang et al. 2020, section 6). Set from the shipped set: the median best-match cosine between a
-reference unit and the units of another meeting's reference (tests/tasks/test_mm_content_metric.py
-prints it)."""
+reference unit and the units of another meeting's reference
+(tests/tasks/meeting_minutes/test_content_metric.py prints it)."""
 
 
 @lru_cache(maxsize=2)

@@ -16,7 +16,7 @@ from evotrainer.config import PACKAGE_DATA
 from evotrainer.tasks.meeting_minutes import load_tasks
 
 VAL_DIR = PACKAGE_DATA / "validation_set"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 QMSUM_SOURCE = ROOT.parent / "shared" / "data" / "qmsum_meetings.jsonl"
 
 

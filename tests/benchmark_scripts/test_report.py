@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ is not an installed package
 
 from benchmarks.fig_roofline import ModelFacts, decode_bytes, prefill_flops  # noqa: E402
 from benchmarks.report import (  # noqa: E402

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # benchmarks/ is not an installed package
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/ is not an installed package
 
 from benchmarks.unpromoted_racers import RacerRun, RunPlan, compare_racers, main, render  # noqa: E402
 from evotrainer.archive.schema import EvaluationRow  # noqa: E402

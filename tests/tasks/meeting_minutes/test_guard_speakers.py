@@ -19,9 +19,9 @@ from evotrainer.tasks.meeting_minutes import (
 from evotrainer.tasks.meeting_minutes.datasets import load_jsonl
 from evotrainer.tasks.meeting_minutes.guard import speaker_line_share
 
-from .mm_fixtures import GOOD, TASK
+from ._fixtures import GOOD, TASK
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 SHARED = ROOT.parent / "shared" / "data" / "qmsum_meetings.jsonl"
 VALIDATION = PACKAGE_DATA / "validation_set" / "meeting_minutes.jsonl"
 VALIDATION_QMSUM = PACKAGE_DATA / "validation_set" / "qmsum_meetings.jsonl"

@@ -12,7 +12,7 @@ from evotrainer.tasks.meeting_minutes.content import (
 from evotrainer.tasks.meeting_minutes.metric import content_score, meta_score
 from evotrainer.tasks.meeting_minutes.probes import SKELETON
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
-from tests.tasks.mm_fixtures import TASK, TRANSCRIPT
+from tests.tasks.meeting_minutes._fixtures import TASK, TRANSCRIPT
 
 HONEST = """## Topics
 - Greenhouse heating budget and the boiler quote

@@ -11,7 +11,7 @@ from evotrainer.tasks.meeting_minutes import (
     build_messages,
 )
 
-from .mm_fixtures import GOOD, TASK
+from ._fixtures import GOOD, TASK
 
 
 def test_family_implements_the_protocol():

@@ -17,7 +17,7 @@ from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run.runtime import build_family, load_validation, task_settings
 from evotrainer.tasks import TASK_FAMILIES, family_class
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "adding_a_task_family.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "adding_a_task_family.md"
 
 
 def _blocks(lang: str) -> list[str]:

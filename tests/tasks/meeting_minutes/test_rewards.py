@@ -12,7 +12,7 @@ from evotrainer.tasks.meeting_minutes.rewards import action_count_score, reward_
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 from evotrainer.tasks.reward_weights import check_reward_weights, on_simplex
 
-from .mm_fixtures import BAD, GOOD, TASK
+from ._fixtures import BAD, GOOD, TASK
 
 
 def test_good_minutes_score_high_on_every_component():

@@ -15,7 +15,7 @@ from evotrainer.tasks.meeting_minutes import (
 )
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 
-from .mm_fixtures import BAD, GOOD, TASK
+from ._fixtures import BAD, GOOD, TASK
 
 DEGENERATE = {
     "empty": "",

@@ -16,7 +16,7 @@ from evotrainer.tasks.meeting_minutes.family import MeetingMinutes
 from evotrainer.tasks.meeting_minutes.probes import SKELETON, probe_outputs
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
-RECORDED = Path(__file__).resolve().parents[1] / "data" / "recorded_minutes.jsonl"
+RECORDED = Path(__file__).resolve().parents[2] / "data" / "recorded_minutes.jsonl"
 
 
 @pytest.fixture(scope="module")

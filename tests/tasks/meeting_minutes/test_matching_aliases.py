@@ -20,7 +20,7 @@ from evotrainer.tasks.meeting_minutes.owners import owner_matches, owner_mention
 from evotrainer.tasks.meeting_minutes.scenarios import DOMAINS
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask
 
-from .mm_fixtures import TASK
+from ._fixtures import TASK
 
 
 @pytest.mark.parametrize(

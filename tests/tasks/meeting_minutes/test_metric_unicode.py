@@ -15,7 +15,7 @@ from evotrainer.tasks.meeting_minutes.text_units import (
     tokenize,
 )
 
-from .mm_fixtures import GOOD, TASK
+from ._fixtures import GOOD, TASK
 
 ZH_REFERENCE = "会议决定下周发布新版本。张伟负责测试，李娜准备发布说明。"
 IDENTICAL = {

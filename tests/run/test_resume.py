@@ -38,7 +38,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _overrides(model_dir: Path) -> list[str]:
-    """The tiny co-evolution of tests/test_coevolution.py (one outer generation of 2 candidates)."""
+    """The tiny co-evolution of tests/evolve/test_coevolution.py (one outer generation of 2 candidates)."""
     return [
         "seed=7", f"model.path={model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=12",
         "task.validation_limit=6", "task.tasks_per_generation=2", "task.difficulty.length=100",
@@ -277,7 +277,7 @@ def test_stop_file_ends_the_run_with_its_summary(full_run, tiny_model_dir: Path,
 
 def test_stop_at_an_inner_generation_drops_that_candidate(tmp_path: Path) -> None:
     """``StopRequested`` from inside a candidate (an inner-generation boundary) ends the outer loop there."""
-    from test_outer_loop import Synthetic, _run
+    from tests.evolve.test_outer_loop import Synthetic, _run
 
     class Stopping(Synthetic):
         def __call__(self, harness, population, harness_id, outer_generation):

@@ -14,7 +14,7 @@ from evotrainer.archive.recorder import RunRecorder
 from evotrainer.errors import DataError
 from evotrainer.events import kinds as ev
 
-PKG = Path(__file__).resolve().parents[1] / "evotrainer"
+PKG = Path(__file__).resolve().parents[2] / "evotrainer"
 
 # One payload per producer, built the way the producer built it before the typed events (same keys, same
 # order, values of the same JSON types): evolve/coevolution.py, llm_objective.py, run/control.py, evolve/budget_check.py,

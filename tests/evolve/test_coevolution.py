@@ -26,7 +26,7 @@ from evotrainer.run.validation_split import split_validation
 from evotrainer.tasks.meeting_minutes import DEFAULT_REWARD_WEIGHTS
 from tests.archive._dump import dump_deterministic
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
