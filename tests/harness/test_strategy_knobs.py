@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import math
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -31,9 +30,7 @@ from evotrainer.search.inner_config import InnerConfig
 from evotrainer.seeding import Seeds
 from evotrainer.stats.sensitivity import knob_values
 from evotrainer.tasks.meeting_minutes import MeetingMinutes
-
-sys.path.insert(0, str(Path(__file__).parent / "search"))
-from _fakes import FakeMutator  # noqa: E402  (the search tests' deterministic mutator)
+from tests.search._fakes import FakeMutator  # the search tests' deterministic mutator
 
 BOUNDS = {"length": (40.0, 2000.0), "noise": (0.0, 1.0)}
 SPECS = {"length": KnobSpec(80.0, 600.0), "noise": KnobSpec(0.0, 0.5)}
