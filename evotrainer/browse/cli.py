@@ -291,7 +291,7 @@ def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -
     t = Table(title="harness candidates (higher is better)", title_justify="left")
     for col in ("outer", "cand", "status", "race estimate (can be < 0)", "S_val (whole set)", "best policy"):
         t.add_column(col, min_width=min(len(col), 6))
-    t.add_column("difficulty")
+    t.add_column("knobs (difficulty, extras, strategy)")
     t.add_column("reward weights")
     for r in rows:
         knobs = "  ".join(f"{k}={v:.3g}" for k, v in r["params"].items() if not k.startswith("w:"))
