@@ -66,6 +66,8 @@ class TrainResult:
         skipped_examples: examples dropped because they could not be encoded (e.g. answer too long).
         seconds_per_step: mean wall time of one optimiser step.
         answer_tokens: supervised tokens seen over all steps.
+        input_tokens: tokens the model read over all steps (prompt and answer, padding excluded).
+        padded_tokens: positions computed over all steps (batch rows x padded length), >= ``input_tokens``.
     """
 
     adapter_dir: str
@@ -77,6 +79,8 @@ class TrainResult:
     skipped_examples: int = 0
     seconds_per_step: float = 0.0
     answer_tokens: int = 0
+    input_tokens: int = 0
+    padded_tokens: int = 0
 
 
 def _encode_all(tokenizer: Any, examples: Sequence[SFTExample], cfg: LoraSettings, end_id: int,
@@ -137,13 +141,13 @@ def _answer_loss(peft_model: Any, batch: dict[str, torch.Tensor]) -> torch.Tenso
 
 
 def _fit(peft_model: Any, plan: list[list[BatchRow]], data: dict[str, list[EncodedExample]],
-         cfg: LoraSettings, pad_id: int, end_id: int) -> tuple[list[float], int]:
-    """Run the optimiser over ``plan``; returns (per-step losses, supervised tokens)."""
+         cfg: LoraSettings, pad_id: int, end_id: int) -> tuple[list[float], dict[str, int]]:
+    """Run the optimiser over ``plan``; returns (per-step losses, token counts: answer, input, padded)."""
     params = [p for p in peft_model.parameters() if p.requires_grad]
     optim = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     device = next(iter(params)).device
     losses: list[float] = []
-    tokens = 0
+    tokens = {"answer": 0, "input": 0, "padded": 0}
     peft_model.train()
     for step, rows in enumerate(plan):
         batch = collate([data[r.source][r.index] for r in rows], pad_token_id=pad_id, end_token_id=end_id)
@@ -157,7 +161,9 @@ def _fit(peft_model: Any, plan: list[list[BatchRow]], data: dict[str, list[Encod
             torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
         optim.step()
         losses.append(float(loss.detach()))
-        tokens += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        tokens["answer"] += int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        tokens["input"] += int(batch["attention_mask"].sum())
+        tokens["padded"] += int(batch["input_ids"].numel())
         advance(1, unit="steps")  # an open progress task counting steps (a self-evolution round's train phase)
     return losses, tokens
 
@@ -252,7 +258,9 @@ def train_lora(
         replay_share=replay_share(plan),
         skipped_examples=skipped_pool + skipped_replay,
         seconds_per_step=step_seconds,
-        answer_tokens=tokens,
+        answer_tokens=tokens["answer"],
+        input_tokens=tokens["input"],
+        padded_tokens=tokens["padded"],
     )
     saved = json.loads((out / "adapter_config.json").read_text(encoding="utf-8"))
     meta = {
