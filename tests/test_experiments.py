@@ -45,3 +45,20 @@ def _compose_with(name: str, *overrides: str) -> Config:
     register_configs()
     with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
         return to_config(compose(config_name="config", overrides=[f"+experiment={name}", *overrides]))
+
+
+def test_real_meeting_bundle_selects_on_real_windows_apart_from_transfer_and_training() -> None:
+    """+experiment=meeting_minutes_real: 48 QMSum windows to select on, none from a transfer or training meeting;
+    everything else is the main job's."""
+    from evotrainer.run.runtime import build_family, load_training, load_transfer, load_validation
+
+    cfg, main = _compose("meeting_minutes_real"), _compose("meeting_minutes")
+    family = build_family(cfg)
+    validation = load_validation(cfg, family)
+    transfer = load_transfer(cfg, family, validation)
+    train = load_training(cfg, family, validation, transfer)
+    assert len(validation) == 48 and {t.source for t in validation} == {"qmsum"}
+    groups = {t.meta["meeting"] for t in validation}
+    assert not groups & {t.meta["meeting"] for t in [*transfer, *train]}
+    assert (cfg.inner, cfg.outer, cfg.decoding, cfg.task.reward_weights) == (
+        main.inner, main.outer, main.decoding, main.task.reward_weights)
