@@ -3,7 +3,8 @@
 Modes: ``mode=evaluate`` scores the seed population on the meta-validation set and prints a
 ranked table; ``mode=evolve`` (the default mode) runs the co-evolution
 and writes a lineage archive under the Hydra run dir; ``mode=selfevolve`` runs LoRA self-evolution
-rounds (``selfevolve.*``) and archives each. Errors print one line naming the key or
+rounds (``selfevolve.*``) and archives each; ``mode=distill`` distils a teacher prompt into a LoRA adapter used under a
+short prompt and compares the two (``distill.*``). Errors print one line naming the key or
 file and exit with status 2; ``debug=true`` shows the full traceback.
 
 ``resume=<run dir>`` (or ``resume=true``: the newest unfinished run of the same config under
@@ -82,6 +83,10 @@ def _run(dcfg: DictConfig) -> None:
         from evotrainer.selfevolve.run import run_selfevolve
 
         run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg, cfg))
+    elif cfg.mode == "distill":
+        from evotrainer.distill.run import run_distill
+
+        run_distill(cfg, run_dir=run_dir, config_dict=_plain(dcfg, cfg))
     else:
         from evotrainer.evolve.coevolution import run_evolve
 

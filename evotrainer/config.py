@@ -23,6 +23,7 @@ from evotrainer.config_schema import (
     Config,
     CurriculumConfig,
     DecodingConfig,
+    DistillConfig,
     EvaluateConfig,
     EvaluationConfig,
     ExecutorConfig,
@@ -45,7 +46,7 @@ from evotrainer.search.inner_config import (  # the inner loop's own config is t
     InnerConfig,
 )
 
-__all__ = ["ArchiveConfig", "Config", "DecodingConfig", "EvaluateConfig", "EvaluationConfig",
+__all__ = ["ArchiveConfig", "Config", "DecodingConfig", "DistillConfig", "EvaluateConfig", "EvaluationConfig",
            "ExecutorConfig", "InnerConfig", "ModelConfig", "OpenAIConfig", "BudgetConfig", "HackCheckConfig",
            "KnobSpec", "OuterConfig", "RaceConfig", "RayConfig", "RollbackConfig", "CurriculumConfig",
            "LoraSettings", "SelfEvolveConfig", "TaskConfig", "TrackingConfig", "CONF_DIR", "PACKAGE_DATA",
@@ -64,7 +65,7 @@ In a checkout (editable install, ``PYTHONPATH``) they are top-level folders of t
 installed ``evotrainer`` folder."""
 CONF_DIR = PACKAGE_DATA / "conf"
 """Hydra's config dir (``config.yaml``, ``task/``, ``experiment/``, ``study/``), an absolute path."""
-MODES = ("evaluate", "evolve", "selfevolve")
+MODES = ("evaluate", "evolve", "selfevolve", "distill")
 BACKENDS = ("hf", "vllm", "openai")
 OPENAI_SERVERS = ("auto", "vllm", "llamacpp", "ollama", "transformers", "openai", "generic")
 OPENAI_PREFILL = ("auto", "continue", "completions", "none")
@@ -166,6 +167,7 @@ def validate(cfg: Config) -> None:
     _validate_run_services(cfg)
     _validate_selfevolve(cfg.selfevolve)
     _validate_evaluate(cfg.evaluate)
+    _validate_distill(cfg)
 
 
 def _validate_openai(role: str, m: ModelConfig) -> None:
@@ -218,6 +220,7 @@ def _validate_run_services(cfg: Config) -> None:
            "null, or > 0 with a price (model.openai.price_* or mutator.openai.price_*) on an openai role", usd)
     if x.kind == "ray":  # LoRA training needs the policy model in this process
         _check(cfg.mode != "selfevolve", "executor", "local with mode=selfevolve (it trains the model here)", x.kind)
+        _check(cfg.mode != "distill", "executor", "local with mode=distill (it trains the model here)", x.kind)
         _check(cfg.inner.adapter_mutation_share == 0, "executor",
                "local with inner.adapter_mutation_share > 0 (adapter mutations train the model here)", x.kind)
 
@@ -232,6 +235,28 @@ def _validate_evaluate(e: EvaluateConfig) -> None:
            "evaluate.compare", "null or 'best_seed_vs:<policy ref>'", e.compare)
     _check(bool(e.results.strip()) and "/" not in e.results and "\\" not in e.results, "evaluate.results",
            "a file name stem (no folder)", e.results)
+
+
+def _validate_distill(cfg: Config) -> None:
+    """``distill.*``; with ``mode=distill`` also the data it needs (training items, comparison items)."""
+    d = cfg.distill
+    for key in ("train_limit", "eval_limit"):
+        value = getattr(d, key)
+        _check(value is None or value >= 1, f"distill.{key}", ">= 1 or null", value)
+    _check(d.dataset is None or d.dataset.strip() != "", "distill.dataset", "a JSONL file or null", d.dataset)
+    _check(bool(d.results.strip()) and "/" not in d.results and "\\" not in d.results, "distill.results",
+           "a file name stem (no folder)", d.results)
+    d.lora.check("distill.lora")
+    if cfg.mode != "distill":
+        return
+    _check(cfg.task.train_path is not None, "task.train_path",
+           "a JSONL file of training items with mode=distill (the teacher writes the SFT data on them)", None)
+    _check(d.dataset is not None or cfg.task.transfer_path is not None, "distill.dataset",
+           "a JSONL file of comparison items, or task.transfer_path set (mode=distill compares the arms there)", None)
+    _check(cfg.model.backend == "hf", "model.backend", "hf with mode=distill (it trains the policy model in this "
+           "process)", cfg.model.backend)
+    _check(d.student.strip() != "" or cfg.task.plain_prompt is not None, "distill.student",
+           "a seed name or export folder when task.plain_prompt is null (\"\" means the plain prompt)", d.student)
 
 
 def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:

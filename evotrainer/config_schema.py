@@ -18,7 +18,8 @@ from evotrainer.model_schema import (  # the model roles (the backends read it)
 )
 from evotrainer.search.inner_config import InnerConfig  # the inner loop's own config is the `inner:` schema
 
-__all__ = ["ArchiveConfig", "BudgetConfig", "Config", "CurriculumConfig", "DecodingConfig", "EvaluateConfig",
+__all__ = ["ArchiveConfig", "BudgetConfig", "Config", "CurriculumConfig", "DecodingConfig", "DistillConfig",
+           "EvaluateConfig",
            "EvaluationConfig", "ExecutorConfig", "HackCheckConfig", "KnobSpec", "ModelConfig", "OpenAIConfig",
            "OuterConfig", "RaceConfig", "RayConfig", "RollbackConfig", "SelfEvolveConfig", "TaskConfig",
            "TrackingConfig"]
@@ -249,6 +250,27 @@ class SelfEvolveConfig:
 
 
 @dataclass
+class DistillConfig:
+    """``mode=distill``: an elite prompt's outputs on the training items (``task.train_path``) become SFT data for a
+    LoRA adapter used under a short prompt; the base model with the plain prompt, the teacher prompt alone and the
+    short prompt with the adapter are then compared on the transfer items (evotrainer/distill/run.py;
+    docs/selfevolve.md)."""
+
+    # the teacher: a seed name | archive:<id prefix> | archive:best (looked up in evaluate.archive) | an export
+    # folder; "" = the first seed of evaluation.policies (of the population file when that list is empty)
+    teacher: str = ""
+    # the student's short prompt: "" = task.plain_prompt as the whole prompt; or a seed name / export folder
+    # without an adapter
+    student: str = ""
+    train_limit: int | None = None  # first N training items (after task.train_limit); null = all
+    dataset: str | None = None  # JSONL of comparison items (the family's schema); null = task.transfer_path
+    eval_limit: int | None = None  # first N comparison items; null = all
+    results: str = "distill"  # result file stem in the run dir: <stem>.json
+    # the LoRA fine-tune on the teacher's outputs (no replay: every row is a teacher output)
+    lora: LoraSettings = field(default_factory=lambda: LoraSettings(replay_ratio=0.0))
+
+
+@dataclass
 class ArchiveConfig:
     path: str = "archive.db"  # relative paths are under the Hydra run dir
     # the LLM call log (resume replays from it); null = llm_calls.db beside the archive. Runs that name one file
@@ -290,7 +312,7 @@ class ExecutorConfig:
 
 @dataclass
 class Config:
-    mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve"
+    mode: str = "evolve"  # "evaluate" | "evolve" | "selfevolve" | "distill"
     seed: int = 0  # the root seed; every RNG derives from it
     debug: bool = False  # show full tracebacks
     resume: str | None = None  # mode=evolve: a run folder to continue, or true = the newest of this config
@@ -306,6 +328,7 @@ class Config:
     inner: InnerConfig = field(default_factory=InnerConfig)
     outer: OuterConfig = field(default_factory=OuterConfig)
     selfevolve: SelfEvolveConfig = field(default_factory=SelfEvolveConfig)
+    distill: DistillConfig = field(default_factory=DistillConfig)
     archive: ArchiveConfig = field(default_factory=ArchiveConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)

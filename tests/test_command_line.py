@@ -35,6 +35,8 @@ def _run(*overrides: str, tmp_path: Path) -> subprocess.CompletedProcess:
          "task.validation_path"),
         (["+experiment=meeting_minutes", "mode=evaluate", "evaluation.policies=[nobody]"], "evaluation.policies"),
         (["+experiment=meeting_minutes", "mode=evaluate", "model.path=/no/such/model"], "/no/such/model"),
+        (["+experiment=meeting_minutes", "mode=distill", "distill.teacher=nobody"], "distill.teacher: 'nobody'"),
+        (["+experiment=meeting_minutes", "mode=distill", "distill.train_limit=0"], "config key 'distill.train_limit'"),
     ],
 )
 def test_bad_input_gives_one_clear_error(overrides: list[str], expected: str, tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ _ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", ADAPTER_ME
 
 
 def export_policy(
-    system_prompt: str, adapter_dir: str | Path | None, out_dir: str | Path, *, meta: Mapping[str, Any]
+    system_prompt: str, adapter_dir: str | Path | None, out_dir: str | Path, *, meta: Mapping[str, Any],
+    policy: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write ``prompt.md`` (the system prompt), ``policy.json`` (``meta`` + format + adapter info) and the
     adapter's PEFT files into ``out_dir``.
@@ -33,6 +34,10 @@ def export_policy(
         adapter_dir: a PEFT LoRA adapter folder, or None for a prompt-only policy.
         out_dir: the export folder; created, must be empty if it exists.
         meta: JSON-serialisable facts to record (policy id, scores, run id, base model name, ...).
+        policy: the genome as ``policy.json``'s ``policy`` object (``id``, ``sections`` as ``[{name, text}]``,
+            ``adapter``, ...: the fields :func:`evotrainer.run.policy_refs.load_exported_policy` reads, so a
+            ``mode=evaluate`` reference to the folder rebuilds the policy; ``"adapter": "."`` names this folder's
+            own adapter files); None leaves it out.
 
     Returns:
         ``out_dir`` as a Path.
@@ -51,7 +56,8 @@ def export_policy(
                         "lora_alpha": factors.config.get("lora_alpha"),
                         "target_modules": factors.config.get("target_modules"), "modules": len(factors.modules)}
     copied = [n for n in _ADAPTER_FILES if adapter_dir is not None and (Path(adapter_dir) / n).is_file()]
-    doc = {"format": 1, "meta": dict(meta), "adapter": adapter_info, "files": [*EXPORT_FILES, *copied]}
+    doc = {"format": 1, "meta": dict(meta), "adapter": adapter_info, "files": [*EXPORT_FILES, *copied],
+           **({"policy": dict(policy)} if policy is not None else {})}
     try:
         text = json.dumps(doc, indent=2, ensure_ascii=False)
     except (TypeError, ValueError) as exc:

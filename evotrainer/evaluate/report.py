@@ -19,9 +19,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from evotrainer.errors import DataError
-from evotrainer.evaluate.refs import PolicyRef
 from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.rollout import MetaEvaluation
+from evotrainer.run.policy_refs import PolicyRef
 from evotrainer.stats.bootstrap import (
     GroupScore,
     PairedDifference,

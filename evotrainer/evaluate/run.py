@@ -2,7 +2,7 @@
 
 Read top to bottom, :func:`run_evaluate` does: load the dataset (any shape a family with the datasets capability
 reads, :class:`~evotrainer.tasks.base.Datasets`; else its validation loader)
--> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.evaluate.refs`)
+-> resolve the policies (seed names, archived ids, exported folders; :mod:`evotrainer.run.policy_refs`)
 -> one batched rollout of every policy x item -> per-policy intervals and per-stratum means
 (:mod:`evotrainer.evaluate.report`) -> optional generalisation comparison (best seed vs a policy,
 paired bootstrap) -> tables on the console and result files in the run folder.
@@ -28,7 +28,6 @@ from evotrainer.backends.base import LLM, Embedder
 from evotrainer.backends.embedder import shared_embedder
 from evotrainer.config import Config, resolve_path
 from evotrainer.errors import ConfigError, DataError
-from evotrainer.evaluate.refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
 from evotrainer.evaluate.report import (
     Comparison,
     PolicyResult,
@@ -46,6 +45,7 @@ from evotrainer.input_handling import InputHandling, handling_summary
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator
 from evotrainer.run.gene_support import check_policy_backend
+from evotrainer.run.policy_refs import PolicyRef, resolve_policy_ref, resolve_policy_refs
 from evotrainer.run.runtime import build_family, build_llm, load_seed_population, sampling_from
 from evotrainer.stats.bootstrap import bootstrap_interval
 from evotrainer.tasks.base import Datasets, EmbeddingMeta, Task, TaskFamily

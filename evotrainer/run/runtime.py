@@ -20,7 +20,7 @@ from evotrainer.tasks.base import Task, TaskFamily
 from evotrainer.tasks.reward_weights import check_reward_weights
 
 __all__ = [
-    "TaskSettings", "build_family", "build_llm", "load_seed_population", "load_training",
+    "TaskSettings", "build_family", "build_llm", "check_apart", "load_seed_population", "load_training",
     "load_transfer", "load_validation",
     "sampling_from", "task_settings",
 ]
@@ -163,7 +163,7 @@ def load_transfer(cfg: Config, family: TaskFamily, validation: list[Task] | None
         return []
     path, items = _load_file(cfg, family, "task.transfer_path", cfg.task.transfer_path, cfg.task.transfer_limit)
     val = load_validation(cfg, family) if validation is None else validation
-    _check_apart(path, items, val, "meta-validation", "transfer")
+    check_apart(path, items, val, "meta-validation", "transfer")
     return items
 
 
@@ -178,13 +178,14 @@ def load_training(cfg: Config, family: TaskFamily, validation: list[Task], trans
     if cfg.task.train_path is None:
         return []
     path, items = _load_file(cfg, family, "task.train_path", cfg.task.train_path, cfg.task.train_limit)
-    _check_apart(path, items, validation, "meta-validation", "training")
-    _check_apart(path, items, transfer, "transfer", "training")
+    check_apart(path, items, validation, "meta-validation", "training")
+    check_apart(path, items, transfer, "transfer", "training")
     return items
 
 
-def _check_apart(path: Path, items: Sequence[Task], others: Sequence[Task], their: str, ours: str) -> None:
-    """Raise DataError naming ``path`` when an item of ``items`` shares a group or an input with ``others``."""
+def check_apart(path: Path, items: Sequence[Task], others: Sequence[Task], their: str, ours: str) -> None:
+    """Raise DataError naming ``path`` when an item of ``items`` shares a group (``Task.group``) or an input (content
+    hash) with ``others``; ``their`` and ``ours`` name the two sets in the message (e.g. "training", "transfer")."""
     groups = {t.group: t.task_id for t in others if t.group is not None}
     hashes = {t.content_hash: t.task_id for t in others}
     for t in items:

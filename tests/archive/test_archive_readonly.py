@@ -208,7 +208,7 @@ def _as_reader(prefix: list[str], *args: str) -> subprocess.CompletedProcess:
 
 
 _EVALUATE_REF = (
-    "import sys; from evotrainer.evaluate.refs import resolve_policy_ref as r; "
+    "import sys; from evotrainer.run.policy_refs import resolve_policy_ref as r; "
     "print(r('archive:best', seeds=[], archive=sys.argv[1]).policy.id)"
 )
 

@@ -17,11 +17,11 @@ from evotrainer.backends.base import Generation, GenerationRequest
 from evotrainer.browse.policy_export import export_policy
 from evotrainer.config import Config, validate
 from evotrainer.errors import ArchiveError, ConfigError
-from evotrainer.evaluate.refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
 from evotrainer.evaluate.report import compare, item_strata, shown_kinds, summarise
 from evotrainer.evaluate.run import run_evaluate, select_policies
 from evotrainer.genome import Policy
 from evotrainer.rollout import MetaEvaluation
+from evotrainer.run.policy_refs import load_exported_policy, resolve_policy_ref, resolve_policy_refs
 from evotrainer.stats.bootstrap import paired_difference, rng_for
 from evotrainer.tasks.meeting_minutes.family import MeetingMinutes
 from evotrainer.tasks.meeting_minutes.task import ActionItem, MeetingTask

@@ -124,7 +124,7 @@ def test_real_model_writes_minutes_after_a_prefill() -> None:
 def test_export_keeps_the_prefill_and_evaluate_reads_it_back(tmp_path: Path) -> None:
     from evotrainer.archive.store import ArchiveStore
     from evotrainer.browse.policy_export import export_policy
-    from evotrainer.evaluate.refs import load_exported_policy
+    from evotrainer.run.policy_refs import load_exported_policy
 
     child = mut_prefill(_seed("terse"), random.Random(0), 1)
     with ArchiveStore(tmp_path / "archive.db") as store:

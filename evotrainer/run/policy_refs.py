@@ -1,11 +1,12 @@
-"""Policy references of ``mode=evaluate``: a seed name, an archived policy, or an exported folder.
+"""Policy references: a seed name, an archived policy, or an exported folder.
 
-Forms (``evaluate.policies`` and ``evaluate.compare``):
+Forms (``evaluate.policies``, ``evaluate.compare``, ``distill.teacher`` and ``distill.student``):
 
 - ``terse`` — a seed of the population file (``evaluation.population_path``), by name;
 - ``archive:<id or unique prefix>`` or ``archive:best`` — a policy of the last run of the archive
   named by ``evaluate.archive`` (an ``archive.db`` or a run folder holding one); ``best`` is the
-  highest meta-validation S_val (as ``python -m evotrainer.archive best`` shows);
+  highest meta-validation S_val (as ``python -m evotrainer.archive best`` shows); an adapter the run archived
+  relative to its folder (``mode=selfevolve``, ``mode=distill``) is found there;
 - a path to a folder written by ``python -m evotrainer.archive export`` (``policy.json`` +
   ``prompt.md``), to its ``policy.json``, or to a folder / ``.md`` file holding only a prompt (the
   whole text becomes one ``prompt`` section).
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +130,14 @@ def _archived(prefix: str, archive: str | None, ref: str, key: str) -> Policy:
     found = find_data_path(archive)
     if found is None:
         raise ConfigError(f"evaluate.archive: not found: {archive}")
-    with open_archive(resolve_archive(found), read_only=True) as store:
+    db = resolve_archive(found)
+    with open_archive(db, read_only=True) as store:
         run = views.pick_run(store)
-        return views.resolve_policy(store, run.run_id, prefix or "best")
+        policy = views.resolve_policy(store, run.run_id, prefix or "best")
+    adapter = policy.adapter
+    if adapter and not Path(adapter).is_absolute() and (Path(db).parent / adapter).exists():
+        policy = replace(policy, adapter=str((Path(db).parent / adapter).resolve()))  # archived relative to the run
+    return policy
 
 
 def resolve_policy_ref(ref: str, *, seeds: Sequence[Policy], archive: str | None = None,
