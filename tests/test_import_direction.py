@@ -16,7 +16,7 @@ import module_graph  # noqa: E402  (the one import parser of these checks and of
 
 # The rooms above problem and algorithm: the app, the run modes and what they share (run/); no room below
 # imports them.
-MODES = tuple(f"evotrainer.{room}" for room in ("evolve", "evaluate", "selfevolve", "run", "app"))
+MODES = tuple(f"evotrainer.{room}" for room in ("evolve", "evaluate", "selfevolve", "distill", "run", "app"))
 
 # The design's layering (issue 17, issue 27 item 2): a room (folder) or a module on the top, and what it never
 # imports. Records every layer shares (``genome``, ``errors``, ``config``, ...) sit on the top. Lazy imports
@@ -39,11 +39,12 @@ RULES = [
                "evotrainer.tasks", "evotrainer.adapters", *MODES, "torch", "transformers", "deap", "cma", "sqlite3")),
     # what every mode shares knows no mode
     ("run", ("evotrainer.search", "evotrainer.evolve", "evotrainer.evaluate", "evotrainer.selfevolve",
-             "evotrainer.app", "deap")),
+             "evotrainer.distill", "evotrainer.app", "deap")),
     ("evolve", ("evotrainer.evaluate", "evotrainer.selfevolve", "evotrainer.app")),  # one mode never another's
     ("evaluate", ("evotrainer.search", "evotrainer.harness", "evotrainer.selfevolve", "evotrainer.app", "deap",
                   "cma")),  # evaluators never DEAP/pycma
     ("selfevolve", ("evotrainer.evaluate", "evotrainer.app")),
+    ("distill", ("evotrainer.search", "evotrainer.harness", "evotrainer.app", "deap", "cma")),  # no search loop
     ("app", ("evotrainer.search", "evotrainer.backends", "evotrainer.evolve", "evotrainer.run", "torch",
              "transformers")),  # the Hydra app's callbacks stay light: a sweep's launcher imports them
     ("rollout.py", ("deap", "cma", "evotrainer.archive", "evotrainer.harness", *MODES)),  # the problem side
