@@ -165,7 +165,7 @@ def validate(cfg: Config) -> None:
            lo_hi)
     _validate_outer_extra(o, cfg.task)
     _validate_run_services(cfg)
-    _validate_selfevolve(cfg.selfevolve)
+    _validate_selfevolve(cfg.selfevolve, cfg.task)
     _validate_evaluate(cfg.evaluate)
     _validate_distill(cfg)
 
@@ -318,7 +318,7 @@ def _validate_outer_extra(o: OuterConfig, task: TaskConfig) -> None:
         _check(getattr(h, key) >= 0, f"outer.hack_check.{key}", ">= 0", getattr(h, key))
 
 
-def _validate_selfevolve(s: SelfEvolveConfig) -> None:
+def _validate_selfevolve(s: SelfEvolveConfig, task: TaskConfig) -> None:
     """Self-evolution settings; every key is named ``selfevolve.<key>``."""
     for key in ("rounds", "seed_tasks", "samples_per_task", "judge_repeats", "judge_max_new_tokens", "pool_cap",
                 "dev_size", "replay_cap"):
@@ -330,8 +330,12 @@ def _validate_selfevolve(s: SelfEvolveConfig) -> None:
            s.dedup_cosine)
     _check(s.temperature > 0, "selfevolve.temperature", "> 0 (rollouts are sampled)", s.temperature)
     _check(s.judge_temperature >= 0, "selfevolve.judge_temperature", ">= 0", s.judge_temperature)
-    for key in ("model_judge_weight", "pass_threshold"):
+    for key in ("model_judge_weight", "pass_threshold", "real_share"):
         _check(0 <= getattr(s, key) <= 1, f"selfevolve.{key}", "in [0, 1]", getattr(s, key))
+    _check(s.real_share == 0 or task.train_path is not None, "selfevolve.real_share",
+           "0 while task.train_path is null (the real training items it draws)", s.real_share)
+    _check(s.transfer_limit is None or s.transfer_limit >= 0, "selfevolve.transfer_limit",
+           ">= 0 (0 = no transfer comparison) or null (all)", s.transfer_limit)
     _check(s.dev_seed_offset >= 1, "selfevolve.dev_seed_offset", ">= 1 (0 would reuse the run's own streams)",
            s.dev_seed_offset)
     _check(s.val_limit is None or s.val_limit >= 1, "selfevolve.val_limit", ">= 1 or null", s.val_limit)

@@ -245,6 +245,13 @@ class SelfEvolveConfig:
     dev_size: int = 8  # fixed dev-set tasks (generated once per run, never in the pool)
     dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
     val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all
+    # share of the pool's tasks drawn from task.train_path (real items with references, of other meetings than the
+    # meta-validation and transfer items), in [0, 1]: round(share * n) of the seed tasks and of each round's new
+    # tasks, pool source "real", each item at most once; the rest generated. The seed ones' references join replay
+    real_share: float = 0.0
+    # transfer items (task.transfer_path) the base model and the final adapter, both under the run's policy, are
+    # scored on at the end (first N); null = all, 0 = no transfer comparison
+    transfer_limit: int | None = None
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
 

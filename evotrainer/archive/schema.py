@@ -20,19 +20,20 @@ from typing import Any
 from evotrainer.events.kinds import Event, from_payload
 from evotrainer.genome import Policy
 
-__all__ = ["APPLICATION_ID", "BUDGET_KINDS", "EVALUATION_KINDS", "MIGRATIONS", "READABLE_VERSION",
+__all__ = ["ADDED_COLUMNS", "APPLICATION_ID", "BUDGET_KINDS", "EVALUATION_KINDS", "MIGRATIONS", "READABLE_VERSION",
            "RENAMED_COLUMNS", "SCHEMA_VERSION", "columns", "EvaluationRow", "EventRow", "HarnessCandidateRow",
            "LineageNode", "PoolTaskRow", "RoundRow", "RunInfo", "SampleRow", "budget_rollouts"]
 
 APPLICATION_ID = 0x45564F54
 """``PRAGMA application_id`` of EvoTrainer archives: the bytes "EVOT" (sqlite.org/fileformat.html)."""
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """``PRAGMA user_version`` this code writes and reads. Bump it together with a new MIGRATIONS entry."""
 
 READABLE_VERSION = 2
 """The oldest version a read-only open reads as it is (no migration: a reader never writes). Versions 3 and 4 only
-renamed columns, which readers select under their new names (:func:`columns`)."""
+renamed columns, which readers select under their new names (:func:`columns`); version 5 only added nullable
+columns (:data:`ADDED_COLUMNS`), which readers of an older file read as NULL."""
 
 EVALUATION_KINDS: tuple[str, ...] = ("fitness", "meta_val", "meta_screen", "meta_heldout", "meta_transfer")
 """Kinds of evaluation rows: inner fitness on a harness task batch; meta-validation on the fixed set;
@@ -218,6 +219,22 @@ def _renames(version: int) -> Callable[[sqlite3.Connection], None]:
     return migrate
 
 
+ADDED_COLUMNS: Mapping[int, tuple[tuple[str, str, str], ...]] = {
+    5: (("selfevolve_rounds", "grades_requested", "INTEGER"), ("selfevolve_rounds", "grades_parsed", "INTEGER")),
+}
+"""Version -> the ``(table, column, type)`` columns it added, nullable (NULL in rows written before): 5, a
+self-evolution round's model-judge grades asked for and parsed (:class:`RoundRow`)."""
+
+
+def _adds(version: int) -> Callable[[sqlite3.Connection], None]:
+    """The migration to ``version`` of :data:`ADDED_COLUMNS`: ``ALTER TABLE ... ADD COLUMN`` (nullable, no default),
+    which keeps every row as it is and reads NULL in the rows written before."""
+    def migrate(conn: sqlite3.Connection) -> None:
+        for table, column, kind in ADDED_COLUMNS[version]:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+    return migrate
+
+
 def columns(conn: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
     """A select list of ``table``'s columns ``names`` under their current names, also for an older file opened
     read-only: a column it still has under an old name (:data:`RENAMED_COLUMNS`) is selected ``AS`` the new one."""
@@ -227,7 +244,7 @@ def columns(conn: sqlite3.Connection, table: str, names: Sequence[str]) -> str:
 
 
 MIGRATIONS: Mapping[int, Callable[[sqlite3.Connection], None]] = {1: _creates(_V1), 2: _creates(_V2),
-                                                                  3: _renames(3), 4: _renames(4)}
+                                                                  3: _renames(3), 4: _renames(4), 5: _adds(5)}
 """Target version -> function taking a file from ``version - 1`` to ``version`` (inside a transaction;
 must not use ``executescript``, which commits)."""
 
@@ -379,12 +396,19 @@ class RoundRow:
         losses: training loss per step (empty when nothing trained).
         candidate_id: the trained policy's id, or None.
         adapter_path: its adapter folder relative to the run dir, or None.
-        train: training facts (steps, seconds, trainable_params, replay_share, examples, replay).
+        train: training facts: examples and replay (items), and when it trained steps, seconds (the whole call),
+            seconds_per_step (one optimiser step), tokens (read by the model, padding left out), answer_tokens
+            (supervised), tokens_per_second (``tokens / (steps * seconds_per_step)``), trainable_params,
+            replay_share, skipped_examples.
         dev_score: dev-set score of the candidate (or of the unchanged policy), in [0, 1], or None.
         prev_dev_score: dev-set score of the policy the round started from.
         val_score: meta-validation score (S_val) of the candidate on the round's items, or None.
         timings: wall seconds per phase (excluded from determinism comparisons).
         note: free text (why nothing trained, an error).
+        grades_requested: model-judge grades asked for this round (``judge_repeats`` per sample that was not
+            degenerate; 0 when the model judge is off); None in rounds archived before schema version 5.
+        grades_parsed: of those, replies that parsed as a grade (:func:`evotrainer.selfevolve.judge.parse_grade`;
+            the others fall back to the rule reward); None before schema version 5.
     """
 
     round: int
@@ -410,6 +434,15 @@ class RoundRow:
     val_score: float | None = None
     timings: Mapping[str, float] = field(default_factory=dict)
     note: str | None = None
+    grades_requested: int | None = None
+    grades_parsed: int | None = None
+
+    @property
+    def parse_rate(self) -> float | None:
+        """``grades_parsed / grades_requested`` in [0, 1]; None when no grade was asked for or not recorded."""
+        if not self.grades_requested or self.grades_parsed is None:
+            return None
+        return self.grades_parsed / self.grades_requested
 
 
 @dataclass(frozen=True)
@@ -420,7 +453,7 @@ class PoolTaskRow:
         round: the round that added it (0 = seed task).
         task_id: the task's id.
         content_hash: :func:`evotrainer.tasks.base.content_hash` of the task's input.
-        source: "seed" or "generated".
+        source: "seed" (generated at set-up), "real" (an item of ``task.train_path``) or "generated".
         difficulty: generator knobs it was made at.
         task_input: the task's input as the policy reads it (``Task.text``; column ``transcript`` before
             schema version 3).

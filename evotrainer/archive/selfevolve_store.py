@@ -1,5 +1,6 @@
 """Self-evolution tables of the archive: rounds, pool additions and judged samples (schema version 2; the
-pool's input and reference columns renamed in version 3, :func:`~evotrainer.archive.schema.columns`).
+pool's input and reference columns renamed in version 3, :func:`~evotrainer.archive.schema.columns`; the rounds'
+model-judge grade counts added in version 5).
 
 :class:`SelfEvolveTables` is mixed into :class:`~evotrainer.archive.store.ArchiveStore`. Inserts are
 append-only (plain INSERT, bound parameters, one ``BEGIN IMMEDIATE`` transaction per call through
@@ -53,14 +54,18 @@ class SelfEvolveTables:
             to_json(dict(row.train), f"{what} train"), finite(row.dev_score, f"{what} dev_score", True),
             finite(row.prev_dev_score, f"{what} prev_dev_score", True),
             finite(row.val_score, f"{what} val_score", True), to_json(timings, f"{what} timings"), row.note, now(),
+            _count(row.grades_requested, f"{what} grades_requested"), _count(row.grades_parsed, f"{what} grades_parsed"),
         )
+        if row.grades_parsed is not None and (row.grades_requested is None or row.grades_parsed > row.grades_requested):
+            raise ArchiveError(f"{what}: grades_parsed {row.grades_parsed} exceeds grades_requested "
+                               f"{row.grades_requested}")
         with self._write(f"add {what} to run {run_id!r}") as conn:
             conn.execute(
                 "INSERT INTO selfevolve_rounds (run_id, round, policy_id, candidate_id, status, difficulty_json, "
                 "next_difficulty_json, curriculum, config_json, pool_size, n_added, n_duplicates, n_samples, "
                 "n_kept, pass_rate, mean_score, losses_json, adapter_path, train_json, dev_score, "
-                "prev_dev_score, val_score, timings_json, note, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "prev_dev_score, val_score, timings_json, note, created_at, grades_requested, grades_parsed) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 params,
             )
 
@@ -145,7 +150,19 @@ class SelfEvolveTables:
                           degenerate=r["degenerate"], passed=bool(r["passed"]), error=r["error"]) for r in rows]
 
 
+def _count(value: int | None, what: str) -> int | None:
+    """A count as stored: None stays None; else an int >= 0 (ArchiveError otherwise)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ArchiveError(f"{what}: expected an integer >= 0 or None, got {value!r}")
+    return int(value)
+
+
 def _round_from_row(r: sqlite3.Row) -> RoundRow:
+    """The record of a ``selfevolve_rounds`` row; columns added after the file's version (a read-only open of an
+    older file, :data:`~evotrainer.archive.schema.ADDED_COLUMNS`) read as None."""
+    have = set(r.keys())
     return RoundRow(
         round=int(r["round"]), policy_id=r["policy_id"], status=r["status"],
         difficulty=json.loads(r["difficulty_json"]), next_difficulty=json.loads(r["next_difficulty_json"]),
@@ -155,5 +172,6 @@ def _round_from_row(r: sqlite3.Row) -> RoundRow:
         losses=tuple(float(x) for x in json.loads(r["losses_json"])), candidate_id=r["candidate_id"],
         adapter_path=r["adapter_path"], train=json.loads(r["train_json"]), dev_score=r["dev_score"],
         prev_dev_score=r["prev_dev_score"], val_score=r["val_score"], timings=json.loads(r["timings_json"]),
-        note=r["note"],
+        note=r["note"], grades_requested=r["grades_requested"] if "grades_requested" in have else None,
+        grades_parsed=r["grades_parsed"] if "grades_parsed" in have else None,
     )

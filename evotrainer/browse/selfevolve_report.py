@@ -64,10 +64,14 @@ def _rounds_html(rounds: list[dict[str, Any]]) -> str:
     rows = [[esc(r["round"]), f"<span class='{'ok' if r['status'] == 'kept' else 'warn'}'>{esc(r['status'])}</span>",
              esc(r["curriculum"]), esc(r["pool_size"]), esc(f"{r['n_added']} (+{r['n_duplicates']} dup.)"),
              esc(f"{r['n_kept']}/{r['n_samples']}"), num(r["pass_rate"], 2), num(r["mean_score"]),
-             f"{num(r['prev_dev_score'])} → {num(r['dev_score'])}", num(r["val_score"]), esc(r["steps"]),
-             num(r["final_loss"]), esc(r["adapter_path"]), esc(r["note"])] for r in rounds]
+             esc(selfevolve_view.grades_text(r["grades_requested"], r["grades_parsed"])),
+             f"{num(r['prev_dev_score'])} → {num(r['dev_score'])}", num(r["val_score"]),
+             esc(r["steps"]), num(r["tokens_per_second"], 0), num(r["final_loss"]), esc(r["adapter_path"]),
+             esc(r["note"])] for r in rounds]
     return table(["round", "status", "curriculum", "tasks", "added", "passed", "pass rate", "mean judge",
-                   "dev score", "val S_val", "steps", "last loss", "adapter", "note"], rows)
+                  "grades parsed", "dev score", "val S_val", "steps", "train tok/s", "last loss", "adapter", "note"],
+                 rows)
+
 
 
 def _text_cell(text: str | None) -> str:

@@ -24,10 +24,10 @@ from evotrainer.archive.store import ArchiveStore
 from evotrainer.browse.cli_common import kv_table
 from evotrainer.browse.textsafe import clip, fmt, terminal_safe
 from evotrainer.browse.views import RUNNING_OR_CRASHED
-from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent, SelfEvolveTransferEvent
 
 __all__ = ["MODE", "NO_HARNESS", "is_selfevolve", "overview_facts", "print_overview", "round_rows", "rounds_table",
-           "sample_lines", "selfevolve_overview"]
+           "grades_text", "sample_lines", "selfevolve_overview", "transfer_line"]
 
 MODE = "selfevolve"
 """``config["mode"]`` (and the ``mode`` of the setup / summary events) of a self-evolution run."""
@@ -54,8 +54,10 @@ def round_rows(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         rows with the fields of :class:`~evotrainer.archive.schema.RoundRow` (round, policy_id, status,
         difficulty, next_difficulty, curriculum, config, pool_size, n_added, n_duplicates, n_samples,
         n_kept, pass_rate, mean_score, losses, candidate_id, adapter_path, train, dev_score,
-        prev_dev_score, val_score, timings, note), plus ``steps`` (training steps, or None) and
-        ``final_loss`` (the last training loss, or None).
+        prev_dev_score, val_score, timings, note, grades_requested, grades_parsed), plus ``steps`` (training
+        steps, or None), ``final_loss`` (the last training loss, or None), ``parse_rate`` (grades parsed / asked
+        for in [0, 1], None when none was asked or the archive predates the counts) and ``tokens_per_second``
+        (training throughput, tokens read per second of optimiser steps, or None).
     """
     out = []
     for r in store.selfevolve_rounds(run_id):
@@ -63,8 +65,18 @@ def round_rows(store: ArchiveStore, run_id: str) -> list[dict[str, Any]]:
         row["losses"] = list(r.losses)
         row["steps"] = r.train.get("steps") if isinstance(r.train, dict) else None
         row["final_loss"] = r.losses[-1] if r.losses else None
+        row["parse_rate"] = r.parse_rate
+        row["tokens_per_second"] = r.train.get("tokens_per_second") if isinstance(r.train, dict) else None
         out.append(row)
     return out
+
+
+def transfer_line(store: ArchiveStore, run_id: str) -> str | None:
+    """The verdict line of the run's last ``selfevolve_transfer`` event (the base model vs the final adapter on
+    the transfer items), or None when the run has none."""
+    events = [e.event for e in store.events(run_id) if e.kind == SelfEvolveTransferEvent.kind]
+    last = events[-1] if events and isinstance(events[-1], SelfEvolveTransferEvent) else None
+    return None if last is None else last.verdict
 
 
 def selfevolve_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
@@ -76,7 +88,9 @@ def selfevolve_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         whole run config), policy (the policy trained, from the setup event), dev_tasks / val_items /
         seed_tasks (counts), baseline_dev, baseline_val, final_policy, final_adapter (relative to the run
         folder), generated_tokens (from the summary event, None before it), rounds (:func:`round_rows`),
-        rounds_kept, pool (tasks in all, seed and generated), samples (judged in all, passed).
+        rounds_kept, pool (tasks in all, seed, real and generated), samples (judged in all, passed), grades
+        (model-judge grades asked for and parsed over the rounds that counted them), transfer (the base model vs
+        the final adapter on the transfer items, one line, None without it).
     """
     rid = run.run_id
     events = store.events(rid)
@@ -108,8 +122,12 @@ def selfevolve_overview(store: ArchiveStore, run: RunInfo) -> dict[str, Any]:
         "rounds": rounds,
         "rounds_kept": sum(r["status"] == "kept" for r in rounds),
         "pool": {"tasks": len(pool), "seed": sum(p.source == "seed" for p in pool),
-                 "generated": sum(p.source != "seed" for p in pool)},
+                 "real": sum(p.source == "real" for p in pool),
+                 "generated": sum(p.source not in ("seed", "real") for p in pool)},
         "samples": {"judged": len(samples), "passed": sum(s.passed for s in samples)},
+        "grades": {"requested": sum(r["grades_requested"] or 0 for r in rounds),
+                   "parsed": sum(r["grades_parsed"] or 0 for r in rounds)},
+        "transfer": transfer_line(store, rid),
     }
 
 
@@ -123,10 +141,19 @@ def overview_facts(ov: dict[str, Any]) -> list[tuple[str, Any]]:
         ("baseline dev score", ov["baseline_dev"]), ("baseline val S_val", ov["baseline_val"]),
         ("final policy", ov["final_policy"]), ("final adapter", ov["final_adapter"]),
         ("rounds (kept)", f"{len(ov['rounds'])} ({ov['rounds_kept']})"),
-        ("pool tasks (seed + generated)", f"{ov['pool']['tasks']} ({ov['pool']['seed']} + {ov['pool']['generated']})"),
+        ("pool tasks (seed + real + generated)",
+         f"{ov['pool']['tasks']} ({ov['pool']['seed']} + {ov['pool']['real']} + {ov['pool']['generated']})"),
         ("samples judged (passed)", f"{ov['samples']['judged']} ({ov['samples']['passed']})"),
+        ("judge grades parsed", grades_text(ov["grades"]["requested"], ov["grades"]["parsed"])),
         ("generated tokens", ov["generated_tokens"]),
+        ("transfer: final adapter − base", ov["transfer"]),
     ]
+
+
+def grades_text(requested: int | None, parsed: int | None) -> str:
+    """``"27/36 (75%)"``: model-judge grades parsed of those asked for; "–" when none was asked (or counted: an
+    archive before schema version 5)."""
+    return f"{parsed}/{requested} ({parsed / requested:.0%})" if requested and parsed is not None else "–"
 
 
 def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None) -> list[dict[str, Any]]:
@@ -166,21 +193,24 @@ def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None)
 
 def rounds_table(rounds: list[dict[str, Any]]) -> Table | Text:
     """One row per round: status, curriculum, tasks and pass rate, judge score, dev score (start -> end),
-    val score (S_val of the candidate), training steps and last loss, adapter folder; a note when none yet."""
+    val score (S_val of the candidate), model-judge grades parsed, training steps, tokens/s and last loss,
+    adapter folder; a note when none yet."""
     if not rounds:
         return Text("no self-evolution round archived yet")
     t = Table(title="self-evolution rounds (scores in [0, 1], higher is better)", title_justify="left")
-    for col in ("round", "status", "curriculum", "tasks", "passed", "mean judge", "dev score", "val S_val",
-                "steps", "last loss", "adapter", "note"):
+    for col in ("round", "status", "curriculum", "tasks", "passed", "mean judge", "grades parsed", "dev score",
+                "val S_val", "steps", "tok/s", "last loss", "adapter", "note"):
         t.add_column(col, min_width=min(len(col), 6))
     for r in rounds:
+        rate = r["tokens_per_second"]
         t.add_row(str(r["round"]), Text(terminal_safe(r["status"]), style="green" if r["status"] == "kept" else
                                         "yellow"),
                   Text(terminal_safe(r["curriculum"])), str(r["pool_size"]),
                   f"{r['n_kept']}/{r['n_samples']} ({r['pass_rate']:.0%})", fmt(r["mean_score"], 3),
+                  grades_text(r["grades_requested"], r["grades_parsed"]),
                   f"{fmt(r['prev_dev_score'], 3)} -> {fmt(r['dev_score'], 3)}", fmt(r["val_score"], 3),
-                  fmt(r["steps"]), fmt(r["final_loss"], 3), Text(fmt(r["adapter_path"])),
-                  Text(clip(r["note"] or "", 60)))
+                  fmt(r["steps"]), fmt(float(rate) if isinstance(rate, int | float) else None, 0),
+                  fmt(r["final_loss"], 3), Text(fmt(r["adapter_path"])), Text(clip(r["note"] or "", 60)))
     return t
 
 

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 from evotrainer.errors import DataError
 from evotrainer.events.base import OMIT_NONE, Event, Subscriber, decode
 from evotrainer.events.evaluation import InputHandlingEvent, TrajectoriesEvent
-from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent, SelfEvolveTransferEvent
 from evotrainer.events.transfer import TransferEvent
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "IncumbentReferenceEvent", "InnerGenerationEvent", "InputHandlingEvent", "LeadEvent",
     "OperatorStatsEvent", "OuterGenerationEvent", "OuterSkippedEvent", "PhaseEvent", "PromotionEvent",
     "RaceEvent", "RewardHackingEvent", "RollbackEvent", "SelfEvolveSetupEvent", "SelfEvolveSummaryEvent",
+    "SelfEvolveTransferEvent",
     "SetupEvent", "StopEvent", "StyleLibraryEvent", "Subscriber", "SummaryEvent", "TaskBatchEvent",
     "TrajectoriesEvent", "TransferEvent", "YardstickEvent", "from_payload"
 ]
@@ -447,7 +448,8 @@ EVENT_TYPES: Mapping[str, type[Event]] = types.MappingProxyType({cls.kind: cls f
     SetupEvent, TaskBatchEvent, IncumbentReferenceEvent, LeadEvent, PhaseEvent, InnerGenerationEvent,
     OperatorStatsEvent, StyleLibraryEvent, RaceEvent, IncumbentEvent, RewardHackingEvent, OuterSkippedEvent,
     PromotionEvent, RollbackEvent, OuterGenerationEvent, CandidateFailedEvent, StopEvent, SummaryEvent,
-    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent, InputHandlingEvent)})
+    GeneralisationEvent, TrajectoriesEvent, YardstickEvent, TransferEvent, InputHandlingEvent,
+    SelfEvolveTransferEvent)})
 """Event kind -> its class (the co-evolution class where a mode has its own, see :data:`MODE_TYPES`)."""
 
 MODE_TYPES: Mapping[tuple[str, str], type[Event]] = types.MappingProxyType({

@@ -1,15 +1,17 @@
 """The archive events of a self-evolution run (``mode=selfevolve``; evotrainer/selfevolve/): its own variants of
 the ``setup`` and ``summary`` kinds, told from the co-evolution ones by ``payload["mode"]``
-(:data:`evotrainer.events.kinds.MODE_TYPES`). Same payload contract as :mod:`evotrainer.events.kinds`."""
+(:data:`evotrainer.events.kinds.MODE_TYPES`), and its ``selfevolve_transfer`` kind. Same payload contract as
+:mod:`evotrainer.events.kinds`."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from evotrainer.events.base import Event
 
-__all__ = ["SelfEvolveSetupEvent", "SelfEvolveSummaryEvent"]
+__all__ = ["SelfEvolveSetupEvent", "SelfEvolveSummaryEvent", "SelfEvolveTransferEvent"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,3 +50,33 @@ class SelfEvolveSummaryEvent(Event):
     """Per round: ``(round, status, dev_score, val_score)``."""
     generated_tokens: int | None = None
     """Tokens generated in all."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SelfEvolveTransferEvent(Event):
+    """The base model vs the final adapter, both under the run's policy prompt, on the transfer items at the end of
+    a self-evolution run (:mod:`evotrainer.selfevolve.transfer` builds and reads it; none when no item is scored)."""
+
+    kind: ClassVar[str] = "selfevolve_transfer"
+    version: int | None = None
+    """Payload version (``selfevolve.transfer.PAYLOAD_VERSION``)."""
+    item_ids: tuple[str, ...] = ()
+    """Task ids of the transfer items, in scoring order."""
+    groups: tuple[str, ...] = ()
+    """Each item's cluster of the bootstrap (its meeting, ``Task.group``; its own id when it has none)."""
+    base_policy: str | None = None
+    """The policy scored without adapter."""
+    final_policy: str | None = None
+    """The policy after the last round (the base itself when no round was kept)."""
+    final_adapter: str | None = None
+    """Its adapter folder relative to the run folder, None without one."""
+    base_values: tuple[float, ...] = ()
+    """S_val of each item without adapter, in [0, 1] (a failed item counts 0.0)."""
+    final_values: tuple[float, ...] = ()
+    """S_val of each item with the final adapter, same order."""
+    comparison: Mapping[str, Any] | None = None
+    """``final − base``: ``base_mean``, ``final_mean``, ``diff`` (mean over clusters of the per-cluster mean
+    difference), ``low``, ``high`` (percentile interval of a cluster bootstrap), ``share_better``, ``clusters``,
+    ``wins``, ``losses``, ``ties`` (per item), ``level``; None when nothing was compared."""
+    verdict: str | None = None
+    """One line: the difference with its interval and what it shows."""

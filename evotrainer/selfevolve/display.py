@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evotrainer.archive.schema import RoundRow
+from evotrainer.browse.selfevolve_view import grades_text
 from evotrainer.progress import task
 
 __all__ = ["PhaseTimer", "round_table"]
@@ -70,17 +71,19 @@ def _f(x: float | None, fmt: str = "{:.3f}") -> str:
 
 def round_table(rows: Sequence[RoundRow], baseline_dev: float | None = None, title: str = "self-evolution rounds"
                 ) -> Table:
-    """The per-round summary: round, pool size, pass rate, mean judge score, loss start→end, dev score,
-    kept/reverted, seconds (plus S_val and the curriculum action)."""
+    """The per-round summary: round, pool size, pass rate, mean judge score, model-judge grades parsed, loss
+    start→end, training tokens/s, dev score, S_val, kept/reverted, the curriculum action, seconds."""
     table = Table(title=title)
-    for col in ("round", "pool", "pass rate", "mean judge", "loss start→end", "dev score", "S_val", "status",
-                "curriculum", "seconds"):
+    for col in ("round", "pool", "pass rate", "mean judge", "grades parsed", "loss start→end", "train tok/s",
+                "dev score", "S_val", "status", "curriculum", "seconds"):
         table.add_column(col, justify="right" if col not in ("status", "curriculum") else "left")
     if baseline_dev is not None:
-        table.add_row("0", "–", "–", "–", "–", _f(baseline_dev), "–", "start", "–", "–")
+        table.add_row("0", "–", "–", "–", "–", "–", "–", _f(baseline_dev), "–", "start", "–", "–")
     for r in rows:
         loss = f"{r.losses[0]:.3f}→{r.losses[-1]:.3f}" if r.losses else "–"
+        rate = r.train.get("tokens_per_second")
         table.add_row(str(r.round), str(r.pool_size), f"{r.pass_rate:.0%} ({r.n_kept}/{r.n_samples})",
-                      f"{r.mean_score:.3f}", loss, _f(r.dev_score), _f(r.val_score), r.status, r.curriculum,
+                      f"{r.mean_score:.3f}", grades_text(r.grades_requested, r.grades_parsed), loss,
+                      _f(rate, "{:.0f}"), _f(r.dev_score), _f(r.val_score), r.status, r.curriculum,
                       f"{sum(r.timings.values()):.0f}")
     return table

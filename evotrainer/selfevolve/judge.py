@@ -35,7 +35,7 @@ from evotrainer.backends.base import LLM, GenerationRequest, Message, SamplingPa
 from evotrainer.errors import ServerError
 from evotrainer.tasks.base import Task, TaskFamily
 
-__all__ = ["JudgeSettings", "Verdict", "combine", "judge_messages", "judge_samples", "parse_grade"]
+__all__ = ["JudgeSettings", "Verdict", "combine", "grade_counts", "judge_messages", "judge_samples", "parse_grade"]
 
 _GRADE = re.compile(r"(10|[0-9])(?:\s*/\s*10)?\.?")
 
@@ -101,6 +101,15 @@ def combine(rule: float, model: float | None, weight: float, degenerate: str | N
     if model is None:
         return float(rule)
     return float((1.0 - weight) * rule + weight * model)
+
+
+def grade_counts(verdicts: Sequence[Verdict]) -> tuple[int, int]:
+    """``(requested, parsed)``: model-judge grades asked for over ``verdicts`` (each verdict's ``grades``, one per
+    repeat; none for degenerate output or a rules-only judge; a failed judge call counts its grades as asked and
+    unparsed) and those that parsed. ``parsed / requested`` is the judge's parse rate."""
+    requested = sum(len(v.grades) for v in verdicts)
+    parsed = sum(g is not None for v in verdicts for g in v.grades)
+    return requested, parsed
 
 
 def judge_messages(task: Task, output: str, prompt: tuple[str, str]) -> tuple[Message, ...]:

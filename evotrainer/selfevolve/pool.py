@@ -1,10 +1,15 @@
-"""The self-evolution task pool: seed tasks plus generated ones, near-duplicates dropped, size capped.
+"""The self-evolution task pool: set-up tasks plus each round's new ones, near-duplicates dropped, size capped.
 
 Two tasks are near-duplicates when the cosine similarity of the MiniLM embeddings of their inputs
 (``Task.text``) is at least ``cosine`` (default 0.85). Measured on 10 tasks of the default family
 generated at its default difficulty: the closest pair of distinct tasks has cosine 0.66 (median nearest
-neighbour 0.43), so 0.85 drops only re-generated or lightly varied tasks. The cap keeps every seed task and removes the oldest
-generated tasks first (the newest were generated at the current curriculum difficulty).
+neighbour 0.43), so 0.85 drops only re-generated or lightly varied tasks. The cap keeps every set-up task (round 0:
+the seed tasks and the real items drawn with them) and removes the oldest later tasks first (the newest were
+generated at the current curriculum difficulty).
+
+New tasks are generated, or drawn from real training items (``task.train_path``, items with references of other
+meetings than the meta-validation and transfer items): :func:`real_count` says how many of ``n`` are real for a
+share, :func:`draw_real` draws them, each item at most once per run.
 
 The dev set and the meta-validation set never enter the pool: :func:`check_disjoint` compares
 content hashes (:func:`evotrainer.tasks.base.content_hash`) and raises.
@@ -20,7 +25,10 @@ import numpy as np
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import Task
 
-__all__ = ["PoolTask", "PoolUpdate", "add_to_pool", "check_disjoint"]
+__all__ = ["POOL_SOURCES", "PoolTask", "PoolUpdate", "add_to_pool", "check_disjoint", "draw_real", "real_count"]
+
+POOL_SOURCES: tuple[str, ...] = ("seed", "real", "generated")
+"""Values of ``PoolTask.source``: generated at set-up, a real training item, generated in a round."""
 
 Embed = Callable[[Sequence[str]], np.ndarray]
 """Texts -> shape (n, dim) float array with L2-normalised rows (``Embedder.encode``)."""
@@ -32,9 +40,9 @@ class PoolTask:
 
     Attributes:
         task: the task (a generated one carries its ground truth).
-        round: the round that added it (0 for seed tasks).
-        source: ``"seed"`` or ``"generated"``.
-        difficulty: the generator knobs it was made at, natural units.
+        round: the round that added it (0 for the set-up tasks).
+        source: one of :data:`POOL_SOURCES`.
+        difficulty: the generator knobs it was made at, natural units (empty for a real item).
     """
 
     task: Task
@@ -48,10 +56,10 @@ class PoolUpdate:
     """The result of :func:`add_to_pool`.
 
     Attributes:
-        pool: the new pool (seed tasks first, then generated ones oldest first).
+        pool: the new pool (set-up tasks first, then later ones oldest first).
         added: candidates that entered (and were not evicted by the cap in the same call).
         duplicates: task ids of candidates dropped as near-duplicates (or exact duplicates).
-        evicted: task ids removed by the cap (old generated tasks, or new ones when the cap is tight).
+        evicted: task ids removed by the cap (old tasks of later rounds, or new ones when the cap is tight).
     """
 
     pool: tuple[PoolTask, ...]
@@ -99,7 +107,7 @@ def add_to_pool(
         candidates: new tasks, in order.
         embed: texts -> L2-normalised embeddings, shape (n, dim) (e.g. ``MiniLMEmbedder.encode``).
         cosine: near-duplicate threshold in (0, 1]; higher keeps more.
-        cap: most tasks kept, >= number of seed tasks in ``pool`` and ``candidates``.
+        cap: most tasks kept, >= number of set-up tasks (round 0) in ``pool`` and ``candidates``.
         forbidden: content hashes of the dev and meta-validation sets (see :func:`check_disjoint`).
 
     Returns:
@@ -107,7 +115,7 @@ def add_to_pool(
 
     Raises:
         DataError: a candidate is a dev-set or meta-validation item.
-        ValueError: ``cap`` is smaller than the number of seed tasks, or ``embed`` returns a wrong shape.
+        ValueError: ``cap`` is smaller than the number of set-up tasks, or ``embed`` returns a wrong shape.
     """
     check_disjoint([c.task for c in candidates], forbidden, "pool")
     check_disjoint([p.task for p in pool], forbidden, "pool")
@@ -131,10 +139,10 @@ def add_to_pool(
         hashes.add(cand.task.content_hash)
         accepted.append(cand)
     merged = list(pool) + accepted
-    seeds = [p for p in merged if p.source == "seed"]
+    seeds = [p for p in merged if p.round == 0]
     if len(seeds) > cap:
-        raise ValueError(f"pool cap {cap} is below the {len(seeds)} seed tasks")
-    generated = sorted((p for p in merged if p.source != "seed"), key=lambda p: p.round)  # stable: oldest first
+        raise ValueError(f"pool cap {cap} is below the {len(seeds)} set-up tasks")
+    generated = sorted((p for p in merged if p.round != 0), key=lambda p: p.round)  # stable: oldest first
     n_evict = max(0, len(seeds) + len(generated) - cap)
     evicted, generated = generated[:n_evict], generated[n_evict:]
     evicted_ids = {id(p) for p in evicted}
@@ -144,3 +152,36 @@ def add_to_pool(
         duplicates=tuple(duplicates),
         evicted=tuple(p.task.task_id for p in evicted),
     )
+
+
+def real_count(n: int, share: float, available: int) -> int:
+    """How many of ``n`` new tasks are real: ``share * n`` rounded half up, at most ``available``.
+
+    The same rule as the co-evolution's task batches (:func:`evotrainer.evolve.llm_objective.task_batch`).
+
+    Args:
+        n: new tasks, >= 0.
+        share: ``selfevolve.real_share`` in [0, 1].
+        available: real items not drawn yet, >= 0.
+    """
+    return max(0, min(int(available), int(np.floor(float(share) * int(n) + 0.5))))
+
+
+def draw_real(items: Sequence[Task], k: int, rng: np.random.Generator) -> tuple[list[Task], tuple[Task, ...]]:
+    """Draw ``k`` of ``items`` without replacement: ``(drawn, left)``, both in the items' order. Pure.
+
+    Args:
+        items: the real items not drawn yet.
+        k: how many, in [0, len(items)] (:func:`real_count`).
+        rng: the only randomness; nothing is drawn from it when ``k`` is 0.
+
+    Raises:
+        ValueError: ``k`` outside [0, len(items)].
+    """
+    if not 0 <= k <= len(items):
+        raise ValueError(f"draw_real: cannot draw {k} of {len(items)} items")
+    if k == 0:
+        return [], tuple(items)
+    chosen = {int(i) for i in rng.choice(len(items), size=k, replace=False)}
+    return ([t for i, t in enumerate(items) if i in chosen],
+            tuple(t for i, t in enumerate(items) if i not in chosen))

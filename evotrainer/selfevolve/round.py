@@ -37,12 +37,12 @@ from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for
 from evotrainer.selfevolve.curriculum import curriculum_step
 from evotrainer.selfevolve.display import PhaseTimer
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, to_sft
-from evotrainer.selfevolve.judge import JudgeSettings, Verdict, judge_samples
-from evotrainer.selfevolve.pool import PoolTask, add_to_pool
+from evotrainer.selfevolve.judge import JudgeSettings, Verdict, grade_counts, judge_samples
+from evotrainer.selfevolve.pool import PoolTask, add_to_pool, draw_real, real_count
 from evotrainer.tasks.base import RolloutRequest, SelfEvolving, Task, TaskFamily
 
 __all__ = ["RoundModels", "RoundOutcome", "RoundSetup", "Sample", "SelfEvolveState", "TrainFn", "pool_row",
-           "run_round", "score_policy"]
+           "run_round", "score_policy", "train_facts"]
 
 TrainFn = Callable[..., TrainResult]
 """``train_lora(backend, examples, replay, cfg, out_dir, *, rng, parent_adapter=None) -> TrainResult``."""
@@ -105,6 +105,7 @@ class SelfEvolveState:
         dev_score: the current policy's dev-set score in [0, 1] (higher is better).
         val_score: its meta-validation score on the round's items, or None when not measured.
         history: pass rates since the last curriculum change.
+        real: the real training items not drawn into the pool yet (``task.train_path``; each is drawn once).
     """
 
     round: int
@@ -115,6 +116,7 @@ class SelfEvolveState:
     dev_score: float
     val_score: float | None = None
     history: tuple[float, ...] = ()
+    real: tuple[Task, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -186,13 +188,18 @@ def run_round(
     """
     k = state.round + 1
     timer = timer or PhaseTimer()
-    gen_rng, roll_rng, judge_rng, train_rng = rng.spawn(4)
+    gen_rng, roll_rng, judge_rng, train_rng, real_rng = rng.spawn(5)  # the first four as rng.spawn(4) gives
     policy = state.policy
 
-    # ---- 1. pool: new tasks at the current difficulty, near-duplicates dropped, cap ----------------
+    # ---- 1. pool: new tasks (real ones drawn, the rest generated at the current difficulty), near-duplicates
+    #         dropped, cap ------------------------------------------------------------------------------------
     with timer.phase("pool", f"+{cfg.new_tasks_per_round} tasks"):
-        new = family.generate(gen_rng, state.difficulty, cfg.new_tasks_per_round) if cfg.new_tasks_per_round else []
-        candidates = [PoolTask(t, k, "generated", dict(state.difficulty)) for t in new]
+        real, real_left = draw_real(state.real, real_count(cfg.new_tasks_per_round, cfg.real_share, len(state.real)),
+                                    real_rng)
+        n_new = cfg.new_tasks_per_round - len(real)
+        new = family.generate(gen_rng, state.difficulty, n_new) if n_new else []
+        candidates = ([PoolTask(t, k, "generated", dict(state.difficulty)) for t in new]
+                      + [PoolTask(t, k, "real") for t in real])
         update = add_to_pool(state.pool, candidates, embed=models.embedder.encode, cosine=cfg.dedup_cosine,
                              cap=cfg.pool_cap, forbidden=setup.forbidden)
         recorder.se_pool([pool_row(p, family) for p in update.added])
@@ -209,6 +216,7 @@ def run_round(
         settings = JudgeSettings(setup.reward_weights, cfg.judge_repeats, cfg.judge_temperature,
                                  cfg.judge_max_new_tokens, cfg.model_judge_weight)
         verdicts = judge_samples(models.judge, family, [(t, x) for t, _, x in texts], settings, judge_rng)
+        grades_requested, grades_parsed = grade_counts(verdicts)
         samples = tuple(Sample(t, i, x, v) for (t, i, x), v in zip(texts, verdicts, strict=True))
         recorder.se_samples([_sample_row(k, s, cfg.pass_threshold) for s in samples])
 
@@ -265,9 +273,9 @@ def run_round(
         n_samples=len(samples), n_kept=len(passed), pass_rate=pass_rate, mean_score=mean_score,
         losses=tuple(result.losses) if result else (), candidate_id=candidate.id if candidate else None,
         adapter_path=_rel(Path(candidate.adapter), setup.run_dir) if candidate and candidate.adapter else None,
-        train=_train_facts(result, len(items), len(state.replay)),
+        train=train_facts(result, len(items), len(state.replay)),
         dev_score=dev_score, prev_dev_score=state.dev_score, val_score=val_score, timings=dict(timer.seconds),
-        note=note,
+        note=note, grades_requested=grades_requested, grades_parsed=grades_parsed,
     )
     recorder.se_round(row)
     recorder.emit(PhaseEvent(name=f"selfevolve round {k}", fields={
@@ -281,6 +289,7 @@ def run_round(
         dev_score=dev_score if kept else state.dev_score,
         val_score=val_score if kept else state.val_score,
         history=decision.history,
+        real=real_left,
     )
     return RoundOutcome(new_state, row, samples, candidate, result)
 
@@ -330,11 +339,20 @@ def _rel(path: Path, root: Path) -> str:
         return str(path)
 
 
-def _train_facts(result: TrainResult | None, n_items: int, n_replay: int) -> dict[str, Any]:
+def train_facts(result: TrainResult | None, n_items: int, n_replay: int) -> dict[str, Any]:
+    """The archived training facts of a round (``RoundRow.train``): ``examples`` (passing samples) and ``replay``
+    (replay items); when it trained, also steps, seconds (the whole call), seconds_per_step, tokens (read by the
+    model, padding left out), answer_tokens (supervised), tokens_per_second (``tokens / (steps *
+    seconds_per_step)``, None when no step time was measured), trainable_params, replay_share, skipped_examples."""
     if result is None:
         return {"examples": n_items, "replay": n_replay}
+    step_seconds = result.steps * result.seconds_per_step
     return {"examples": n_items, "replay": n_replay, "steps": result.steps, "seconds": result.seconds,
-            "trainable_params": result.trainable_params, "replay_share": result.replay_share}
+            "seconds_per_step": result.seconds_per_step, "tokens": result.tokens,
+            "answer_tokens": result.answer_tokens,
+            "tokens_per_second": result.tokens / step_seconds if step_seconds > 0 else None,
+            "trainable_params": result.trainable_params, "replay_share": result.replay_share,
+            "skipped_examples": result.skipped_examples}
 
 
 def _plain(cfg: SelfEvolveConfig) -> dict[str, Any]:

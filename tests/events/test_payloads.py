@@ -99,6 +99,14 @@ PAYLOADS: list[tuple[str, dict]] = [
     ("summary", {"mode": "selfevolve", "baseline_dev": 0.3, "baseline_val": None, "final_policy": "terse",
                  "final_adapter": None, "rounds": [[1, "kept", 0.35, None], [2, "rejected", 0.3, 0.2]],
                  "generated_tokens": 800}),
+    ("phase", {"name": "selfevolve transfer", "seconds": 12.0}),
+    ("selfevolve_transfer", {"version": 1, "item_ids": ["q1", "q2", "q3"], "groups": ["m1", "m1", "m2"],
+                             "base_policy": "terse", "final_policy": "se2-abc", "final_adapter": "adapters/round_002",
+                             "base_values": [0.2, 0.1, 0.3], "final_values": [0.25, 0.1, 0.2],
+                             "comparison": {"base_mean": 0.2, "final_mean": 0.1833, "diff": -0.0375, "low": -0.1,
+                                            "high": 0.025, "share_better": 0.25, "clusters": 2, "wins": 1,
+                                            "losses": 1, "ties": 1, "same": False, "level": 0.95},
+                             "verdict": "transfer (3 items of 2 groups): ..."}),
 ]
 
 

@@ -5,12 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from evotrainer.adapters.train import TrainResult
 from evotrainer.config import Config, CurriculumConfig, to_config
 from evotrainer.errors import ConfigError, DataError
 from evotrainer.selfevolve.curriculum import curriculum_bounds, curriculum_step
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, reference_items
-from evotrainer.selfevolve.judge import JudgeSettings, combine, judge_samples, parse_grade
-from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint
+from evotrainer.selfevolve.judge import (
+    JudgeSettings,
+    Verdict,
+    combine,
+    grade_counts,
+    judge_samples,
+    parse_grade,
+)
+from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint, draw_real, real_count
+from evotrainer.selfevolve.round import train_facts
+from evotrainer.selfevolve.run import held_apart
 from evotrainer.tasks.meeting_minutes import DEFAULT_DIFFICULTY, MeetingMinutes
 from tests.selfevolve._fakes import FakeEmbedder, FakeLLM
 
@@ -100,6 +110,57 @@ def test_dev_and_val_items_never_enter_pool_or_training():
     check_items(reference_items(other, MeetingMinutes()), forbidden, "replay data")
 
 
+def test_the_cap_keeps_the_set_up_tasks_real_ones_included():
+    seeds, real, later = _tasks(1, 0), _tasks(1, 1), _tasks(3, 2)
+    pool = add_to_pool([], [PoolTask(seeds[0], 0, "seed"), PoolTask(real[0], 0, "real")],
+                       embed=FakeEmbedder().encode, cosine=0.99, cap=3).pool
+    up = add_to_pool(pool, [PoolTask(t, 1, "generated") for t in later], embed=FakeEmbedder().encode, cosine=0.99,
+                     cap=3)
+    assert [p.source for p in up.pool] == ["seed", "real", "generated"] and up.pool[-1].task == later[-1]
+    with pytest.raises(ValueError, match="below the 2 set-up tasks"):
+        add_to_pool([], [PoolTask(seeds[0], 0, "seed"), PoolTask(real[0], 0, "real")], embed=FakeEmbedder().encode,
+                    cosine=0.99, cap=1)
+
+
+def test_real_count_rounds_half_up_and_never_exceeds_what_is_left():
+    assert [real_count(4, s, 10) for s in (0.0, 0.1, 0.125, 0.5, 0.6, 1.0)] == [0, 0, 1, 2, 2, 4]
+    assert real_count(4, 1.0, 3) == 3 and real_count(0, 1.0, 3) == 0 and real_count(4, 0.5, 0) == 0
+
+
+def test_draw_real_draws_without_replacement_in_file_order_and_is_pure():
+    items = tuple(_tasks(5, 3))
+    drawn, left = draw_real(items, 2, np.random.default_rng(0))
+    assert len(drawn) == 2 and len(left) == 3 and set(drawn) | set(left) == set(items)
+    assert drawn == [t for t in items if t in drawn] and list(left) == [t for t in items if t in left]
+    assert draw_real(items, 2, np.random.default_rng(0)) == (drawn, left)  # the rng alone decides
+    assert draw_real(items, 0, np.random.default_rng(0)) == ([], items)
+    with pytest.raises(ValueError, match="cannot draw 6 of 5"):
+        draw_real(items, 6, np.random.default_rng(0))
+
+
+def test_held_apart_names_every_held_set_and_refuses_a_dev_task_equal_to_a_transfer_item():
+    dev, val, transfer = _tasks(2, 5), _tasks(1, 6), _tasks(2, 7)
+    held = held_apart(dev, val, transfer)
+    assert {held[t.content_hash] for t in transfer} == {"transfer set"}
+    assert held[val[0].content_hash] == "meta-validation set" and held[dev[0].content_hash] == "dev set"
+    with pytest.raises(ConfigError, match=r"selfevolve\.dev_seed_offset.*transfer"):
+        held_apart([transfer[1]], val, transfer)
+    with pytest.raises(DataError, match="transfer set"):
+        check_disjoint([transfer[0]], held, "pool")
+
+
+def test_train_facts_give_tokens_per_second_of_the_steps():
+    result = TrainResult(adapter_dir="a", losses=(1.0, 0.5), seconds=12.0, trainable_params=10, steps=2,
+                         replay_share=0.5, seconds_per_step=5.0, answer_tokens=300, tokens=2000)
+    facts = train_facts(result, 3, 4)
+    assert facts["tokens"] == 2000 and facts["answer_tokens"] == 300 and facts["tokens_per_second"] == 200.0
+    assert facts["seconds_per_step"] == 5.0 and facts["steps"] == 2 and (facts["examples"], facts["replay"]) == (3, 4)
+    untimed = train_facts(TrainResult(adapter_dir="a", losses=(1.0,), seconds=0.0, trainable_params=1, steps=1,
+                                      replay_share=0.0), 1, 0)
+    assert untimed["tokens_per_second"] is None
+    assert train_facts(None, 0, 2) == {"examples": 0, "replay": 2}
+
+
 def test_replay_buffer_keeps_references_and_newest_samples():
     t = _tasks(3, 2)
     refs = reference_items(t[:2], MeetingMinutes())
@@ -143,6 +204,13 @@ def test_judge_averages_repeats_and_zeroes_degenerate_output():
     assert v[1].degenerate == "repetition" and v[1].score == 0.0 and v[1].grades == ()  # judge not asked
     assert v[2].grades == (4.0, 8.0, None) and v[2].score == pytest.approx(0.5 + 0.5 * 0.6)
     assert len(judge.requests) == 6
+    assert grade_counts(v) == (6, 4)  # the degenerate sample asked nothing; two replies did not parse
+
+
+def test_grade_counts_count_a_failed_judge_call_as_asked_and_unparsed():
+    rules_only = Verdict(score=0.5, rule=0.5, components={}, grades=(), model=None)
+    failed = Verdict(score=0.5, rule=0.5, components={}, grades=(None, None, None), model=None, error="judge down")
+    assert grade_counts([rules_only, failed]) == (3, 0) and grade_counts([]) == (0, 0)
 
 
 def test_judge_failure_falls_back_to_rules():
@@ -175,7 +243,22 @@ def test_selfevolve_config_validation_names_keys():
         ("selfevolve.lora.replay_ratio", 1.0, "selfevolve.lora.replay_ratio"),
         ("selfevolve.curriculum.step", 2.0, "selfevolve.curriculum.step"),
         ("selfevolve.pool_cap", 1, "selfevolve.pool_cap"),
+        ("selfevolve.real_share", 1.5, "selfevolve.real_share"),
+        ("selfevolve.real_share", -0.1, "selfevolve.real_share"),
+        ("selfevolve.transfer_limit", -1, "selfevolve.transfer_limit"),
     ]:
         bad = OmegaConf.merge(base, OmegaConf.from_dotlist([f"{key}={value}"]))
         with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
             to_config(bad)
+
+
+def test_real_share_without_training_items_is_refused():
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.structured(Config)
+    with pytest.raises(ConfigError, match=r"'selfevolve\.real_share': expected 0 while task\.train_path is null") as e:
+        to_config(OmegaConf.merge(base, OmegaConf.from_dotlist(["selfevolve.real_share=0.5"])))
+    assert "\n" not in str(e.value)
+    ok = to_config(OmegaConf.merge(base, OmegaConf.from_dotlist(
+        ["selfevolve.real_share=0.5", "task.train_path=validation_set/qmsum_train.jsonl", "selfevolve.transfer_limit=0"])))
+    assert ok.selfevolve.real_share == 0.5 and ok.selfevolve.transfer_limit == 0

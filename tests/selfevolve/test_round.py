@@ -155,3 +155,40 @@ def test_leaked_dev_task_in_pool_raises(tmp_path):
     with pytest.raises(DataError, match="meta-validation set"):
         run_round(leaky_replay, models, family, CFG, setup, np.random.default_rng(0), rec, train=FakeTrainer())
     store.close()
+
+
+def test_a_round_draws_its_share_of_real_items_once_each(tmp_path):
+    fake, family, models, setup, state, store, rec = _world(tmp_path, lambda task, adapter: task.reference_minutes)
+    real = tuple(family.generate(np.random.default_rng(300), DEFAULT_DIFFICULTY, 3))  # stand-ins for training items
+    cfg = replace(CFG, real_share=0.5)  # 2 new tasks a round: 1 real, 1 generated
+    out = run_round(replace(state, real=real), models, family, cfg, setup, np.random.default_rng(1), rec,
+                    train=FakeTrainer())
+    added = [p for p in out.state.pool if p.round == 1]
+    assert sorted(p.source for p in added) == ["generated", "real"]
+    (drawn,) = [p.task for p in added if p.source == "real"]
+    assert drawn in real and drawn not in out.state.real and len(out.state.real) == 2
+    assert [p.difficulty for p in added if p.source == "real"] == [{}]
+    again = run_round(out.state, models, family, cfg, setup, np.random.default_rng(2), rec, train=FakeTrainer())
+    assert len(again.state.real) == 1 and not {p.task for p in again.state.pool} & set(again.state.real)
+    store.close()
+    with ArchiveStore(tmp_path / "archive.db", read_only=True) as ro:
+        assert [r.source for r in ro.selfevolve_pool("run0") if r.task_id == drawn.task_id] == ["real"]
+
+
+def test_a_round_counts_the_judges_grades_and_its_training_tokens(tmp_path):
+    _, family, models, setup, state, store, rec = _world(tmp_path, lambda task, adapter: task.reference_minutes)
+    out = run_round(state, models, family, CFG, setup, np.random.default_rng(1), rec, train=FakeTrainer())
+    r = out.row
+    assert r.grades_requested == r.n_samples * CFG.judge_repeats and r.grades_parsed == r.grades_requested
+    assert r.parse_rate == 1.0
+    assert r.train["tokens"] == 100 * CFG.lora.steps and r.train["answer_tokens"] == 20 * CFG.lora.steps
+    assert r.train["seconds_per_step"] == 0.005 and r.train["tokens_per_second"] == pytest.approx(100 / 0.005)
+    store.close()
+    _, family, models, setup, state, store, rec = _world(tmp_path / "b", lambda task, adapter: task.reference_minutes,
+                                                         grade="Grade: 8")
+    prose = run_round(state, models, family, CFG, setup, np.random.default_rng(1), rec, train=FakeTrainer()).row
+    assert (prose.grades_requested, prose.grades_parsed, prose.parse_rate) == (r.grades_requested, 0, 0.0)
+    store.close()
+    with ArchiveStore(tmp_path / "b" / "archive.db", read_only=True) as ro:
+        assert [(x.grades_requested, x.grades_parsed) for x in ro.selfevolve_rounds("run0")] == [
+            (r.grades_requested, 0)]
