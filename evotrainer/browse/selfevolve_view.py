@@ -193,24 +193,25 @@ def sample_lines(store: ArchiveStore, run_id: str, policy_id: str | None = None)
 
 def rounds_table(rounds: list[dict[str, Any]]) -> Table | Text:
     """One row per round: status, curriculum, tasks and pass rate, judge score, dev score (start -> end),
-    val score (S_val of the candidate), model-judge grades parsed, training steps, tokens/s and last loss,
-    adapter folder; a note when none yet."""
+    val score (S_val of the candidate), model-judge grades parsed, training steps (with the training tokens/s)
+    and last loss, adapter folder; a note when none yet."""
     if not rounds:
         return Text("no self-evolution round archived yet")
     t = Table(title="self-evolution rounds (scores in [0, 1], higher is better)", title_justify="left")
     for col in ("round", "status", "curriculum", "tasks", "passed", "mean judge", "grades parsed", "dev score",
-                "val S_val", "steps", "tok/s", "last loss", "adapter", "note"):
-        t.add_column(col, min_width=min(len(col), 6))
+                "val S_val", "steps (tok/s)", "last loss", "adapter", "note"):
+        t.add_column(col, min_width=min(len(col), 6),
+                     no_wrap=col in ("passed", "grades parsed", "dev score", "steps (tok/s)", "adapter"))
     for r in rounds:
         rate = r["tokens_per_second"]
+        steps = fmt(r["steps"]) + (f" ({rate:.0f})" if isinstance(rate, int | float) else "")
         t.add_row(str(r["round"]), Text(terminal_safe(r["status"]), style="green" if r["status"] == "kept" else
                                         "yellow"),
                   Text(terminal_safe(r["curriculum"])), str(r["pool_size"]),
                   f"{r['n_kept']}/{r['n_samples']} ({r['pass_rate']:.0%})", fmt(r["mean_score"], 3),
                   grades_text(r["grades_requested"], r["grades_parsed"]),
                   f"{fmt(r['prev_dev_score'], 3)} -> {fmt(r['dev_score'], 3)}", fmt(r["val_score"], 3),
-                  fmt(r["steps"]), fmt(float(rate) if isinstance(rate, int | float) else None, 0),
-                  fmt(r["final_loss"], 3), Text(fmt(r["adapter_path"])), Text(clip(r["note"] or "", 60)))
+                  steps, fmt(r["final_loss"], 3), Text(fmt(r["adapter_path"])), Text(clip(r["note"] or "", 60)))
     return t
 
 

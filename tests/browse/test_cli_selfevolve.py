@@ -4,7 +4,8 @@ as an estimate (it can be negative), not as S_val.
 
 The archive is written here through the archive's writer API (no model): a seed policy, two seed tasks and one
 generated task (with markup in its text), two rounds (kept, then reverted) with judged samples, and the run's
-self-evolution setup and summary events.
+self-evolution setup, summary and transfer events; a real training meeting in the pool; round 1 with its model-judge
+grade counts and training tokens/s, round 2 without (as an archive before schema 5 reads).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.browse.cli import main
 from evotrainer.browse.selfevolve_report import SCORES_PLOT_ID
 from evotrainer.events.kinds import TrajectoriesEvent
-from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent
+from evotrainer.events.selfevolve import SelfEvolveSetupEvent, SelfEvolveSummaryEvent, SelfEvolveTransferEvent
 from evotrainer.genome import Policy
 
 RUN = "se-run"
@@ -51,7 +52,8 @@ def build_selfevolve_archive(path: Path, *, finished: bool = True) -> dict[str, 
                                                            seed_tasks=("t1", "t2")).to_payload())
         store.add_evaluations(RUN, [EvaluationRow(policy_id="s1", kind="meta_val", batch_id="val", total=0.30,
                                                   n_tasks=1, generated_tokens=20)])
-        store.add_pool_tasks(RUN, [PoolTaskRow(1, "g1", "h3", "generated", {"length": 201.0}, f"Di: {NASTY}", "")])
+        store.add_pool_tasks(RUN, [PoolTaskRow(1, "g1", "h3", "generated", {"length": 201.0}, f"Di: {NASTY}", ""),
+                                   PoolTaskRow(1, "r1", "h4", "real", {}, "Ed: a real meeting.", "A summary.")])
         store.add_samples(RUN, [
             SampleRow(round=1, task_id="g1", index=0, output=f"- {NASTY}", score=0.8, rule=0.7,
                       components={"format": 1.0}, grades=(8.0, None), model=0.8, passed=True),
@@ -59,8 +61,10 @@ def build_selfevolve_archive(path: Path, *, finished: bool = True) -> dict[str, 
                       degenerate="repetition"),
         ])
         store.add_policies(RUN, [c1])
-        store.add_round(RUN, _round(1, "kept", 0.40, 0.45, 0.35, policy_id="s1", candidate_id=c1.id,
-                                    adapter_path="adapters/round1"))
+        store.add_round(RUN, replace(_round(1, "kept", 0.40, 0.45, 0.35, policy_id="s1", candidate_id=c1.id,
+                                            adapter_path="adapters/round1", grades_requested=4, grades_parsed=3),
+                                     train={"steps": 2, "tokens": 4200, "seconds_per_step": 20.0,
+                                            "tokens_per_second": 105.0}))
         store.add_samples(RUN, [SampleRow(round=2, task_id="t2", index=0, output="- budget", score=0.9, rule=0.9,
                                           passed=True)])
         store.add_round(RUN, _round(2, "reverted", 0.45, 0.41, None, policy_id=c1.id, note="dev score fell"))
@@ -68,6 +72,9 @@ def build_selfevolve_archive(path: Path, *, finished: bool = True) -> dict[str, 
             store.add_event(RUN, "summary", SelfEvolveSummaryEvent(
                 baseline_dev=0.40, baseline_val=0.30, final_policy=c1.id, final_adapter="adapters/round1",
                 rounds=((1, "kept", 0.45, 0.35), (2, "reverted", 0.41, None)), generated_tokens=1234).to_payload())
+            store.add_event(RUN, "selfevolve_transfer", SelfEvolveTransferEvent(
+                version=1, item_ids=("q1", "q2"), groups=("m1", "m2"), base_policy="s1", final_policy=c1.id,
+                verdict="transfer (2 items of 2 groups): final − base +0.0100 [-0.010, +0.030]").to_payload())
     return {"seed": seed, "c1": c1}
 
 
@@ -93,10 +100,14 @@ def test_show_prints_the_rounds_of_a_selfevolve_run(archive, capsys) -> None:
         (1, "kept", 0.45, 0.35), (2, "reverted", 0.41, None)]
     assert ov["rounds"][0]["adapter_path"] == "adapters/round1" and ov["rounds"][0]["steps"] == 2
     assert ov["baseline_dev"] == pytest.approx(0.40) and ov["final_policy"] == pols["c1"].id
-    assert ov["pool"] == {"tasks": 3, "seed": 2, "generated": 1} and ov["samples"] == {"judged": 3, "passed": 2}
+    assert ov["pool"] == {"tasks": 4, "seed": 2, "real": 1, "generated": 1}
+    assert ov["samples"] == {"judged": 3, "passed": 2} and ov["grades"] == {"requested": 4, "parsed": 3}
+    assert [(r["parse_rate"], r["tokens_per_second"]) for r in ov["rounds"]] == [(0.75, 105.0), (None, None)]
+    assert ov["transfer"].startswith("transfer (2 items of 2 groups)")
     code, out, _ = _cli(capsys, "show", path)
     assert code == 0 and "self-evolution rounds" in out and "no harness" not in out
     assert "kept" in out and "reverted" in out and "0.400 -> 0.450" in out and "adapters/round1" in out
+    assert "grades parsed" in out and "3/4 (75%)" in out and "2 (105)" in out and "transfer (2 items" in out
 
 
 def test_show_of_an_unfinished_selfevolve_run_says_so(tmp_path: Path, capsys) -> None:
@@ -144,6 +155,7 @@ def test_report_of_a_selfevolve_run_plots_rounds_and_escapes_model_text(archive,
     assert 'id="pool"' in doc and 'id="samples"' in doc and "Ana: hi." in doc
     assert NASTY not in doc and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in doc
     assert "no harness candidates" not in doc
+    assert "grades parsed" in doc and "3/4 (75%)" in doc and "transfer (2 items" in doc
 
 
 def test_harness_view_labels_the_race_estimate_as_an_estimate(tmp_path: Path, capsys) -> None:
@@ -188,7 +200,9 @@ def test_a_selfevolve_archive_of_the_previous_release_reads_read_only(tmp_path: 
     code, out, _ = _cli(capsys, "show", copy, "--json")
     ov = json.loads(out)
     assert code == 0 and [(r["round"], r["status"], r["dev_score"]) for r in ov["rounds"]] == [(1, "kept", 0.5)]
-    assert ov["status"].startswith("running or crashed") and ov["pool"] == {"tasks": 2, "seed": 1, "generated": 1}
+    assert ov["status"].startswith("running or crashed")
+    assert ov["pool"] == {"tasks": 2, "seed": 1, "real": 0, "generated": 1} and ov["transfer"] is None
+    assert ov["rounds"][0]["grades_requested"] is None and ov["grades"] == {"requested": 0, "parsed": 0}
     code, out, _ = _cli(capsys, "trajectories", copy)
     (row,) = [json.loads(line) for line in out.splitlines()]
     assert code == 0 and row["task_input"] == "Cy: budget talk." and row["output"] == "- budget" and row["grades"] == [8.0]
