@@ -245,7 +245,7 @@ class SelfEvolveConfig:
     dev_size: int = 8  # fixed dev-set tasks (generated once per run, never in the pool)
     dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
     val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all
-    # share of the pool's tasks drawn from task.train_path (real items with references, of other meetings than the
+    # share of the pool's tasks drawn from task.train_path (real items with references, of other groups than the
     # meta-validation and transfer items), in [0, 1]: round(share * n) of the seed tasks and of each round's new
     # tasks, pool source "real", each item at most once; the rest generated. The seed ones' references join replay
     real_share: float = 0.0

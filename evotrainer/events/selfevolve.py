@@ -63,7 +63,8 @@ class SelfEvolveTransferEvent(Event):
     item_ids: tuple[str, ...] = ()
     """Task ids of the transfer items, in scoring order."""
     groups: tuple[str, ...] = ()
-    """Each item's cluster of the bootstrap (its meeting, ``Task.group``; its own id when it has none)."""
+    """Each item's cluster of the bootstrap (its group, ``Task.group``, e.g. the document a window
+    is of; its own id when it has none)."""
     base_policy: str | None = None
     """The policy scored without adapter."""
     final_policy: str | None = None

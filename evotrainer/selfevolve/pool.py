@@ -8,7 +8,7 @@ the seed tasks and the real items drawn with them) and removes the oldest later 
 generated at the current curriculum difficulty).
 
 New tasks are generated, or drawn from real training items (``task.train_path``, items with references of other
-meetings than the meta-validation and transfer items): :func:`real_count` says how many of ``n`` are real for a
+groups than the meta-validation and transfer items): :func:`real_count` says how many of ``n`` are real for a
 share, :func:`draw_real` draws them, each item at most once per run.
 
 The dev set and the meta-validation set never enter the pool: :func:`check_disjoint` compares

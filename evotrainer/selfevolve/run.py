@@ -8,7 +8,7 @@ everything else from named streams of ``seed`` (:class:`~evotrainer.seeding.Seed
 
 What is held apart: the dev set, the meta-validation items and the transfer items never enter the pool, the
 replay buffer or the training data (content hashes, :func:`~evotrainer.selfevolve.pool.check_disjoint`); real
-training items (``task.train_path``) are of other meetings than both (:func:`~evotrainer.run.runtime.load_training`
+training items (``task.train_path``) are of other groups than both (:func:`~evotrainer.run.runtime.load_training`
 refuses a shared ``Task.group``).
 """
 
@@ -145,7 +145,7 @@ def run_selfevolve(
     Raises:
         ConfigError: bad settings (unknown policy id, a non-hf backend, unknown curriculum knobs).
         DataError / ModelError: missing data or model; a dev/meta-validation/transfer leak; training items of a
-            meta-validation or transfer meeting.
+            meta-validation or transfer group.
     """
     t_run = time.perf_counter()
     console = console or stdout_console()

@@ -1,15 +1,15 @@
 """Does the trained adapter help on real items no round used? The base model vs the final adapter at a run's end.
 
 At the end of ``mode=selfevolve`` the run's policy prompt is scored twice on the transfer items
-(``task.transfer_path``, real items of other meetings than the meta-validation set and the training items; the
+(``task.transfer_path``, real items of other groups than the meta-validation set and the training items; the
 first ``selfevolve.transfer_limit``): without any adapter (the *base*) and with the adapter of the last kept round
 (the *final* policy; the base itself when no round was kept). Greedy decoding, the family's fixed metric (S_val
 per item in [0, 1], higher is better, a failed item 0.0), one batched call.
 
 The comparison is ``final − base`` item by item: the mean over clusters of each cluster's mean difference, where a
-cluster is an item's group (``Task.group``: the windows of one meeting; an item without a group is its own
+cluster is an item's group (``Task.group``: e.g. the windows of one document; an item without a group is its own
 cluster), with the percentile interval of a cluster bootstrap over groups
-(:func:`evotrainer.stats.bootstrap.cluster_difference`; windows of one meeting are not independent, Davison &
+(:func:`evotrainer.stats.bootstrap.cluster_difference`; windows of one document are not independent, Davison &
 Hinkley 1997, sec. 3.8), and wins / losses / ties counted per item (:func:`evotrainer.stats.bootstrap.tally`).
 Pure apart from :func:`score_transfer` (the evaluator and recorder, duck-typed).
 """
