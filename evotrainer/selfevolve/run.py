@@ -275,7 +275,7 @@ def run_selfevolve(
     console.print(round_table(rows, baseline_dev))
     if comparison is not None:
         console.print(comparison.verdict, markup=False, highlight=False)
-    elif not transfer:
+    else:
         console.print("no transfer comparison: " + ("selfevolve.transfer_limit is 0" if transfer_all
                                                      else "task.transfer_path is null"), markup=False, highlight=False)
     console.print(f"final policy {state.policy.id} (adapter {_rel_or_none(state.policy.adapter, run_dir)}); "

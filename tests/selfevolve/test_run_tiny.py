@@ -23,6 +23,8 @@ from evotrainer.tasks.meeting_minutes import MeetingMinutes
 
 def test_selfevolve_run_on_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> None:
     overrides = [
+        f"task.transfer_path={_write_real(tmp_path / 'transfer.jsonl', 2, ['T1', 'T2'])}",
+        "selfevolve.transfer_limit=0",  # the transfer items are held apart, not scored
         "mode=selfevolve", f"model.path={tiny_model_dir}", "model.dtype=float32", "model.max_context=1024", "decoding.max_new_tokens=8",
         "task.validation_limit=2", "selfevolve.rounds=2", "selfevolve.seed_tasks=2",
         "selfevolve.new_tasks_per_round=1", "selfevolve.pool_cap=3", "selfevolve.samples_per_task=1",
@@ -45,7 +47,7 @@ def test_selfevolve_run_on_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> N
     text = console.export_text()
     assert "self-evolution rounds" in text and "loss start→end" in text
     assert "grades parsed" in text and "train tok/s" in text
-    assert summary.transfer is None and "no transfer comparison: task.transfer_path is null" in text
+    assert summary.transfer is None and "no transfer comparison: selfevolve.transfer_limit is 0" in text
     with ArchiveStore(summary.archive, read_only=True) as ro:
         assert ro.selfevolve_rounds(summary.run_id) == list(summary.rounds)
         assert len(ro.selfevolve_pool(summary.run_id, round=0)) == 2
@@ -68,7 +70,9 @@ def test_selfevolve_trains_on_tool_agent_trajectories(tiny_model_dir: Path, tmp_
         "selfevolve.lora.rank=4", "selfevolve.lora.max_length=1024",
     ]
     cfg = to_config(OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides)))
-    summary = run_selfevolve(cfg, run_dir=tmp_path, console=Console(record=True, width=160))
+    console = Console(record=True, width=160)
+    summary = run_selfevolve(cfg, run_dir=tmp_path, console=console)
+    assert "no transfer comparison: task.transfer_path is null" in console.export_text()
     (r,) = summary.rounds
     assert r.status in ("kept", "reverted") and len(r.losses) == 2 and r.adapter_path
     assert r.train["examples"] >= 1  # passing episodes (each gives one example per model reply)
