@@ -397,9 +397,9 @@ class RoundRow:
         candidate_id: the trained policy's id, or None.
         adapter_path: its adapter folder relative to the run dir, or None.
         train: training facts: examples and replay (items), and when it trained steps, seconds (the whole call),
-            seconds_per_step (one optimiser step), tokens (read by the model, padding left out), answer_tokens
-            (supervised), tokens_per_second (``tokens / (steps * seconds_per_step)``), trainable_params,
-            replay_share, skipped_examples.
+            seconds_per_step (one optimiser step), input_tokens (read by the model, padding left out),
+            padded_tokens (positions computed), answer_tokens (supervised), tokens_per_second (``input_tokens /
+            (steps * seconds_per_step)``), trainable_params, replay_share, skipped_examples.
         dev_score: dev-set score of the candidate (or of the unchanged policy), in [0, 1], or None.
         prev_dev_score: dev-set score of the policy the round started from.
         val_score: meta-validation score (S_val) of the candidate on the round's items, or None.

@@ -341,16 +341,17 @@ def _rel(path: Path, root: Path) -> str:
 
 def train_facts(result: TrainResult | None, n_items: int, n_replay: int) -> dict[str, Any]:
     """The archived training facts of a round (``RoundRow.train``): ``examples`` (passing samples) and ``replay``
-    (replay items); when it trained, also steps, seconds (the whole call), seconds_per_step, tokens (read by the
-    model, padding left out), answer_tokens (supervised), tokens_per_second (``tokens / (steps *
-    seconds_per_step)``, None when no step time was measured), trainable_params, replay_share, skipped_examples."""
+    (replay items); when it trained, also steps, seconds (the whole call), seconds_per_step, input_tokens (read by
+    the model, padding left out), padded_tokens (positions computed), answer_tokens (supervised),
+    tokens_per_second (``input_tokens / (steps * seconds_per_step)``, None when no step time was measured),
+    trainable_params, replay_share, skipped_examples (:class:`~evotrainer.adapters.train.TrainResult`)."""
     if result is None:
         return {"examples": n_items, "replay": n_replay}
     step_seconds = result.steps * result.seconds_per_step
     return {"examples": n_items, "replay": n_replay, "steps": result.steps, "seconds": result.seconds,
-            "seconds_per_step": result.seconds_per_step, "tokens": result.tokens,
-            "answer_tokens": result.answer_tokens,
-            "tokens_per_second": result.tokens / step_seconds if step_seconds > 0 else None,
+            "seconds_per_step": result.seconds_per_step, "input_tokens": result.input_tokens,
+            "padded_tokens": result.padded_tokens, "answer_tokens": result.answer_tokens,
+            "tokens_per_second": result.input_tokens / step_seconds if step_seconds > 0 else None,
             "trainable_params": result.trainable_params, "replay_share": result.replay_share,
             "skipped_examples": result.skipped_examples}
 

@@ -63,7 +63,7 @@ def build_selfevolve_archive(path: Path, *, finished: bool = True) -> dict[str, 
         store.add_policies(RUN, [c1])
         store.add_round(RUN, replace(_round(1, "kept", 0.40, 0.45, 0.35, policy_id="s1", candidate_id=c1.id,
                                             adapter_path="adapters/round1", grades_requested=4, grades_parsed=3),
-                                     train={"steps": 2, "tokens": 4200, "seconds_per_step": 20.0,
+                                     train={"steps": 2, "input_tokens": 4200, "seconds_per_step": 20.0,
                                             "tokens_per_second": 105.0}))
         store.add_samples(RUN, [SampleRow(round=2, task_id="t2", index=0, output="- budget", score=0.9, rule=0.9,
                                           passed=True)])

@@ -77,7 +77,7 @@ class FakeEmbedder:
 
 class FakeTrainer:
     """Records its calls and writes a stand-in adapter folder; losses fall linearly; each step reads 100 tokens
-    (20 supervised) in 0.005 s."""
+    (20 supervised; 120 positions with padding) in 0.005 s."""
 
     def __init__(self) -> None:
         self.calls: list[dict] = []
@@ -92,4 +92,4 @@ class FakeTrainer:
         losses = tuple(float(x) for x in np.linspace(2.0, 1.0, cfg.steps))
         return TrainResult(adapter_dir=str(out), losses=losses, seconds=0.01, trainable_params=1234,
                            steps=cfg.steps, replay_share=0.25, seconds_per_step=0.005, answer_tokens=20 * cfg.steps,
-                           tokens=100 * cfg.steps)
+                           input_tokens=100 * cfg.steps, padded_tokens=120 * cfg.steps)

@@ -151,9 +151,11 @@ def test_held_apart_names_every_held_set_and_refuses_a_dev_task_equal_to_a_trans
 
 def test_train_facts_give_tokens_per_second_of_the_steps():
     result = TrainResult(adapter_dir="a", losses=(1.0, 0.5), seconds=12.0, trainable_params=10, steps=2,
-                         replay_share=0.5, seconds_per_step=5.0, answer_tokens=300, tokens=2000)
+                         replay_share=0.5, seconds_per_step=5.0, answer_tokens=300, input_tokens=2000,
+                         padded_tokens=2400)
     facts = train_facts(result, 3, 4)
-    assert facts["tokens"] == 2000 and facts["answer_tokens"] == 300 and facts["tokens_per_second"] == 200.0
+    assert facts["input_tokens"] == 2000 and facts["padded_tokens"] == 2400 and facts["answer_tokens"] == 300
+    assert facts["tokens_per_second"] == 200.0
     assert facts["seconds_per_step"] == 5.0 and facts["steps"] == 2 and (facts["examples"], facts["replay"]) == (3, 4)
     untimed = train_facts(TrainResult(adapter_dir="a", losses=(1.0,), seconds=0.0, trainable_params=1, steps=1,
                                       replay_share=0.0), 1, 0)

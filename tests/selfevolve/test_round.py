@@ -181,7 +181,7 @@ def test_a_round_counts_the_judges_grades_and_its_training_tokens(tmp_path):
     r = out.row
     assert r.grades_requested == r.n_samples * CFG.judge_repeats and r.grades_parsed == r.grades_requested
     assert r.parse_rate == 1.0
-    assert r.train["tokens"] == 100 * CFG.lora.steps and r.train["answer_tokens"] == 20 * CFG.lora.steps
+    assert r.train["input_tokens"] == 100 * CFG.lora.steps and r.train["answer_tokens"] == 20 * CFG.lora.steps
     assert r.train["seconds_per_step"] == 0.005 and r.train["tokens_per_second"] == pytest.approx(100 / 0.005)
     store.close()
     _, family, models, setup, state, store, rec = _world(tmp_path / "b", lambda task, adapter: task.reference_minutes,

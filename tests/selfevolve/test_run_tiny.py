@@ -42,7 +42,7 @@ def test_selfevolve_run_on_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> N
         assert (tmp_path / r.adapter_path / "adapter_config.json").is_file()
         assert set(r.timings) >= {"pool", "rollout", "judge", "train", "dev", "meta-val"}
         assert r.grades_requested is not None and 0 <= r.grades_parsed <= r.grades_requested
-        assert r.train["tokens"] > r.train["answer_tokens"] > 0 and r.train["tokens_per_second"] > 0
+        assert r.train["padded_tokens"] >= r.train["input_tokens"] > r.train["answer_tokens"] > 0 and r.train["tokens_per_second"] > 0
         assert r.train["seconds_per_step"] > 0
     text = console.export_text()
     assert "self-evolution rounds" in text and "loss start→end" in text
