@@ -1,12 +1,12 @@
-"""Every module of the package stays under 600 lines (issue 27, item 5): a file that grows past it is split into
-modules with one job each, rather than this limit being raised."""
+"""No module of the package is over 500 lines (issue 43's target; 600 since issue 27): a file that grows past it is
+split into modules with one job each, rather than this limit being raised."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parents[1] / "evotrainer"
-LIMIT = 600
+LIMIT = 501
 
 
 def _lines(path: Path) -> int:

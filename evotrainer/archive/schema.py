@@ -227,8 +227,7 @@ self-evolution round's model-judge grades asked for and parsed (:class:`RoundRow
 
 
 def _adds(version: int) -> Callable[[sqlite3.Connection], None]:
-    """The migration to ``version`` of :data:`ADDED_COLUMNS`: ``ALTER TABLE ... ADD COLUMN`` (nullable, no default),
-    which keeps every row as it is and reads NULL in the rows written before."""
+    """The migration to ``version`` of :data:`ADDED_COLUMNS` (``ALTER TABLE ... ADD COLUMN``, rows kept)."""
     def migrate(conn: sqlite3.Connection) -> None:
         for table, column, kind in ADDED_COLUMNS[version]:
             conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
@@ -396,19 +395,15 @@ class RoundRow:
         losses: training loss per step (empty when nothing trained).
         candidate_id: the trained policy's id, or None.
         adapter_path: its adapter folder relative to the run dir, or None.
-        train: training facts: examples and replay (items), and when it trained steps, seconds (the whole call),
-            seconds_per_step (one optimiser step), input_tokens (read by the model, padding left out),
-            padded_tokens (positions computed), answer_tokens (supervised), tokens_per_second (``input_tokens /
-            (steps * seconds_per_step)``), trainable_params, replay_share, skipped_examples.
+        train: training facts: examples, replay; when it trained also the fields of
+            :class:`~evotrainer.adapters.train.TrainResult` but the folder, and tokens_per_second (input tokens / s).
         dev_score: dev-set score of the candidate (or of the unchanged policy), in [0, 1], or None.
         prev_dev_score: dev-set score of the policy the round started from.
         val_score: meta-validation score (S_val) of the candidate on the round's items, or None.
         timings: wall seconds per phase (excluded from determinism comparisons).
         note: free text (why nothing trained, an error).
-        grades_requested: model-judge grades asked for this round (``judge_repeats`` per sample that was not
-            degenerate; 0 when the model judge is off); None in rounds archived before schema version 5.
-        grades_parsed: of those, replies that parsed as a grade (:func:`evotrainer.selfevolve.judge.parse_grade`;
-            the others fall back to the rule reward); None before schema version 5.
+        grades_requested / grades_parsed: model-judge grades asked for this round (0 when the model judge is off)
+            and those that parsed (the others fall back to the rule reward); None in rounds before schema 5.
     """
 
     round: int
