@@ -151,6 +151,8 @@ def validate(cfg: Config) -> None:
     _check(o.popsize >= 2, "outer.popsize", ">= 2 (pycma needs at least two candidates)", o.popsize)
     _check(0 < o.sigma0 <= 1, "outer.sigma0", "in (0, 1] (normalised search space)", o.sigma0)
     _check(o.screen_size >= 1, "outer.screen_size", ">= 1", o.screen_size)
+    _check(o.seed_screen_size is None or o.seed_screen_size >= 1, "outer.seed_screen_size", ">= 1 or null",
+           o.seed_screen_size)
     _check(o.screen_top_k >= 1, "outer.screen_top_k", ">= 1", o.screen_top_k)
     _check(0.5 < o.race.level < 1, "outer.race.level", "in (0.5, 1)", o.race.level)
     _check(0.5 < o.race.drop_level < 1, "outer.race.drop_level", "in (0.5, 1)", o.race.drop_level)

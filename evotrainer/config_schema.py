@@ -189,6 +189,8 @@ class OuterConfig:
     sigma_floor: float | None = 0.02  # CMA-ES sigma >= this (applied step: damping x sigma); null = none
     screen_size: int = 8  # selection-set items used to screen candidates (fixed stratified subset)
     seed_screen: bool = True  # generation 0 screens every seed; the best one is the first incumbent
+    # selection items generation 0 screens the seeds on (stratified like the screen); null = outer.screen_size
+    seed_screen_size: int | None = None
     screen_top_k: int = 3  # per candidate, screen its fittest policy and its k-1 fittest new genomes
     heldout_share: float = 0.25  # share of the meta-validation set held out for the final report only
     knobs: list[str] = field(default_factory=list)  # difficulty knobs in the harness; empty = all of `space`

@@ -141,6 +141,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     train_items = load_training(cfg, family, val_items, transfer_items)  # drawn by the knob real_share; [] when none
     selection, heldout = split_validation(val_items, cfg.outer.heldout_share)
     screen_items = screening_subset(selection, cfg.outer.screen_size)
+    seed_items = (screen_items if cfg.outer.seed_screen_size is None
+                  else screening_subset(selection, cfg.outer.seed_screen_size))
     population = load_seed_population(cfg)
 
     o = cfg.outer
@@ -220,11 +222,11 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
         raise EvoTrainerError("generation 0: every seed policy failed evaluation (see the archive events)")
     check_gen0_budget(rec, o.budget.seconds, elapsed=time.perf_counter() - t_run,
                       batch_seconds=timings["inner: evaluate"], seeds=population, tasks=tasks0, selection=selection,
-                      screen_items=screen_items,
+                      screen_items=seed_items,
                       screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [])
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     if o.seed_screen and len(population) > 1:
-        keep = _screened_start(population, keep, scored, screen_items, objective, console)
+        keep = _screened_start(population, keep, scored, seed_items, objective, console)
     start = CandidateResult(best=keep[0], population=tuple(keep), race_estimate=None,
                             full_score=lambda: objective.screening.full_score(keep[0], "h0", 0),
                             best_fitness=max(s for s, _ in scored), generated_tokens=usage.completion_tokens())

@@ -273,3 +273,27 @@ def test_first_candidate_screens_a_mutant_of_the_best_seed(two_runs) -> None:
     assert lead["front"] and all(w >= 1 for w in lead["front"].values())
     assert lead["policy_id"] in lead["front"] or lead["policy_id"] == incumbent
     assert any(p.operator.startswith("mut_") and lead["policy_id"] in (p.root_id, *p.parent_ids) for p in first)
+
+
+def test_seeds_are_screened_on_their_own_larger_subset(tiny_run_config: Callable[[], Config],
+                                                        tmp_path: Path) -> None:
+    """``outer.seed_screen_size``: generation 0 ranks the seeds on that many selection items (stratified like the
+    screen), while harness candidates are still screened on ``outer.screen_size`` items."""
+    cfg = _tiny_config(tiny_run_config)
+    cfg.outer.generations, cfg.outer.screen_size, cfg.outer.seed_screen_size = 1, 2, 4
+    a = _run(cfg, tmp_path / "run")
+    with ArchiveStore(a.archive, read_only=True) as store:
+        screens = store.evaluations(a.run_id, kind="meta_screen")
+    seeds = [e for e in screens if e.harness_id == "h0"]
+    assert len(seeds) == len(cfg.evaluation.policies) and {e.n_tasks for e in seeds} == {4}
+    assert {e.n_tasks for e in screens if e.harness_id != "h0"} <= {1, 2}
+
+
+def test_seed_screen_size_below_one_is_a_config_error(tiny_run_config: Callable[[], Config]) -> None:
+    from evotrainer.config import validate
+    from evotrainer.errors import ConfigError
+
+    cfg = _tiny_config(tiny_run_config)
+    cfg.outer.seed_screen_size = 0
+    with pytest.raises(ConfigError, match="outer.seed_screen_size"):
+        validate(cfg)
