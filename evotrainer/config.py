@@ -168,6 +168,7 @@ def validate(cfg: Config) -> None:
     _validate_outer_extra(o, cfg.task)
     _validate_run_services(cfg)
     _validate_selfevolve(cfg.selfevolve, cfg.task)
+    _validate_selfevolve_outer(cfg)
     _validate_evaluate(cfg.evaluate)
     _validate_distill(cfg)
 
@@ -353,6 +354,30 @@ def _validate_selfevolve(s: SelfEvolveConfig, task: TaskConfig) -> None:
     _check(c.lower_rounds >= 1, "selfevolve.curriculum.lower_rounds", ">= 1", c.lower_rounds)
     _check(0 <= c.step <= 1, "selfevolve.curriculum.step", "in [0, 1] (share of each knob's range)", c.step)
     s.lora.check("selfevolve.lora")
+
+
+SELFEVOLVE_EXTRAS = ("real_share", "pass_threshold")
+"""The ``outer.extras`` a self-evolution harness candidate applies (``selfevolve/objective.py``)."""
+
+
+def _validate_selfevolve_outer(cfg: Config) -> None:
+    """``selfevolve.outer_loop`` (the outer loop over the training harness) and ``outer.budget.train_tokens``."""
+    s, o = cfg.selfevolve, cfg.outer
+    searched = cfg.mode == "selfevolve" and s.outer_loop
+    _check(not s.outer_loop or cfg.mode == "selfevolve", "selfevolve.outer_loop", "false unless mode=selfevolve",
+           s.outer_loop)
+    t = o.budget.train_tokens
+    _check(t is None or (t >= 1 and searched), "outer.budget.train_tokens",
+           "null, or >= 1 with mode=selfevolve selfevolve.outer_loop=true (only there is training counted)", t)
+    if not searched:
+        return
+    unknown = sorted(set(o.extras) - set(SELFEVOLVE_EXTRAS))
+    _check(not unknown, "outer.extras", f"names from {list(SELFEVOLVE_EXTRAS)} with selfevolve.outer_loop", unknown)
+    if "pass_threshold" in o.extras:
+        k = o.extras["pass_threshold"]
+        _check(k.low >= 0 and k.high <= 1, "outer.extras.pass_threshold", "bounds inside [0, 1]", [k.low, k.high])
+    _check(not o.strategy, "outer.strategy", "empty with selfevolve.outer_loop (no inner loop runs)",
+           sorted(o.strategy))
 
 
 def find_data_path(path: str) -> Path | None:

@@ -161,6 +161,9 @@ class BudgetConfig:
     # or selection item (archive.schema.BUDGET_KINDS; the held-out and transfer reports are not counted)
     rollouts: int | None = None
     usd: float | None = None  # cost of the model calls, from the model.openai / mutator.openai prices
+    # LoRA training tokens (input tokens read by the trainer, padding left out) of mode=selfevolve with
+    # selfevolve.outer_loop: no new harness candidate starts once spent (arms compared at equal training tokens)
+    train_tokens: int | None = None
 
 
 @dataclass
@@ -254,6 +257,10 @@ class SelfEvolveConfig:
     # transfer items (task.transfer_path) the base model and the final adapter, both under the run's policy, are
     # scored on at the end (first N); null = all, 0 = no transfer comparison
     transfer_limit: int | None = None
+    # true: the outer loop searches the training harness (outer.*: real_share and pass_threshold as outer.extras,
+    # the generator's difficulty knobs, the reward weights); each candidate runs `rounds` rounds from the base
+    # model with a fresh adapter, scored on the meta-validation items (evotrainer/selfevolve/objective.py)
+    outer_loop: bool = False
     curriculum: CurriculumConfig = field(default_factory=CurriculumConfig)
     lora: LoraSettings = field(default_factory=LoraSettings)
 

@@ -124,15 +124,16 @@ def run_outer_loop(
     console = console or Console(quiet=True)
     t_start = clock() if started_at is None else started_at
     limits = BudgetLimits(cfg.budget.seconds, cfg.budget.tokens, cfg.budget.evaluations,
-                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd, prompt_tokens=cfg.budget.prompt_tokens)
+                          rollouts=cfg.budget.rollouts, usd=cfg.budget.usd, prompt_tokens=cfg.budget.prompt_tokens,
+                          train_tokens=cfg.budget.train_tokens)
     r = cfg.rollback
     rule = RollbackRule(r.tolerance, r.generations, r.oscillation_threshold, r.oscillations, r.window)
     scoring = ScoringRule.from_config(cfg)
     control = control or RunControl(rec, limits)
-    tokens, evaluations = start.generated_tokens, 0
+    tokens, evaluations, train_tokens = start.generated_tokens, 0, start.train_tokens
 
     def usage() -> Usage:
-        return Usage(clock() - t_start, tokens, evaluations)
+        return Usage(clock() - t_start, tokens, evaluations, train_tokens=train_tokens)
 
     # ---- generation 0: the first incumbent -------------------------------------------------------
     full0 = safe_full(start)
@@ -171,6 +172,7 @@ def run_outer_loop(
                 break
             evaluations += 1
             tokens += res.generated_tokens
+            train_tokens += res.train_tokens
             outcome = Outcome(x, harness, hid, res, scoring.score(res.race_estimate, res.inner_gain, current))
             outcomes.append(outcome)
             if outcome.score.flagged:

@@ -2,7 +2,7 @@
 
 Pure functions returning a :class:`StopReason` (or None). The reason's ``key`` names the config key
 (or criterion) that stopped the run, so the run summary can state it: ``outer.budget.seconds``,
-``outer.budget.tokens``, ``outer.budget.prompt_tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.budget.usd``, ``outer.patience``,
+``outer.budget.tokens``, ``outer.budget.prompt_tokens``, ``outer.budget.evaluations``, ``outer.budget.rollouts``, ``outer.budget.usd``, ``outer.budget.train_tokens``, ``outer.patience``,
 ``outer.generations``.
 """
 
@@ -27,6 +27,7 @@ class BudgetLimits:
         rollouts: policy rollouts as the archive counts them (``archive.schema.BUDGET_KINDS``): one per
             task or selection item of every uncached training and meta-validation evaluation.
         usd: cost of the model calls in US dollars,, from the configured prices.
+        train_tokens: LoRA training tokens (input tokens the trainer read, padding left out).
     """
 
     seconds: float | None = None
@@ -35,6 +36,7 @@ class BudgetLimits:
     rollouts: int | None = None
     usd: float | None = None
     prompt_tokens: int | None = None
+    train_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Usage:
     rollouts: int = 0
     usd: float = 0.0
     prompt_tokens: int = 0
+    train_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,10 @@ class StopReason:
 
 def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
     """The first limit reached (usage >= limit), checked in the order seconds, tokens, prompt tokens,
-    evaluations, rollouts, usd."""
+    evaluations, rollouts, usd, training tokens."""
     for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("prompt_tokens", "prompt tokens"),
                        ("evaluations", "evaluations"),
-                       ("rollouts", "rollouts"), ("usd", "USD")):
+                       ("rollouts", "rollouts"), ("usd", "USD"), ("train_tokens", "training tokens")):
         limit = getattr(limits, name)
         used = getattr(usage, name)
         if limit is not None and used >= limit:

@@ -100,7 +100,8 @@ class RunControl:
         total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
                       int(getattr(self.rec, "rollouts", usage.rollouts)),
                       self.cost() if self.cost is not None else usage.usd,
-                      self.prompt_tokens() if self.prompt_tokens is not None else usage.prompt_tokens)
+                      self.prompt_tokens() if self.prompt_tokens is not None else usage.prompt_tokens,
+                      usage.train_tokens)
         return self._record(budget_stop(total, self.limits) or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:

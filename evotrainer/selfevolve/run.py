@@ -172,7 +172,8 @@ def run_selfevolve(
     val = screening_subset(val_all, s.val_limit) if s.val_limit else list(val_all)
     transfer_all = load_transfer(cfg, family, val_all)  # [] when task.transfer_path is null
     transfer = transfer_all[:s.transfer_limit] if s.transfer_limit is not None else transfer_all
-    real_items = load_training(cfg, family, val_all, transfer_all) if s.real_share > 0 else []
+    searched_real = s.outer_loop and "real_share" in cfg.outer.extras  # a harness knob draws them
+    real_items = load_training(cfg, family, val_all, transfer_all) if s.real_share > 0 or searched_real else []
     settings = task_settings(cfg, family)
     difficulty0 = dict(settings.difficulty)
     dev = family.generate(Seeds(cfg.seed + s.dev_seed_offset).numpy("selfevolve/dev"), difficulty0, s.dev_size)
@@ -233,12 +234,19 @@ def run_selfevolve(
     baseline_val = float(base_val.s_val or 0.0) if base_val is not None else None
     rec.emit(PhaseEvent(name="selfevolve baseline", fields={k.replace("-", "_"): v for k, v in timer.seconds.items()}))
 
-    # ---- 4. rounds --------------------------------------------------------------------------------
+    # ---- 4. rounds (with selfevolve.outer_loop: the outer loop over the training harness) ------------
+    if s.outer_loop:
+        from evotrainer.selfevolve.objective import search_harness
+
+        searched = search_harness(cfg, policy=policy, models=models, family=family, setup=setup, val=val,
+                                  difficulty=difficulty0, dev_score=baseline_dev, real_items=real_items, seeds=seeds,
+                                  rec=rec, usage=usage, train=train, console=console)
     state = SelfEvolveState(round=0, policy=policy, pool=seed_pool.pool,
                             replay=reference_items((p.task for p in seed_pool.pool), family), difficulty=difficulty0,
                             dev_score=baseline_dev, val_score=baseline_val, real=real_left)
-    rows: list[RoundRow] = []
-    for k in range(1, s.rounds + 1):
+    rows: list[RoundRow] = list(searched.rows) if s.outer_loop else []
+    own_rounds = 0 if s.outer_loop else s.rounds  # with the outer loop its candidates ran the rounds
+    for k in range(1, own_rounds + 1):
         with PhaseTimer(console, f"round {k}") as timer:
             outcome = run_round(state, models, family, s, setup, seeds.numpy(f"selfevolve/round{k}"), rec,
                                 train=train, timer=timer)
@@ -249,22 +257,24 @@ def run_selfevolve(
                       f"mean judge {r.mean_score:.3f}, dev {r.prev_dev_score:.3f} -> {r.dev_score:.3f}"
                       + (f"; {r.note}" if r.note else ""))
 
+    final = searched.best if s.outer_loop else state.policy  # the outer loop's incumbent, or the last kept
+
     # ---- 5. transfer: the base model vs the final adapter on real items no round used ---------------
-    final_adapter = _rel_or_none(state.policy.adapter, run_dir)
+    final_adapter = _rel_or_none(final.adapter, run_dir)
     comparison = None
     if transfer:
         timer = PhaseTimer(console, "final")
         with timer.phase("transfer", f"{len(transfer)} items x 2 policies", 2 * len(transfer)):
-            comparison = score_transfer(evaluator, rec, policy, state.policy, transfer, seed=cfg.seed,
+            comparison = score_transfer(evaluator, rec, policy, final, transfer, seed=cfg.seed,
                                         final_adapter=final_adapter)
         rec.emit(PhaseEvent(name="selfevolve transfer", fields={"seconds": timer.seconds["transfer"]}))
 
     # ---- 6. summary -------------------------------------------------------------------------------
     seconds, tokens = time.perf_counter() - t_run, usage.completion_tokens()
-    summary = SelfEvolveSummary(run_id, db_path, tuple(rows), baseline_dev, baseline_val, state.policy, seconds,
+    summary = SelfEvolveSummary(run_id, db_path, tuple(rows), baseline_dev, baseline_val, final, seconds,
                                 tokens, comparison)
     rec.emit(SelfEvolveSummaryEvent(
-        baseline_dev=baseline_dev, baseline_val=baseline_val, final_policy=state.policy.id,
+        baseline_dev=baseline_dev, baseline_val=baseline_val, final_policy=final.id,
         final_adapter=final_adapter,
         rounds=tuple((r.round, r.status, r.dev_score, r.val_score) for r in rows), generated_tokens=tokens))
     rec.emit(PhaseEvent(name="selfevolve totals", fields={"seconds": seconds}))
@@ -278,7 +288,7 @@ def run_selfevolve(
     else:
         console.print("no transfer comparison: " + ("selfevolve.transfer_limit is 0" if transfer_all
                                                      else "task.transfer_path is null"), markup=False, highlight=False)
-    console.print(f"final policy {state.policy.id} (adapter {_rel_or_none(state.policy.adapter, run_dir)}); "
+    console.print(f"final policy {final.id} (adapter {_rel_or_none(final.adapter, run_dir)}); "
                   f"{seconds:.0f} s, {tokens} generated tokens; archive {db_path}")
     for line in usage.lines():
         console.print(f"model usage: {line}", markup=False, highlight=False)

@@ -51,7 +51,7 @@ class Synthetic:
         full = FullScore(None if s is None or not math.isfinite(s) else s + self.full_offset)
         return CandidateResult(best=best, population=(best, *tuple(population)[:1]), race_estimate=s,
                                full_score=lambda: full, inner_gain=self.gain, best_fitness=0.5,
-                               generated_tokens=self.tokens)
+                               generated_tokens=self.tokens, train_tokens=self.tokens)
 
 
 class FakeClock:
@@ -119,7 +119,7 @@ def test_regression_triggers_rollback_with_cause(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("limit", "value", "evaluations"), [
-    ("evaluations", 3, 3), ("tokens", 250, 3), ("seconds", 25.0, 3),
+    ("evaluations", 3, 3), ("tokens", 250, 3), ("seconds", 25.0, 3), ("train_tokens", 250, 3),
 ])
 def test_budget_limits_stop_at_the_right_point(tmp_path: Path, limit: str, value, evaluations: int) -> None:
     clock = FakeClock()
