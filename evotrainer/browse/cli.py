@@ -277,7 +277,8 @@ def best(
 def harness(archive: ArchiveArg, run: RunOpt = None, as_json: JsonOpt = False) -> None:
     """The harness trajectory: every CMA-ES candidate per outer generation with its values, the race's estimate
     of its best policy's S_val (incumbent's mean + paired difference: it can fall below 0) and the whole-set S_val.
-    A self-evolution run has no harness: it says so and shows the rounds (--json: [])."""
+    A self-evolution run lists the training-harness candidates of its outer loop (``selfevolve.outer_loop``); without
+    one it has no harness: it says so and shows the rounds (--json: [])."""
     with _open(archive) as store:
         info = views.pick_run(store, run)
         se = selfevolve_view.round_rows(store, info.run_id) if selfevolve_view.is_selfevolve(store, info) else None

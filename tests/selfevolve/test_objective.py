@@ -106,3 +106,21 @@ def test_bad_harness_search_configs_are_one_line_errors(dotlist: list[str], key:
     msg = str(err.value)
     assert f"config key '{key}'" in msg and "\n" not in msg
 
+
+
+def test_the_training_harness_study_composes_two_arms_two_seeds_at_one_training_token_budget() -> None:
+    from hydra import compose, initialize_config_dir
+
+    from evotrainer.config import PACKAGE_DATA, register_configs
+    from evotrainer.sweep_index import planned_jobs
+
+    register_configs()
+    with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
+        dcfg = compose(config_name="config", overrides=["+study=selfevolve_harness"], return_hydra_config=True)
+        cfg = to_config(compose(config_name="config", overrides=["+study=selfevolve_harness"]))
+    params = dict(dcfg.hydra.sweeper.params)
+    assert params == {"outer.candidate_source": "coevolve,frozen_harness", "seed": "0,1"}
+    assert planned_jobs([], params) == (4, 4)
+    assert cfg.mode == "selfevolve" and cfg.selfevolve.outer_loop and cfg.model.threads == 2
+    assert cfg.outer.budget.train_tokens and cfg.outer.budget.seconds is None and cfg.outer.patience >= 100
+    assert set(cfg.outer.extras) == {"real_share", "pass_threshold"} and cfg.task.train_path
