@@ -1,7 +1,7 @@
 """The two loops together: an outer CMA-ES over the harness, an inner DEAP loop over policies.
 
 Read top to bottom: :func:`run_evolve` sets up and wires the real model into the outer loop
-(:mod:`evotrainer.evolve.outer_loop`: what is damped, how candidates are scored and promoted).
+(:mod:`evotrainer.run.outer_loop`: what is damped, how candidates are scored and promoted).
 
 1. set up: root seed → named RNG streams; task family; meta-validation set split into a *selection*
    part and a fixed *held-out* part (``outer.heldout_share``, stratified by length; see
@@ -16,7 +16,7 @@ Read top to bottom: :func:`run_evolve` sets up and wires the real model into the
    policy has to beat it) and the first archived (harness, population) pair; it is also the objective's
    first *lead*, whose mutants fill ``inner.lead_offspring`` slots of every inner generation (the lead
    moves to any policy that screens better);
-3. :func:`~evotrainer.evolve.outer_loop.run_outer_loop`, per outer generation: ask CMA-ES for proposals;
+3. :func:`~evotrainer.run.outer_loop.run_outer_loop`, per outer generation: ask CMA-ES for proposals;
    for each proposal ``x`` apply the *damped* harness ``a + damping * (x - a)``, run the objective (task batch, inner
    generations, race against the incumbent as of now); flag reward hacking; promote at once; then tell
    CMA-ES; check rollback and stopping (an ablation arm swaps CMA-ES for a frozen or random harness,
@@ -66,9 +66,7 @@ from evotrainer.events.kinds import (
 from evotrainer.evolve.budget_check import check_gen0_budget
 from evotrainer.evolve.console_view import ConsoleView
 from evotrainer.evolve.llm_objective import LLMObjective, inner_config
-from evotrainer.evolve.outer_loop import run_outer_loop
 from evotrainer.evolve.report import print_operator_stats, print_summary
-from evotrainer.evolve.screening import planned_requests
 from evotrainer.genome import Policy
 from evotrainer.harness import space_from_specs, yardstick
 from evotrainer.harness.candidates import candidate_source
@@ -77,6 +75,7 @@ from evotrainer.harness.rollback import ArchivedPair
 from evotrainer.progress import stdout_console, task
 from evotrainer.rollout import RolloutEvaluator
 from evotrainer.run.gene_support import check_policy_backend
+from evotrainer.run.outer_loop import run_outer_loop
 from evotrainer.run.resume import ResumePlan, RunFiles, run_config
 from evotrainer.run.runtime import (
     build_family,
@@ -88,6 +87,7 @@ from evotrainer.run.runtime import (
     sampling_from,
     task_settings,
 )
+from evotrainer.run.screening import planned_requests
 from evotrainer.run.validation_split import screening_subset, split_validation
 from evotrainer.search.phrases import PhraseBank
 from evotrainer.seeding import Seeds

@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.events.kinds import IncumbentReferenceEvent, LeadEvent
-from evotrainer.evolve.screening import Screening
 from evotrainer.genome import Policy
+from evotrainer.run.screening import Screening
 from evotrainer.search.pareto_front import choose_parent, item_wins
 from evotrainer.seeding import Seeds
 

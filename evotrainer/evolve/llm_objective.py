@@ -11,7 +11,7 @@ with a harness and a population, it runs one candidate, top to bottom in :meth:`
    :meth:`~evotrainer.search.inner_config.InnerConfig.with_strategy`), archiving every policy, fitness and
    generation as it goes (:meth:`LLMObjective._inner`, :func:`~evotrainer.search.inner_loop.run_inner_loop`);
 4. race the fittest policy, the lead's fittest mutant and the fittest other new genomes against the
-   incumbent on the selection items (:class:`~evotrainer.evolve.screening.Screening`; how a candidate is
+   incumbent on the selection items (:class:`~evotrainer.run.screening.Screening`; how a candidate is
    scored: :mod:`evotrainer.harness.scoring`);
 5. return a :class:`~evotrainer.harness.objective.CandidateResult` whose ``full_score`` completes the
    leader's whole-set score only when the outer loop asks for it.
@@ -42,7 +42,6 @@ from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.events.kinds import InnerGenerationEvent, OperatorStatsEvent, PhaseEvent, TaskBatchEvent
 from evotrainer.evolve.lead import LeadState
-from evotrainer.evolve.screening import Screening, planned_requests
 from evotrainer.evolve.style_evolution import StyleLibrary
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness
@@ -57,6 +56,7 @@ from evotrainer.rollout import (
 )
 from evotrainer.run.gene_support import remote_decoding_genes
 from evotrainer.run.runtime import sampling_from
+from evotrainer.run.screening import Screening, planned_requests
 from evotrainer.search.adapter_ops import AdapterWorkshop
 from evotrainer.search.decoding import decoding_genes_for
 from evotrainer.search.exemplars import ExperiencePool, exemplars_from_tasks
@@ -139,7 +139,7 @@ def lora_workshop(
 class LLMObjective:
     """Scores harness candidates with the policy model (see the module docstring). The state that lives across
     candidates is kept in three named parts: :attr:`screening` (per-item S_val values and the race,
-    :class:`~evotrainer.evolve.screening.Screening`), :attr:`leads` (incumbent, Pareto front, lead,
+    :class:`~evotrainer.run.screening.Screening`), :attr:`leads` (incumbent, Pareto front, lead,
     :class:`~evotrainer.evolve.lead.LeadState`) and :attr:`style_library` (the mutation styles,
     :class:`~evotrainer.evolve.style_evolution.StyleLibrary`).
 
@@ -219,7 +219,7 @@ class LLMObjective:
         The inner loop gives ``inner.lead_offspring`` slots per generation to mutants of the *lead*, a
         parent drawn from the per-item Pareto front (:meth:`LeadState.choose <evotrainer.evolve.lead.LeadState.choose>`),
         rotating through the mutation kinds until each was tried on it. The candidate's fittest policies
-        then race the incumbent (:meth:`Screening.race <evotrainer.evolve.screening.Screening.race>`), which gives
+        then race the incumbent (:meth:`Screening.race <evotrainer.run.screening.Screening.race>`), which gives
         the leader's race estimate; ``full_score`` is free when the leader ran every item.
         """
         tokens0 = self.usage.completion_tokens()

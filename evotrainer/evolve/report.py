@@ -1,4 +1,5 @@
-"""Console output of an evolve run: number and harness formatting, the closing summary read from the archive."""
+"""Console output of an evolve run: the closing summary read from the archive, the transfer report, the operator
+statistics (numbers and harnesses as :mod:`evotrainer.run.console_text` writes them)."""
 
 from __future__ import annotations
 
@@ -11,24 +12,11 @@ from evotrainer.backends.usage import usage_lines
 from evotrainer.browse.transfer_view import render_table as transfer_table
 from evotrainer.genome import PREFILL_SECTION, render_system_prompt
 from evotrainer.harness import Harness
+from evotrainer.run.console_text import fmt, fmt_harness
 from evotrainer.stats.generalisation import from_payload, render_table
 from evotrainer.stats.transfer import read_report
 
-__all__ = ["fmt", "fmt_harness", "print_operator_stats", "print_summary", "print_transfer"]
-
-
-def fmt(x: float | None) -> str:
-    """``x`` with 4 decimals, or "n/a"."""
-    return "n/a" if x is None else f"{x:.4f}"
-
-
-def fmt_harness(h: Harness) -> str:
-    """``[knob=value ... | w: component=weight ...]``, then ``| strategy: key=value ...`` when the harness has
-    strategy knobs; markup-escaped."""
-    knobs = " ".join(f"{k}={v:.3g}" for k, v in {**h.difficulty, **h.extras}.items())
-    weights = " ".join(f"{k}={v:.2f}" for k, v in h.reward_weights.items())
-    strategy = " ".join(f"{k}={v:.3g}" for k, v in h.strategy.items())
-    return escape(f"[{knobs} | w: {weights}" + (f" | strategy: {strategy}]" if strategy else "]"))
+__all__ = ["print_operator_stats", "print_summary", "print_transfer"]
 
 
 def print_transfer(console: Console, r: Any) -> None:

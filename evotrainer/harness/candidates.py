@@ -1,6 +1,6 @@
 """Where the outer loop's harness candidates come from: CMA-ES, or one of an ablation study's control arms.
 
-The outer loop (:func:`evotrainer.evolve.outer_loop.run_outer_loop`) asks a *candidate source* for ``popsize`` points
+The outer loop (:func:`evotrainer.run.outer_loop.run_outer_loop`) asks a *candidate source* for ``popsize`` points
 of the normalised harness box ``[0, 1]^d``, runs the inner loop and the race under each, and tells it the
 scores. ``outer.candidate_source`` picks the source; everything else (damping, the inner loop, racing,
 promotion, rollback, the budget) is the same for every source, so an ablation that changes only this key

@@ -1,7 +1,7 @@
 """The promotion rule: when a candidate replaces the incumbent, in one place for both rooms.
 
-The evolve room (``mode=evolve``, :func:`evotrainer.evolve.outer_loop.decide`) asks whether a harness
-candidate's best policy replaces the incumbent policy; the self-evolution room (``mode=selfevolve``,
+The outer loop (:func:`evotrainer.run.outer_loop.decide`, in ``mode=evolve`` and ``selfevolve.outer_loop``) asks whether
+a harness candidate's best policy replaces the incumbent policy; the self-evolution room (``mode=selfevolve``,
 :func:`evotrainer.selfevolve.round.run_round`) asks whether a round's new adapter replaces the current one.
 Both ask :meth:`PromotionRule.decide` with the two scores, and per-item scores where they have them:
 

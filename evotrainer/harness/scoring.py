@@ -26,7 +26,7 @@ weights) is scored in these steps, each a member of :class:`ScoringRule`:
    :attr:`ScoringRule.promotion` (:class:`~evotrainer.harness.promotion.PromotionRule` at ``outer.race.level``)
    says so: a paired lower bound above 0.
 
-The outer loop (``evolve/outer_loop.py``) and the race's bookkeeping (``evolve/screening.py``) both take their rule
+The outer loop (``run/outer_loop.py``) and the race's bookkeeping (``run/screening.py``) both take their rule
 from :meth:`ScoringRule.from_config`; to change how candidates are scored, change this file.
 """
 

@@ -387,7 +387,7 @@ def ema_toward(current: Sequence[float] | np.ndarray, target: Sequence[float] | 
     """Damped step in the search space: ``current + rate * (target - current)``, clipped into [0, 1].
 
     For applying a harness that moves only part of the way toward a CMA-ES proposal (an exponential
-    moving average of applied harnesses; see ``evolve/outer_loop.py`` for what is damped).
+    moving average of applied harnesses; see ``run/outer_loop.py`` for what is damped).
 
     Args:
         current: shape (dim,), the harness vector applied now.

@@ -7,11 +7,11 @@ weights, and the ``outer.extras`` ``real_share`` (share of pool tasks drawn from
 ``selfevolve.*`` value. :class:`SelfEvolveObjective` runs ``selfevolve.rounds`` rounds
 (:func:`~evotrainer.selfevolve.round.run_round`) from the base policy with a fresh adapter under the candidate,
 then races the final policy against the incumbent on the meta-validation items, with the evolve mode's race
-(:class:`~evotrainer.evolve.screening.Screening`): the candidate's score is its final adapter's S_val, higher is
+(:class:`~evotrainer.run.screening.Screening`): the candidate's score is its final adapter's S_val, higher is
 better. Every candidate starts from the base model; the outer loop's population is not carried over.
 
 :func:`search_harness` builds the harness space and the candidate source from ``outer.*`` as the evolve mode does
-and runs :func:`~evotrainer.evolve.outer_loop.run_outer_loop`; ``outer.budget.train_tokens`` stops it from
+and runs :func:`~evotrainer.run.outer_loop.run_outer_loop`; ``outer.budget.train_tokens`` stops it from
 starting a new candidate once the LoRA input tokens of the candidates so far reach it.
 
 Archive: each candidate's rounds are ``selfevolve_rounds`` rows numbered on from the previous candidate's (the
@@ -34,14 +34,14 @@ from evotrainer.archive.schema import RoundRow
 from evotrainer.backends.usage import RunUsage
 from evotrainer.config import Config, SelfEvolveConfig
 from evotrainer.events.kinds import PhaseEvent
-from evotrainer.evolve.outer_loop import OuterResult, run_outer_loop
-from evotrainer.evolve.screening import Screening
 from evotrainer.genome import Policy
 from evotrainer.harness import Harness, space_from_specs
 from evotrainer.harness.candidates import candidate_source
 from evotrainer.harness.objective import CandidateResult
 from evotrainer.harness.scoring import ScoringRule
+from evotrainer.run.outer_loop import OuterResult, run_outer_loop
 from evotrainer.run.runtime import task_settings
+from evotrainer.run.screening import Screening
 from evotrainer.run.validation_split import screening_subset
 from evotrainer.seeding import Seeds
 from evotrainer.selfevolve.display import PhaseTimer

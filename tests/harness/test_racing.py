@@ -11,10 +11,10 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.config import KnobSpec, OuterConfig
-from evotrainer.evolve.outer_loop import run_outer_loop
 from evotrainer.harness import CMASearch, space_from_specs
 from evotrainer.harness.objective import CandidateResult, FullScore
 from evotrainer.harness.racing import paired_bound, race_stages, run_race
+from evotrainer.run.outer_loop import run_outer_loop
 from evotrainer.run.validation_split import race_order
 from evotrainer.tasks.meeting_minutes.task import MeetingTask
 

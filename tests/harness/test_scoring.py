@@ -94,7 +94,7 @@ def test_the_s_val_path_computes_its_mean_and_error_in_one_helper() -> None:
     """S_val's mean and standard error (rollout, whole-set score, race, estimate) all come from
     :func:`~evotrainer.stats.bootstrap.mean_stderr`."""
     computing = re.compile(r"np\.mean\(|\.mean\(\)|ddof|\.std\(|sqrt\(")
-    paths = ("rollout.py", "evolve/screening.py", "harness/racing.py", "harness/scoring.py")
+    paths = ("rollout.py", "run/screening.py", "harness/racing.py", "harness/scoring.py")
     hits = [f"{rel}:{n}: {line.strip()}" for rel in paths
             for n, line in enumerate(_code(rel).splitlines(), 1) if computing.search(line)]
     assert hits == []
@@ -104,7 +104,7 @@ def test_a_score_is_checked_for_finiteness_once() -> None:
     """One function decides whether a score is usable (:func:`~evotrainer.stats.bootstrap.finite`): from the
     objective's result to the told score, and in every report of per-item S_val (generalisation, transfer,
     ``mode=evaluate``, the sensitivity study). The optimiser's own guard (``CMASearch.tell``) aside."""
-    paths = ("evolve/outer_loop.py", "evolve/screening.py", "evolve/llm_objective.py", "harness/objective.py",
+    paths = ("run/outer_loop.py", "run/screening.py", "evolve/llm_objective.py", "harness/objective.py",
              "harness/scoring.py", "harness/rollback.py", "stats/generalisation.py", "stats/transfer.py",
              "stats/sensitivity.py", "stats/bootstrap.py", "evaluate/report.py", "browse/sensitivity_view.py")
     hits = [f"{rel}:{n}" for rel in paths for n, line in enumerate(_code(rel).splitlines(), 1) if "isfinite" in line]

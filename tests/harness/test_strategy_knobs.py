@@ -21,11 +21,11 @@ from evotrainer.browse.views import harness_trajectory
 from evotrainer.config import Config, KnobSpec, validate
 from evotrainer.errors import ConfigError
 from evotrainer.evolve.llm_objective import LLMObjective
-from evotrainer.evolve.report import fmt_harness
 from evotrainer.genome import Policy
 from evotrainer.harness import space_from_specs
 from evotrainer.harness.candidates import candidate_source
 from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run.console_text import fmt_harness
 from evotrainer.search.inner_config import InnerConfig
 from evotrainer.seeding import Seeds
 from evotrainer.stats.sensitivity import knob_values

@@ -14,9 +14,9 @@ from evotrainer.archive import ArchiveStore
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.config import Config, KnobSpec, OuterConfig, to_config
 from evotrainer.errors import ConfigError
-from evotrainer.evolve.outer_loop import run_outer_loop
 from evotrainer.harness import CMASearch, space_from_specs
 from evotrainer.harness.objective import CandidateResult, FullScore
+from evotrainer.run.outer_loop import run_outer_loop
 
 BOUNDS = {"length": (80.0, 900.0), "noise": (0.0, 0.6)}
 INIT = {"length": 220.0, "noise": 0.1}

@@ -1,6 +1,7 @@
 """Screening: scoring policies on the selection items, remembering per-item values, and racing candidates.
 
-:class:`Screening` is one of the named parts of a harness candidate's run (:mod:`evotrainer.evolve.llm_objective`):
+:class:`Screening` is one of the named parts of a harness candidate's run (:mod:`evotrainer.evolve.llm_objective`;
+:mod:`evotrainer.selfevolve.objective` races its candidates' adapters with it):
 
 - it keeps the selection set in *race order* (the screening items first, :func:`~evotrainer.run.validation_split.race_order`)
   and, per genome, the S_val value of every item scored so far, so no policy is scored twice on an item;

@@ -53,13 +53,13 @@ from evotrainer.events.kinds import (
     RewardHackingEvent,
     RollbackEvent,
 )
-from evotrainer.evolve.report import fmt, fmt_harness
 from evotrainer.harness import Harness, HarnessSpace, ema_toward
 from evotrainer.harness.candidates import CandidateSource
 from evotrainer.harness.objective import CandidateResult, FullScore, Objective
 from evotrainer.harness.rollback import ArchivedPair, RollbackRule, archive_pair, rollback_cause
 from evotrainer.harness.scoring import CandidateScore, ScoringRule
 from evotrainer.harness.stopping import BudgetLimits, StopReason, Usage, plateau_stop
+from evotrainer.run.console_text import fmt, fmt_harness
 from evotrainer.run.control import RunControl, StopRequested
 from evotrainer.stats.bootstrap import finite
 
