@@ -1,7 +1,9 @@
 """The outer loop: per outer generation, ask the candidate source for harness proposals, run each candidate,
 promote at once, tell the source, then roll back or stop. :func:`run_outer_loop` reads top to bottom against
-any :class:`~evotrainer.harness.objective.Objective` (the real one,
-:class:`~evotrainer.evolve.llm_objective.LLMObjective`, is wired by :func:`evotrainer.evolve.coevolution.run_evolve`).
+any :class:`~evotrainer.harness.objective.Objective`; the real ones are wired by the modes that run it:
+:class:`~evotrainer.evolve.llm_objective.LLMObjective` by :func:`evotrainer.evolve.coevolution.run_evolve`, and
+:class:`~evotrainer.selfevolve.objective.SelfEvolveObjective` by :func:`evotrainer.selfevolve.objective.search_harness`
+(``selfevolve.outer_loop``).
 
 A candidate's outcome: :func:`run_candidate` calls the objective (a crash or a non-finite race estimate: failed);
 the run's :class:`~evotrainer.harness.scoring.ScoringRule` scores it and :func:`decide` promotes it (how: that
