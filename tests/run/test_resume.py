@@ -277,7 +277,7 @@ def test_stop_file_ends_the_run_with_its_summary(full_run, tiny_model_dir: Path,
 
 def test_stop_at_an_inner_generation_drops_that_candidate(tmp_path: Path) -> None:
     """``StopRequested`` from inside a candidate (an inner-generation boundary) ends the outer loop there."""
-    from tests.evolve.test_outer_loop import Synthetic, _run
+    from tests.run.test_outer_loop import Synthetic, _run
 
     class Stopping(Synthetic):
         def __call__(self, harness, population, harness_id, outer_generation):
