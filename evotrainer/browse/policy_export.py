@@ -4,7 +4,9 @@ and, with an adapter gene, its PEFT files.
 The folder is named by the user, never built from archived text. A policy carrying a LoRA adapter gets the
 adapter's ``adapter_config.json`` and ``adapter_model.safetensors`` (plus EvoTrainer's provenance file) at
 the folder's top level, copied by :func:`evotrainer.adapters.export_policy`, so
-``PeftModel.from_pretrained(base, folder)`` loads it (``base``: the run's policy model).
+``PeftModel.from_pretrained(base, folder)`` loads it (``base``: the run's policy model). Its ``policy.json``
+names the export folder itself as the adapter (``"."``), so the folder loads as a policy wherever it is moved; an
+adapter archived relative to its run folder (as self-evolution records them) is found next to the archive.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
     adapter, decoding; id, parent ids, operator, generation, root), scores (per evaluation kind, as
     ``policy`` shows them) and lineage (every ancestor back to the seeds: id, operator, generation,
     parent ids, archived); with an adapter also ``adapter_export`` (rank, alpha, target modules, source
-    folder, files copied).
+    folder, files copied), and ``policy.adapter`` is ``"."`` (the export folder holds the adapter).
 
     Args:
         out_dir: the folder to write; created when missing.
@@ -71,7 +73,8 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
     prompt = render_system_prompt(policy.sections)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        adapter_files = _copy_adapter(policy, prompt, out, doc) if policy.adapter is not None else []
+        adapter_files = _copy_adapter(policy, _adapter_source(policy.adapter, store.path), prompt, out, doc) \
+            if policy.adapter is not None else []
         (out / "prompt.md").write_text(prompt + "\n", encoding="utf-8")
         prefill = policy.section_dict.get(PREFILL_SECTION, "")
         if prefill.strip():  # the start of the assistant turn, not part of the system prompt
@@ -84,19 +87,25 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
             "policy_id": policy.id, "adapter": policy.adapter}
 
 
-def _copy_adapter(policy: Policy, prompt: str, out: Path, doc: dict[str, Any]) -> list[str]:
-    """Copy the policy's adapter files into ``out`` with :func:`evotrainer.adapters.export_policy`.
+def _adapter_source(adapter: str, archive_path: str | Path) -> str:
+    """The adapter folder to copy: as archived, or next to the archive when archived relative to the run folder."""
+    beside = Path(archive_path).resolve().parent / adapter
+    return str(beside) if not Path(adapter).is_absolute() and beside.is_dir() else adapter
+
+
+def _copy_adapter(policy: Policy, source: str, prompt: str, out: Path, doc: dict[str, Any]) -> list[str]:
+    """Copy the adapter files of ``source`` into ``out`` with :func:`evotrainer.adapters.export_policy`.
 
     That function writes a complete export into an empty folder; it runs in a scratch folder inside ``out``
-    (so ``--force`` exports work too) and only its adapter files are moved up. Adds ``doc["adapter_export"]``.
-    Returns the paths of the files placed in ``out``.
+    (so ``--force`` exports work too) and only its adapter files are moved up. Adds ``doc["adapter_export"]``
+    and points ``doc["policy"]["adapter"]`` at the export folder. Returns the paths of the files placed in ``out``.
     """
     from evotrainer.adapters import export_policy as export_with_adapter  # lazy: pulls in torch
 
     scratch = Path(tempfile.mkdtemp(prefix=".adapter-export-", dir=out))
     try:
         try:
-            export_with_adapter(prompt, policy.adapter, scratch / "export", meta={"policy_id": policy.id})
+            export_with_adapter(prompt, source, scratch / "export", meta={"policy_id": policy.id})
         except EvoTrainerError as exc:
             raise ArchiveError(f"policy {policy.id}: its adapter {policy.adapter} cannot be exported ({exc})") from None
         info = json.loads((scratch / "export" / "policy.json").read_text(encoding="utf-8"))
@@ -106,4 +115,5 @@ def _copy_adapter(policy: Policy, prompt: str, out: Path, doc: dict[str, Any]) -
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     doc["adapter_export"] = {**info["adapter"], "files": names}
+    doc["policy"]["adapter"] = "."
     return [str(out / n) for n in names]

@@ -20,6 +20,7 @@ from evotrainer.errors import ArchiveError
 from evotrainer.evolve.llm_objective import lora_workshop
 from evotrainer.genome import Policy, render_system_prompt
 from evotrainer.model_schema import ModelConfig
+from evotrainer.run.policy_refs import load_exported_policy
 from evotrainer.search.adapter_ops import mut_adapter
 
 RUN = "run-export"
@@ -74,7 +75,9 @@ def test_exported_adapter_loads_with_peft_and_reproduces_the_policy(archived, ti
                      "prompt.md"]  # no scratch folder left behind
     assert sorted(Path(f).name for f in result["files"]) == names and result["adapter"] == child.adapter
     doc = json.loads((out / "policy.json").read_text(encoding="utf-8"))
-    assert doc["policy"]["id"] == child.id and doc["policy"]["adapter"] == child.adapter
+    assert doc["policy"]["id"] == child.id and doc["policy"]["adapter"] == "."  # the folder holds the adapter
+    assert doc["adapter_export"]["source"] == child.adapter
+    assert load_exported_policy(out).adapter == str(out.resolve())
     assert doc["adapter_export"]["r"] == 4 and "adapter_model.safetensors" in doc["adapter_export"]["files"]
     assert (out / "prompt.md").read_text(encoding="utf-8") == render_system_prompt(child.sections) + "\n"
 
@@ -96,6 +99,20 @@ def test_prompt_only_export_is_unchanged_and_force_rewrites_with_adapter(archive
         assert "adapter_export" not in json.loads((out / "policy.json").read_text(encoding="utf-8"))
         export_policy(store, RUN, child, out, force=True)  # into the non-empty folder
     assert (out / "adapter_model.safetensors").is_file() and not any(p.name.startswith(".") for p in out.iterdir())
+
+
+def test_adapter_archived_relative_to_its_run_is_found_beside_the_archive(archived, tmp_path, monkeypatch) -> None:
+    """Self-evolution archives adapters relative to the run folder; the export finds them from any working folder."""
+    from dataclasses import replace
+
+    _, root, _, child = archived
+    relative = replace(child, adapter=str(Path(child.adapter).resolve().relative_to(root.resolve())))
+    monkeypatch.chdir(tmp_path)  # not the run folder
+    with ArchiveStore(root / "archive.db") as store:
+        export_policy(store, RUN, relative, tmp_path / "out")
+    assert (tmp_path / "out" / "adapter_model.safetensors").is_file()
+    assert json.loads((tmp_path / "out" / "policy.json").read_text(encoding="utf-8"))["adapter_export"]["source"] \
+        == str(Path(child.adapter).resolve())
 
 
 def test_missing_adapter_folder_is_an_archive_error(archived, tmp_path) -> None:
