@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hydra import compose, initialize_config_dir
 
@@ -75,3 +77,15 @@ def test_cpu_selfevolve_bundle_keeps_the_seed_settings_and_trains_on_real_and_ge
     assert (lora.rank, lora.alpha, lora.lr, lora.replay_ratio) == (16, 32, 2e-4, 0.3)
     assert c.task.train_path and c.task.transfer_path and s.transfer_limit is None
     assert lora.steps * lora.batch_size * lora.max_length / 110 <= 30 * 60
+
+
+def test_real_training_bundle_trains_on_real_windows_with_the_content_reward() -> None:
+    """+experiment=meeting_minutes_real_train: every task of a batch is a real training window, the reward is content
+    alone and stays so, and the seeds are ranked on 18 selection items."""
+    c = _compose("meeting_minutes_real_train")
+    share = c.outer.extras["real_share"]
+    n = c.task.tasks_per_generation
+    assert math.floor(share.low * n + 0.5) == n and c.task.train_path
+    assert {k: v for k, v in c.task.reward_weights.items() if v} == {"content": 1.0}
+    assert not c.outer.evolve_reward_weights and c.outer.seed_screen_size == 18
+    assert c.task.validation_path == _compose("meeting_minutes_real").task.validation_path
