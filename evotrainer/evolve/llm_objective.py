@@ -226,8 +226,8 @@ class LLMObjective:
         tasks = self.draw_tasks(harness, harness_id, outer_generation)
         lead = self.leads.choose(population, self.screening, harness_id, outer_generation)
         result = self._inner(population, tasks, harness, harness_id, outer_generation, lead)
-        chosen = self.racers(result, population)
         reference = self.leads.reference(population, result.best) or result.best
+        chosen = self.racers(result, population, reference)
         best, estimate = self.screening.race(chosen, reference, result.best, harness_id, outer_generation)
         start_max = finite(result.logbook[0].get("max")) if result.logbook else None  # the start population's best
         gain = None if start_max is None else result.best_fitness - start_max
@@ -255,12 +255,14 @@ class LLMObjective:
                                      content_hashes=tuple(t.content_hash for t in tasks)))
         return tasks
 
-    def racers(self, result: InnerResult, population: Sequence[Policy]) -> list[Policy]:
-        """The candidate's policies that race: its fittest, then ``ScoringRule.racers - 1`` of its new genomes
-        (``outer.screen_top_k``).
+    def racers(self, result: InnerResult, population: Sequence[Policy], reference: Policy | None = None) -> list[Policy]:
+        """The candidate's policies that race ``reference``: its fittest, then ``ScoringRule.racers - 1`` of its
+        new genomes (``outer.screen_top_k``).
 
         Fitness on generated tasks and S_val disagree, so the lead's fittest child comes first among the new
-        genomes (it is compared with its parent), then the fittest others.
+        genomes (it is compared with its parent), then the fittest others. When the fittest policy *is* the
+        reference (same genome), racing it would spend a slot on a copy of the incumbent, so the slot goes to
+        the next new genome instead (the fittest races only when there is no new genome at all).
         """
         known = {p.genome_hash for p in population}
         fitness = result.fitness
@@ -268,9 +270,11 @@ class LLMObjective:
         pool = {p.genome_hash: p for p in (*result.hall_of_fame, *result.population, *result.lead_children)}
         new = sorted((p for h, p in pool.items() if h not in known and p.id in fitness and h != result.best.genome_hash),
                      key=lambda p: -fitness[p.id])
-        slots = max(self.screening.rule.racers - 1, 0)
+        is_reference = reference is not None and result.best.genome_hash == reference.genome_hash
+        head = [] if is_reference and new else [result.best]
+        slots = max(self.screening.rule.racers - len(head), 0)
         lead_first = [p for p in new if p.id in lead_ids][: min(slots, 1)]
-        return [result.best, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
+        return [*head, *lead_first, *[p for p in new if p not in lead_first][: slots - len(lead_first)]]
 
     def set_incumbent(self, policy: Policy, harness_id: str = "h0", outer_generation: int = 0) -> None:
         """Make ``policy`` the reference of later races (the outer loop calls this on every promotion);

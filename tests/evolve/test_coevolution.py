@@ -220,7 +220,8 @@ def test_one_dimensional_harness_end_to_end_with_budget_stop(tiny_run_config: Ca
 
 
 def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> None:
-    """``outer.screen_top_k`` policies per candidate race the incumbent: the race event names the leader
+    """``outer.screen_top_k`` policies per candidate race the incumbent (never the incumbent itself when
+    there is a new genome): the race event names the leader
     (the candidate's best), counts exactly the archived item evaluations, and the told estimate is the
     whole-set S_val of the incumbent as of the race (the last one archived before it, also within the outer
     generation) plus the leader's paired mean difference."""
@@ -241,6 +242,8 @@ def test_each_candidate_races_its_policies_against_the_incumbent(two_runs) -> No
         leader = next(x for x in race["entries"] if x["policy_id"] == race["leader"])
         ref = [e.payload for e in events if e.kind == "incumbent" and e.id < races[cand.harness_id].id][-1]
         assert race["reference"] == ref["policy_id"]
+        ids = [x["policy_id"] for x in race["entries"]]  # the incumbent never races itself beside new genomes
+        assert race["reference"] not in ids or ids == [race["reference"]]
         assert cand.race_estimate == pytest.approx(ref["s_val"] + leader["mean"])
 
 
