@@ -15,7 +15,7 @@ import yaml
 from evotrainer.archive.store import DEFAULT_ARCHIVE_NAME
 from evotrainer.errors import ArchiveError
 
-__all__ = ["ArchiveLocation", "find_archives", "resolve_archive"]
+__all__ = ["ArchiveLocation", "find_archives", "resolve_archive", "resolve_beside"]
 
 _MAX_ARCHIVES = 10_000
 
@@ -90,3 +90,13 @@ def resolve_archive(arg: str | Path) -> Path:
         shown = ", ".join(str(f.path) for f in found[:3])
         raise ArchiveError(f"{path}: holds {len(found)} archives ({shown}, ...); name one archive.db")
     return found[0].path
+
+
+def resolve_beside(path: str, folder: str | Path) -> str:
+    """A path stored relative to ``folder`` (an adapter archived relative to its run folder, or named relative to
+    an export's ``policy.json``), made absolute when it exists there; an absolute path, or a relative one that
+    does not exist under ``folder``, is returned as given."""
+    if not path or Path(path).is_absolute():
+        return path
+    beside = Path(folder) / path
+    return str(beside.resolve()) if beside.exists() else path

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from evotrainer.archive.locate import resolve_beside
 from evotrainer.archive.store import ArchiveStore
 from evotrainer.browse.views import lineage_graph, policy_detail
 from evotrainer.errors import ArchiveError, EvoTrainerError
@@ -73,7 +74,7 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
     prompt = render_system_prompt(policy.sections)
     try:
         out.mkdir(parents=True, exist_ok=True)
-        adapter_files = _copy_adapter(policy, _adapter_source(policy.adapter, store.path), prompt, out, doc) \
+        adapter_files = _copy_adapter(policy, resolve_beside(policy.adapter, Path(store.path).resolve().parent), prompt, out, doc) \
             if policy.adapter is not None else []
         (out / "prompt.md").write_text(prompt + "\n", encoding="utf-8")
         prefill = policy.section_dict.get(PREFILL_SECTION, "")
@@ -85,12 +86,6 @@ def export_policy(store: ArchiveStore, run_id: str, policy: Policy, out_dir: str
     extra = [str(out / "prefill.txt")] if policy.section_dict.get(PREFILL_SECTION, "").strip() else []
     return {"folder": str(out), "files": [str(out / "prompt.md"), str(out / "policy.json"), *extra, *adapter_files],
             "policy_id": policy.id, "adapter": policy.adapter}
-
-
-def _adapter_source(adapter: str, archive_path: str | Path) -> str:
-    """The adapter folder to copy: as archived, or next to the archive when archived relative to the run folder."""
-    beside = Path(archive_path).resolve().parent / adapter
-    return str(beside) if not Path(adapter).is_absolute() and beside.is_dir() else adapter
 
 
 def _copy_adapter(policy: Policy, source: str, prompt: str, out: Path, doc: dict[str, Any]) -> list[str]:

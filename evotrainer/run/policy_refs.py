@@ -105,8 +105,10 @@ def load_exported_policy(path: str | Path) -> Policy:
     adapter = pol.get("adapter")
     if adapter is not None and not isinstance(adapter, str):
         raise DataError(f"{where}: field 'policy.adapter' expected a path string or null")
-    if adapter and not Path(adapter).is_absolute() and (folder / adapter).exists():
-        adapter = str((folder / adapter).resolve())
+    if adapter:
+        from evotrainer.archive.locate import resolve_beside
+
+        adapter = resolve_beside(adapter, folder)
     parents = pol.get("parent_ids") or []
     return Policy(
         id=pid.strip(),
@@ -121,7 +123,7 @@ def load_exported_policy(path: str | Path) -> Policy:
 
 
 def _archived(prefix: str, archive: str | None, ref: str, key: str) -> Policy:
-    from evotrainer.archive.locate import resolve_archive
+    from evotrainer.archive.locate import resolve_archive, resolve_beside
     from evotrainer.archive.store import open_archive
     from evotrainer.browse import views
 
@@ -134,9 +136,8 @@ def _archived(prefix: str, archive: str | None, ref: str, key: str) -> Policy:
     with open_archive(db, read_only=True) as store:
         run = views.pick_run(store)
         policy = views.resolve_policy(store, run.run_id, prefix or "best")
-    adapter = policy.adapter
-    if adapter and not Path(adapter).is_absolute() and (Path(db).parent / adapter).exists():
-        policy = replace(policy, adapter=str((Path(db).parent / adapter).resolve()))  # archived relative to the run
+    if policy.adapter:  # archived relative to the run folder
+        policy = replace(policy, adapter=resolve_beside(policy.adapter, Path(db).parent))
     return policy
 
 
