@@ -273,7 +273,8 @@ class DistillConfig:
     docs/selfevolve.md)."""
 
     # the teacher: a seed name | archive:<id prefix> | archive:best (looked up in evaluate.archive) | an export
-    # folder; "" = the first seed of evaluation.policies (of the population file when that list is empty)
+    # folder | "reference" = the training items' own references (no teacher rollouts, no teacher arm);
+    # "" = the first seed of evaluation.policies (of the population file when that list is empty)
     teacher: str = ""
     # the student's short prompt: "" = task.plain_prompt as the whole prompt; or a seed name / export folder
     # without an adapter

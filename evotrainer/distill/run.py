@@ -76,6 +76,11 @@ __all__ = ["DistillOutcome", "run_distill"]
 EXPORT_FOLDER = "student"
 """The student's export folder in the run dir: ``prompt.md``, ``policy.json`` and the adapter's PEFT files."""
 
+REFERENCE_TEACHER = "reference"
+"""``distill.teacher`` value that trains on the training items' own written references (the family's
+``reference_answer``, e.g. QMSum's human summaries) instead of a teacher prompt's outputs: supervised fine-tuning on
+real references, with no teacher arm in the comparison."""
+
 
 @dataclass(frozen=True)
 class DistillOutcome:
@@ -146,10 +151,12 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
     train_items = load_training(cfg, family, validation, transfer)[: d.train_limit]
     items, items_path = _comparison_items(cfg, family, transfer, train_items)
     seeds_pop = load_population(resolve_path(cfg.evaluation.population_path, "evaluation.population_path"))
-    teacher = _teacher(cfg, seeds_pop)
+    from_references = d.teacher.strip() == REFERENCE_TEACHER
+    teacher = None if from_references else _teacher(cfg, seeds_pop)
+    teacher_name = "the training references" if teacher is None else teacher.id
     student_prompt = _student_prompt(cfg, seeds_pop)
     plain = plain_policy(cfg.task.plain_prompt)
-    console.print(f"[bold]distill[/]: teacher {escape(teacher.id)} -> student prompt {escape(student_prompt.id)} "
+    console.print(f"[bold]distill[/]: teacher {escape(teacher_name)} -> student prompt {escape(student_prompt.id)} "
                   f"+ adapter; {len(train_items)} training items, {len(items)} comparison items from "
                   f"{escape(str(items_path))}")
 
@@ -158,18 +165,24 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
         backend = llm if llm is not None else build_llm(cfg.model)
     evaluator = RolloutEvaluator(backend, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
 
-    # ---- 3. the teacher writes on the training items; the guard drops degenerate outputs ----------------------
-    with _phase(timings, "teacher"), task(f"teacher {teacher.id} on {len(train_items)} training items",
-                                          len(train_items), console=console):
-        written = evaluator.evaluate([teacher], train_items, task_settings(cfg, family).reward_weights)[0]
-        graded = evaluator.meta_evaluate([teacher], train_items)[0]  # the same outputs against the references
-    kept = keep_outputs(train_items, written.outputs, written.per_task, written.degenerate)
+    # ---- 3. the teacher writes on the training items (or their references train); degenerate outputs dropped ------
+    teacher_s_val = None
+    if teacher is None:
+        kept = _references(family, train_items)
+    else:
+        with _phase(timings, "teacher"), task(f"teacher {teacher.id} on {len(train_items)} training items",
+                                              len(train_items), console=console):
+            written = evaluator.evaluate([teacher], train_items, task_settings(cfg, family).reward_weights)[0]
+            graded = evaluator.meta_evaluate([teacher], train_items)[0]  # the same outputs against the references
+        kept = keep_outputs(train_items, written.outputs, written.per_task, written.degenerate)
+        teacher_s_val = graded.s_val
     dropped = ", ".join(f"{n} {why}" for why, n in kept.dropped.items()) or "none"
-    console.print(f"teacher outputs: {len(kept.kept)}/{len(train_items)} kept (dropped: {dropped}); their S_val "
-                  f"against the training references {graded.s_val or 0.0:.4f}")
+    graded_text = "" if teacher is None else f"; their S_val against the training references {teacher_s_val or 0.0:.4f}"
+    console.print(f"teacher outputs: {len(kept.kept)}/{len(train_items)} kept (dropped: {dropped}){graded_text}")
     if not kept.kept:
-        raise DataError(f"mode=distill: none of the teacher's {len(train_items)} outputs on task.train_path passed "
-                        f"the family's guard (dropped: {dropped}){_why(written.error)}")
+        why = "" if teacher is None else _why(written.error)
+        raise DataError(f"mode=distill: none of the {len(train_items)} {'references' if teacher is None else 'teacher outputs'} "
+                        f"on task.train_path passed the family's guard (dropped: {dropped}){why}")
 
     # ---- 4. SFT examples under the student's short prompt; LoRA fine-tune, no replay -----------------------------
     examples = [SFTExample(chat, "distill") for item, text in kept.kept
@@ -186,7 +199,7 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
             export = run_dir / EXPORT_FOLDER
             student = _student(teacher, student_prompt, export.resolve(), cfg.seed)
             export_policy(render_system_prompt(student.sections), trained.adapter_dir, export,
-                          meta={"teacher": teacher.id, "student_prompt": student_prompt.id,
+                          meta={"teacher": teacher_name, "student_prompt": student_prompt.id,
                                 "model": getattr(backend, "name", cfg.model.path), "train_items": len(train_items),
                                 "examples": len(examples), "losses": list(trained.losses)},
                           policy=_policy_doc(student))
@@ -218,16 +231,16 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
                         tokens, **stats)
     groups = [t.group or t.task_id for t in items]
     comparisons = compare_arms(scores, groups, **stats)
-    savings = token_savings(tokens["teacher"], tokens["student"])
+    savings = token_savings(tokens["teacher"], tokens["student"]) if "teacher" in tokens else {}
     timings["total"] = time.perf_counter() - t_run
     header = {
         "run_id": run_id, "model": getattr(backend, "name", cfg.model.path), "seed": cfg.seed,
         "dataset": str(items_path), "bootstrap": e.bootstrap, "level": e.level,
         "max_new_tokens": cfg.decoding.max_new_tokens, "scorer_version": family.spec.scorer_version,
-        "teacher": teacher.id, "student": student.id, "student_prompt": student_prompt.id,
+        "teacher": teacher_name, "student": student.id, "student_prompt": student_prompt.id,
         "export": str(export), "training": {
             "items": len(train_items), "kept": len(kept.kept), "dropped": dict(kept.dropped),
-            "teacher_s_val_on_training_references": graded.s_val, "examples": len(examples),
+            "teacher_s_val_on_training_references": teacher_s_val, "examples": len(examples),
             "skipped_examples": trained.skipped_examples, "steps": trained.steps, "losses": list(trained.losses),
             "answer_tokens": trained.answer_tokens, "lora": asdict(d.lora)},
         "prompt_tokens": {"method": "the family's opening chat of each comparison item through the model's chat "
@@ -242,11 +255,12 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
 
     console.print(render_arms(scores, level=e.level))
     console.print(render_comparisons(comparisons, level=e.level))
-    share = savings["share_of_policy_tokens"]
-    console.print(f"prompt tokens per call: teacher {tokens['teacher'].total:.0f} ({tokens['teacher'].policy:.0f} of "
-                  f"its prompt), student {tokens['student'].total:.0f} ({tokens['student'].policy:.0f}); saved "
-                  f"{savings['saved_per_call']:.0f} per call"
-                  + (f", {share:.0%} of the teacher's prompt tokens" if share is not None else ""))
+    share = savings.get("share_of_policy_tokens")
+    if savings:
+        console.print(f"prompt tokens per call: teacher {tokens['teacher'].total:.0f} ({tokens['teacher'].policy:.0f} of "
+                      f"its prompt), student {tokens['student'].total:.0f} ({tokens['student'].policy:.0f}); saved "
+                      f"{savings['saved_per_call']:.0f} per call"
+                      + (f", {share:.0%} of the teacher's prompt tokens" if share is not None else ""))
     console.print("seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in timings.items()))
     console.print(f"student: {export} (mode=evaluate reads it: evaluate.policies=[{export}]); results {results}; "
                   f"archive {db_path}", markup=False, highlight=False)
@@ -300,15 +314,27 @@ def _student_prompt(cfg: Config, seeds: Sequence[Policy]) -> Policy:
     return policy
 
 
-def _student(teacher: Policy, prompt: Policy, adapter: Path, seed: int) -> Policy:
-    """The student: the short prompt with the distilled adapter, the teacher and the prompt as parents."""
-    digest = hashlib.sha256(f"{teacher.genome_hash}|{prompt.genome_hash}|distill|{seed}".encode()).hexdigest()
-    return replace(prompt, id=f"distill-{digest[:10]}", parent_ids=tuple(dict.fromkeys((prompt.id, teacher.id))),
+def _student(teacher: Policy | None, prompt: Policy, adapter: Path, seed: int) -> Policy:
+    """The student: the short prompt with the distilled adapter, the teacher (when there is one) and the prompt as
+    parents."""
+    source = REFERENCE_TEACHER if teacher is None else teacher.genome_hash
+    digest = hashlib.sha256(f"{source}|{prompt.genome_hash}|distill|{seed}".encode()).hexdigest()
+    parents = (prompt.id,) if teacher is None else (prompt.id, teacher.id)
+    return replace(prompt, id=f"distill-{digest[:10]}", parent_ids=tuple(dict.fromkeys(parents)),
                    operator="distill_lora", generation=1, root_id=prompt.root_id or prompt.id, adapter=str(adapter))
 
 
-def _arms(plain: Policy | None, teacher: Policy, prompt: Policy, student: Policy) -> dict[str, Policy]:
-    """The arms by role; the student's prompt alone only when it is not already the plain or the teacher arm."""
+def _references(family: SelfEvolving, items: Sequence[Task]) -> KeptOutputs:
+    """The training items' written references as the outputs that train; an item without one is dropped."""
+    refs = [(item, family.reference_answer(item)) for item in items]
+    missing = sum(1 for _, ref in refs if not (ref or "").strip())
+    return KeptOutputs(tuple((item, ref) for item, ref in refs if ref and ref.strip()),
+                       {"no reference": missing} if missing else {})
+
+
+def _arms(plain: Policy | None, teacher: Policy | None, prompt: Policy, student: Policy) -> dict[str, Policy]:
+    """The arms by role (no teacher arm when the references trained); the student's prompt alone only when it is
+    not already the plain or the teacher arm."""
     arms = {"plain": plain, "teacher": teacher}
     if prompt.genome_hash not in {p.genome_hash for p in arms.values() if p is not None}:
         arms["student_prompt"] = prompt

@@ -97,3 +97,23 @@ def test_a_seed_student_adds_its_prompt_alone_as_an_arm(tiny_model_dir: Path, tm
     assert len(out.kept.kept) + sum(out.kept.dropped.values()) == 1 and out.train.steps == 1
     doc = json.loads((tmp_path / "run" / "small.json").read_text(encoding="utf-8"))
     assert doc["student_prompt"] == "terse" and len(doc["items"]) == 1
+
+
+def test_the_training_references_can_be_the_teacher(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``distill.teacher=reference``: the training items' written references are the SFT targets (no teacher
+    rollouts, no teacher arm); the student is compared with the plain prompt alone."""
+    train, transfer = _data(tmp_path)
+    cfg = to_config(OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist([
+        *_overrides(tiny_model_dir, train, transfer), "mode=distill", "task.plain_prompt=Summarize the meeting.",
+        "distill.teacher=reference"])))
+    console = Console(record=True, width=200)
+    out = run_distill(cfg, run_dir=tmp_path / "run", console=console)
+    assert list(out.arms) == ["plain", "student"]
+    assert [(c.a, c.b) for c in out.comparisons] == [("student", "plain")]
+    refs = [json.loads(line)["reference_minutes"] for line in train.read_text().splitlines()]
+    assert [text for _, text in out.kept.kept] == refs and out.kept.dropped == {}
+    assert "teacher" not in out.timings and out.student.parent_ids == ("plain_prompt",)
+    doc = json.loads((tmp_path / "run" / "distill.json").read_text(encoding="utf-8"))
+    assert doc["teacher"] == "the training references" and doc["training"]["teacher_s_val_on_training_references"] is None
+    assert "saved_per_call" not in doc["prompt_tokens"]
+    assert "prompt tokens per call" not in console.export_text()
