@@ -30,7 +30,11 @@ def test_is_valid_cases() -> None:
     assert is_valid(good)
     assert not is_valid(Policy.seed("b", {"role": "x", "format": "y"}))  # rules missing
     assert validity_problem(Policy.seed("b", {"role": "x", "format": "y"})) == "missing section 'rules'"
-    assert not is_valid(Policy.seed("c", {"role": "x", "format": "y", "rules": "  "}))  # empty rules
+    # a one-line prompt is a genome, and so are its children (the plain prompt's mutants had been rejected)
+    assert is_valid(Policy.seed("c", {"role": "x", "format": "y", "rules": "  "}))
+    assert is_valid(Policy.seed("plain", {"role": "Summarize the meeting.", "format": "", "rules": ""}))
+    assert not is_valid(Policy.seed("e", {"role": " ", "format": "", "rules": ""}))  # every section empty
+    assert not is_valid(Policy.seed("c", {"role": "x", "format": "y", "rules": "  "}), may_be_empty=("role",))
     assert not is_valid(Policy.seed("d", {"role": "x", "format": "y", "rules": "word " * 200}))
     assert is_valid(Policy.seed("d", {"role": "x", "format": "y", "rules": "word " * 200}), max_words=300)
     assert not is_valid("not a policy")
