@@ -81,7 +81,7 @@ def test_cpu_selfevolve_bundle_keeps_the_seed_settings_and_trains_on_real_and_ge
 
 def test_real_training_bundle_trains_on_real_windows_with_the_content_reward() -> None:
     """+experiment=meeting_minutes_real_train: every task of a batch is a real training window, the reward is content
-    alone and stays so, and the seeds are ranked on 18 selection items."""
+    alone and stays so, the seeds are ranked on 18 selection items, and every racer runs its whole race."""
     c = _compose("meeting_minutes_real_train")
     share = c.outer.extras["real_share"]
     n = c.task.tasks_per_generation
@@ -89,3 +89,4 @@ def test_real_training_bundle_trains_on_real_windows_with_the_content_reward() -
     assert {k: v for k, v in c.task.reward_weights.items() if v} == {"content": 1.0}
     assert not c.outer.evolve_reward_weights and c.outer.seed_screen_size == 18
     assert c.task.validation_path == _compose("meeting_minutes_real").task.validation_path
+    assert c.outer.race.survivors >= c.outer.screen_top_k  # no racer is cut for a sibling's early lead
