@@ -103,8 +103,8 @@ def is_valid(
     may_be_empty: Sequence[str] | None = None,
 ) -> bool:
     """True when ``policy`` is a Policy with the required sections, at least one of them holding text (each one,
-    ``may_be_empty`` excepted, when that is given), within ``max_words`` words in total: a one-line prompt such as
-    the plain "Summarize the meeting." and its children are genomes. See :func:`validity_problem`."""
+    ``may_be_empty`` excepted, when that is given), within ``max_words`` words in total: a prompt of one role line and its children are
+    genomes. See :func:`validity_problem`."""
     return validity_problem(policy, required_sections, max_words, may_be_empty) is None
 
 
