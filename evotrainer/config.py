@@ -337,6 +337,9 @@ def _validate_selfevolve(s: SelfEvolveConfig, task: TaskConfig) -> None:
         _check(0 <= getattr(s, key) <= 1, f"selfevolve.{key}", "in [0, 1]", getattr(s, key))
     _check(s.real_share == 0 or task.train_path is not None, "selfevolve.real_share",
            "0 while task.train_path is null (the real training items it draws)", s.real_share)
+    _check(s.dev_source in DEV_SOURCES, "selfevolve.dev_source", f"one of {DEV_SOURCES}", s.dev_source)
+    _check(s.dev_source != "real" or task.train_path is not None, "selfevolve.dev_source",
+           "'generated' while task.train_path is null (the real items a 'real' dev set is drawn from)", s.dev_source)
     _check(s.transfer_limit is None or s.transfer_limit >= 0, "selfevolve.transfer_limit",
            ">= 0 (0 = no transfer comparison) or null (all)", s.transfer_limit)
     _check(s.dev_seed_offset >= 1, "selfevolve.dev_seed_offset", ">= 1 (0 would reuse the run's own streams)",
@@ -355,6 +358,9 @@ def _validate_selfevolve(s: SelfEvolveConfig, task: TaskConfig) -> None:
     _check(0 <= c.step <= 1, "selfevolve.curriculum.step", "in [0, 1] (share of each knob's range)", c.step)
     s.lora.check("selfevolve.lora")
 
+
+DEV_SOURCES = ("generated", "real")
+"""``selfevolve.dev_source`` values: the family's generator, or whole groups of ``task.train_path``."""
 
 SELFEVOLVE_EXTRAS = ("real_share", "pass_threshold")
 """The ``outer.extras`` a self-evolution harness candidate applies (``selfevolve/objective.py``)."""

@@ -247,12 +247,16 @@ class SelfEvolveConfig:
     judge: ModelConfig | None = None  # the model judge; null = the policy's base model (never its adapter)
     pass_threshold: float = 0.7  # samples with judge score >= this are trained on, in [0, 1]
     replay_cap: int = 64  # most examples in the replay buffer (seed references + earlier kept samples)
-    dev_size: int = 8  # fixed dev-set tasks (generated once per run, never in the pool)
+    dev_size: int = 8  # fixed dev-set tasks (drawn once per run, never in the pool)
+    # where the dev set comes from: "generated" (the family's generator, its own seed) | "real" (dev_size items of
+    # task.train_path, whole groups held out of the pool, so the keep-or-revert gate reads real items)
+    dev_source: str = "generated"
     dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
     val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all
     # share of the pool's tasks drawn from task.train_path (real items with references, of other groups than the
     # meta-validation and transfer items), in [0, 1]: round(share * n) of the seed tasks and of each round's new
-    # tasks, pool source "real", each item at most once; the rest generated. The seed ones' references join replay
+    # tasks, pool source "real", each item at most once; the rest generated. A real item's reference joins replay
+    # as it enters the pool
     real_share: float = 0.0
     # transfer items (task.transfer_path) the base model and the final adapter, both under the run's policy, are
     # scored on at the end (first N); null = all, 0 = no transfer comparison

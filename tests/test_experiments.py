@@ -66,14 +66,16 @@ def test_real_meeting_bundle_selects_on_real_windows_apart_from_transfer_and_tra
         main.inner, main.outer, main.decoding, main.task.reward_weights)
 
 
-def test_cpu_selfevolve_bundle_keeps_the_seed_settings_and_trains_on_real_and_generated_meetings() -> None:
-    """conf/experiment/selfevolve_cpu.yaml: the 1.5B main job's data, 3 rounds at the seed's 4 samples, 3 judge
-    repeats and pass threshold 0.7, half the pool real; its LoRA steps read at most 30 minutes of tokens at the
-    measured 110 tokens/s (docs/selfevolve.md)."""
+def test_cpu_selfevolve_bundle_trains_and_gates_on_real_windows_from_the_plain_prompt() -> None:
+    """conf/experiment/selfevolve_cpu.yaml: 3 rounds at the seed's 4 samples and 3 judge repeats, every pool task and
+    the dev set real training windows, the content judge, the plain prompt; its LoRA steps read at most 30 minutes
+    of tokens at the measured 110 tokens/s (docs/selfevolve.md)."""
     c = _compose("selfevolve_cpu")
     s, lora = c.selfevolve, c.selfevolve.lora
     assert c.mode == "selfevolve" and c.model.backend == "hf"
-    assert (s.rounds, s.samples_per_task, s.judge_repeats, s.pass_threshold, s.real_share) == (3, 4, 3, 0.7, 0.5)
+    assert (s.rounds, s.samples_per_task, s.judge_repeats, s.real_share, s.dev_source) == (3, 4, 3, 1.0, "real")
+    assert s.policy == "plain_summary" and 0 < s.pass_threshold < 0.7
+    assert {k: v for k, v in c.task.reward_weights.items() if v} == {"content": 1.0}
     assert (lora.rank, lora.alpha, lora.lr, lora.replay_ratio) == (16, 32, 2e-4, 0.3)
     assert c.task.train_path and c.task.transfer_path and s.transfer_limit is None
     assert lora.steps * lora.batch_size * lora.max_length / 110 <= 30 * 60

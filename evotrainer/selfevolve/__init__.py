@@ -14,6 +14,7 @@ from evotrainer.selfevolve.pool import (
     check_disjoint,
     draw_real,
     real_count,
+    split_dev,
 )
 from evotrainer.selfevolve.round import (
     RoundModels,
@@ -31,4 +32,4 @@ __all__ = ["AdapterTransfer", "CurriculumDecision", "JudgeSettings", "PoolTask",
            "RoundOutcome", "RoundSetup", "Sample", "SelfEvolveState", "SelfEvolveSummary", "TrainItem", "Verdict",
            "add_to_pool", "check_disjoint", "compare_adapter", "curriculum_step", "draw_real", "grade_counts",
            "judge_samples", "parse_grade", "real_count", "reference_items", "run_round", "run_selfevolve",
-           "score_policy", "score_transfer"]
+           "score_policy", "score_transfer", "split_dev"]

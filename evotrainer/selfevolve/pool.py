@@ -9,7 +9,8 @@ generated at the current curriculum difficulty).
 
 New tasks are generated, or drawn from real training items (``task.train_path``, items with references of other
 groups than the meta-validation and transfer items): :func:`real_count` says how many of ``n`` are real for a
-share, :func:`draw_real` draws them, each item at most once per run.
+share, :func:`draw_real` draws them, each item at most once per run. With ``selfevolve.dev_source=real``,
+:func:`split_dev` first holds whole groups of them out as the dev set.
 
 The dev set and the meta-validation set never enter the pool: :func:`check_disjoint` compares
 content hashes (:func:`evotrainer.tasks.base.content_hash`) and raises.
@@ -25,7 +26,8 @@ import numpy as np
 from evotrainer.errors import DataError
 from evotrainer.tasks.base import Task
 
-__all__ = ["POOL_SOURCES", "PoolTask", "PoolUpdate", "add_to_pool", "check_disjoint", "draw_real", "real_count"]
+__all__ = ["POOL_SOURCES", "PoolTask", "PoolUpdate", "add_to_pool", "check_disjoint", "draw_real", "real_count",
+           "split_dev"]
 
 POOL_SOURCES: tuple[str, ...] = ("seed", "real", "generated")
 """Values of ``PoolTask.source``: generated at set-up, a real training item, generated in a round."""
@@ -185,3 +187,33 @@ def draw_real(items: Sequence[Task], k: int, rng: np.random.Generator) -> tuple[
     chosen = {int(i) for i in rng.choice(len(items), size=k, replace=False)}
     return ([t for i, t in enumerate(items) if i in chosen],
             tuple(t for i, t in enumerate(items) if i not in chosen))
+
+
+def split_dev(items: Sequence[Task], k: int, rng: np.random.Generator) -> tuple[list[Task], tuple[Task, ...]]:
+    """Hold ``k`` of ``items`` out as a dev set, one item from each of ``k`` groups: ``(dev, rest)``. Pure.
+
+    ``k`` groups (``Task.group``; an item without one is its own) are drawn at random and one item of each; ``rest``
+    (in the items' order) has no item of those groups, so no dev item shares a group with a pool or replay item,
+    and the dev set spans ``k`` groups rather than the windows of one.
+
+    Args:
+        items: the real training items.
+        k: dev items, >= 1.
+        rng: the only randomness.
+
+    Raises:
+        DataError: fewer than ``k + 1`` groups (the pool needs one left).
+    """
+    keys = [t.group or t.task_id for t in items]
+    groups = list(dict.fromkeys(keys))
+    if not 1 <= k < len(groups):
+        raise DataError(f"selfevolve.dev_source=real: cannot hold {k} dev items of different groups out of the "
+                        f"{len(groups)} groups of the {len(items)} training items (task.train_path) and keep one for "
+                        "the pool; lower selfevolve.dev_size")
+    taken = [groups[int(i)] for i in rng.choice(len(groups), size=k, replace=False)]
+    dev = []
+    for g in taken:
+        members = [t for t, key in zip(items, keys, strict=True) if key == g]
+        dev.append(members[int(rng.integers(len(members)))])
+    rest = tuple(t for t, key in zip(items, keys, strict=True) if key not in set(taken))
+    return dev, rest

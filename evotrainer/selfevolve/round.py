@@ -36,7 +36,7 @@ from evotrainer.harness.promotion import PromotionRule
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, sampling_for
 from evotrainer.selfevolve.curriculum import curriculum_step
 from evotrainer.selfevolve.display import PhaseTimer
-from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, to_sft
+from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, reference_items, to_sft
 from evotrainer.selfevolve.judge import JudgeSettings, Verdict, grade_counts, judge_samples
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool, draw_real, real_count
 from evotrainer.tasks.base import RolloutRequest, SelfEvolving, Task, TaskFamily
@@ -204,6 +204,8 @@ def run_round(
                              cap=cfg.pool_cap, forbidden=setup.forbidden)
         recorder.se_pool([pool_row(p, family) for p in update.added])
     tasks = [p.task for p in update.pool]
+    # a real task's written reference joins the replay buffer as it enters the pool, as the set-up tasks' did
+    replay = (*state.replay, *reference_items((p.task for p in update.added if p.source == "real"), family))
 
     # ---- 2. rollout: the current policy (prompt + adapter) samples answers --------------------------
     with timer.phase("rollout", f"{len(tasks)} tasks x {cfg.samples_per_task}", len(tasks) * cfg.samples_per_task):
@@ -234,12 +236,12 @@ def run_round(
         note = f"no sample reached the pass threshold {cfg.pass_threshold}: nothing trained"
     else:
         check_items(items, setup.forbidden, "training data")
-        check_items(state.replay, setup.forbidden, "replay data")
+        check_items(replay, setup.forbidden, "replay data")
         out_dir = setup.adapter_root / f"round_{k:03d}"
-        with timer.phase("train", f"{len(items)} samples + {len(state.replay)} replay", cfg.lora.steps, "steps"):
+        with timer.phase("train", f"{len(items)} samples + {len(replay)} replay", cfg.lora.steps, "steps"):
             try:
                 result = train(models.trainer, to_sft(family, policy, items, "pool"),
-                               to_sft(family, policy, state.replay, "replay"), cfg.lora, out_dir,
+                               to_sft(family, policy, replay, "replay"), cfg.lora, out_dir,
                                rng=train_rng, parent_adapter=policy.adapter)
                 _place_adapter(Path(result.adapter_dir), out_dir)
                 candidate = _candidate(policy, out_dir.resolve(), k)
@@ -273,7 +275,7 @@ def run_round(
         n_samples=len(samples), n_kept=len(passed), pass_rate=pass_rate, mean_score=mean_score,
         losses=tuple(result.losses) if result else (), candidate_id=candidate.id if candidate else None,
         adapter_path=_rel(Path(candidate.adapter), setup.run_dir) if candidate and candidate.adapter else None,
-        train=train_facts(result, len(items), len(state.replay)),
+        train=train_facts(result, len(items), len(replay)),
         dev_score=dev_score, prev_dev_score=state.dev_score, val_score=val_score, timings=dict(timer.seconds),
         note=note, grades_requested=grades_requested, grades_parsed=grades_parsed,
     )
@@ -284,7 +286,7 @@ def run_round(
         round=k,
         policy=candidate if kept and candidate is not None else policy,
         pool=update.pool,
-        replay=extend_replay(state.replay, items, cfg.replay_cap) if kept else state.replay,
+        replay=extend_replay(replay, items, cfg.replay_cap) if kept else replay,
         difficulty=dict(decision.difficulty),
         dev_score=dev_score if kept else state.dev_score,
         val_score=val_score if kept else state.val_score,

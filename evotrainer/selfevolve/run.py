@@ -1,6 +1,6 @@
 """``mode=selfevolve``: LoRA self-evolution rounds of one policy, each archived (the app side of the core).
 
-Set-up (models, the fixed dev set, the meta-validation and transfer items, the real training items, the seed
+Set-up (models, the fixed dev set (generated, or real training items held out by group), the meta-validation and transfer items, the real training items, the seed
 tasks, the baseline dev score), then ``selfevolve.rounds`` calls of :func:`~evotrainer.selfevolve.round.run_round`,
 then the base model vs the final adapter on the transfer items (:mod:`evotrainer.selfevolve.transfer`) and the
 per-round summary table. Randomness: the dev set comes from its own root (``seed + selfevolve.dev_seed_offset``),
@@ -49,7 +49,7 @@ from evotrainer.seeding import Seeds
 from evotrainer.selfevolve.curriculum import curriculum_bounds
 from evotrainer.selfevolve.display import PhaseTimer, round_table
 from evotrainer.selfevolve.examples import reference_items
-from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint, draw_real, real_count
+from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint, draw_real, real_count, split_dev
 from evotrainer.selfevolve.round import (
     RoundModels,
     RoundSetup,
@@ -173,10 +173,17 @@ def run_selfevolve(
     transfer_all = load_transfer(cfg, family, val_all)  # [] when task.transfer_path is null
     transfer = transfer_all[:s.transfer_limit] if s.transfer_limit is not None else transfer_all
     searched_real = s.outer_loop and "real_share" in cfg.outer.extras  # a harness knob draws them
-    real_items = load_training(cfg, family, val_all, transfer_all) if s.real_share > 0 or searched_real else []
+    real_dev = s.dev_source == "real"
+    real_items = (load_training(cfg, family, val_all, transfer_all)
+                  if s.real_share > 0 or searched_real or real_dev else [])
     settings = task_settings(cfg, family)
     difficulty0 = dict(settings.difficulty)
-    dev = family.generate(Seeds(cfg.seed + s.dev_seed_offset).numpy("selfevolve/dev"), difficulty0, s.dev_size)
+    dev_rng = Seeds(cfg.seed + s.dev_seed_offset).numpy("selfevolve/dev")
+    if real_dev:  # whole groups of the training items; the pool draws from the rest
+        dev, real_rest = split_dev(real_items, s.dev_size, dev_rng)
+        real_items = list(real_rest)
+    else:
+        dev = family.generate(dev_rng, difficulty0, s.dev_size)
     forbidden = held_apart(dev, val_all, transfer_all)
     seed_real, real_left = draw_real(real_items, real_count(s.seed_tasks, s.real_share, len(real_items)),
                                      seeds.numpy("selfevolve/seed_real"))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -18,7 +20,7 @@ from evotrainer.selfevolve.judge import (
     judge_samples,
     parse_grade,
 )
-from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint, draw_real, real_count
+from evotrainer.selfevolve.pool import PoolTask, add_to_pool, check_disjoint, draw_real, real_count, split_dev
 from evotrainer.selfevolve.round import train_facts
 from evotrainer.selfevolve.run import held_apart
 from evotrainer.tasks.meeting_minutes import DEFAULT_DIFFICULTY, MeetingMinutes
@@ -252,6 +254,28 @@ def test_selfevolve_config_validation_names_keys():
         bad = OmegaConf.merge(base, OmegaConf.from_dotlist([f"{key}={value}"]))
         with pytest.raises(ConfigError, match=name.replace(".", r"\.")):
             to_config(bad)
+
+
+def test_split_dev_holds_one_item_of_each_of_k_groups_out_and_is_pure():
+    items = tuple(replace(t, meta={"meeting": g})
+                  for t, g in zip(_tasks(6, 4), ["A", "B", "B", "C", "C", "D"], strict=True))
+    dev, rest = split_dev(items, 2, np.random.default_rng(0))
+    assert len(dev) == 2 and len({t.group for t in dev}) == 2 and not {t.group for t in dev} & {t.group for t in rest}
+    assert set(dev) | set(rest) <= set(items) and list(rest) == [t for t in items if t in rest]
+    assert rest and {t.group for t in rest} | {t.group for t in dev} == {"A", "B", "C", "D"}
+    assert split_dev(items, 2, np.random.default_rng(0)) == (dev, rest)  # the rng alone decides
+    with pytest.raises(DataError, match=r"cannot hold 4 dev items .* 4 groups .*selfevolve\.dev_size"):
+        split_dev(items, 4, np.random.default_rng(0))
+
+
+def test_a_real_dev_set_needs_training_items():
+    from omegaconf import OmegaConf
+
+    base = OmegaConf.structured(Config)
+    with pytest.raises(ConfigError, match=r"'selfevolve\.dev_source': expected 'generated' while task\.train_path"):
+        to_config(OmegaConf.merge(base, OmegaConf.from_dotlist(["selfevolve.dev_source=real"])))
+    with pytest.raises(ConfigError, match=r"'selfevolve\.dev_source': expected one of"):
+        to_config(OmegaConf.merge(base, OmegaConf.from_dotlist(["selfevolve.dev_source=held_out"])))
 
 
 def test_real_share_without_training_items_is_refused():

@@ -153,6 +153,11 @@ def test_selfevolve_draws_real_meetings_apart_from_selection_and_transfer_and_re
         assert not any(t.transcript.strip() in x for x in texts), t.task_id
     replay_answers = {e.messages[-1]["content"] for _, replay in trained for e in replay}
     assert any(train[p.task_id].reference_minutes in replay_answers for p in real if p.round == 0)
+    # a real task drawn in a later round brings its reference into that round's replay
+    assert len(trained) == 2
+    for k, (_, replay) in enumerate(trained, start=1):
+        answers = {e.messages[-1]["content"] for e in replay}
+        assert all(train[p.task_id].reference_minutes in answers for p in real if p.round <= k)
     # the transfer comparison: both policies on the 3 items of 2 meetings, archived and printed
     t = summary.transfer
     assert t is not None and t.item_ids == ("transfer-0", "transfer-1", "transfer-2") and t.diff.n == 2
@@ -171,3 +176,29 @@ def test_a_training_item_of_a_transfer_meeting_stops_the_run_before_any_model_lo
     with pytest.raises(DataError, match=r"item 'train-1' is of group 'T2', which the transfer set also holds"):
         run_selfevolve(cfg, run_dir=tmp_path / "run", console=Console(record=True))
     assert not (tmp_path / "run").exists()
+
+
+def test_a_real_dev_set_is_held_out_of_the_pool_by_meeting(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``selfevolve.dev_source=real``: the dev set is training items of whole meetings that no pool task, replay or
+    training example comes from; the keep-or-revert gate reads them."""
+    data = tmp_path / "data"
+    data.mkdir()
+    overrides = [*_real_overrides(tiny_model_dir, data), "selfevolve.dev_source=real", "selfevolve.dev_size=1",
+                 "selfevolve.rounds=1", "selfevolve.transfer_limit=0"]
+    cfg = to_config(OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides)))
+    trained: list[tuple] = []
+
+    def recording(backend, examples, replay, lora, out_dir, **kw):
+        trained.append((list(examples), list(replay)))
+        return train_lora(backend, examples, replay, lora, out_dir, **kw)
+
+    summary = run_selfevolve(cfg, run_dir=tmp_path / "run", console=Console(record=True, width=200), train=recording)
+    train = {t.task_id: t for t in MeetingMinutes().load_validation(data / "train.jsonl")}
+    with ArchiveStore(summary.archive, read_only=True) as ro:
+        pool = ro.selfevolve_pool(summary.run_id)
+        (setup,) = [e.event for e in ro.events(summary.run_id) if e.kind == "setup"]
+    (dev_id,) = setup.dev_tasks
+    dev = train[dev_id]  # a training window, not a generated meeting
+    assert not any(train[p.task_id].group == dev.group for p in pool if p.source == "real")
+    texts = [m["content"] for examples, replay in trained for e in examples + replay for m in e.messages]
+    assert not any(dev.transcript.strip() in x for x in texts)
