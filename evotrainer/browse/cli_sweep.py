@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evotrainer.archive.locate import find_archives
-from evotrainer.browse import sensitivity_view, study_view, transfer_view, views
+from evotrainer.browse import sensitivity_view, study_view, transfer_view, views, weights_view
 from evotrainer.browse.cli_common import JsonOpt, emit_json, friendly, make_console
 from evotrainer.browse.sweep_table import index_jobs, render_jobs, sweep_status
 from evotrainer.browse.textsafe import clip, terminal_safe
@@ -55,6 +55,10 @@ def sweep(
     study table (:mod:`evotrainer.stats.ablation`): per arm, final best − best seed, and arm against arm, pooled
     over seeds, with the rollouts and wall time per arm.
 
+    Weight-training runs (``mode=selfevolve``, ``mode=distill``) get their own table: each run's adapter against
+    the same prompt without it on the transfer items, and that difference pooled over the runs (bootstrap over the
+    items' groups, e.g. the documents windows are cut from).
+
     With ``--json`` the exit status is 0 whenever a sweep index was found, even before any job finished
     (``runs`` is then empty and ``jobs`` carries each job's status); 2 when there is neither a run to
     summarise nor a sweep index.
@@ -78,7 +82,7 @@ def sweep(
     summary["study"] = None if study is None else {**ablation.to_payload(study), "skipped": study_skipped}
     if as_json:
         emit_json(summary)
-        if not summary["runs"] and not any(in_a_sweep(p) for p in paths):
+        if not summary["runs"] and summary["adapters"] is None and not any(in_a_sweep(p) for p in paths):
             raise typer.Exit(2)
         return
     console = make_console()
@@ -111,9 +115,11 @@ def sweep(
         console.print(Text(f"skipped {terminal_safe(s['archive'])}"
                            + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")
                            + f": {clip(s['reason'], 200)}", style="yellow"))
-    if not summary["runs"] and study is None:
+    adapters = summary["adapters"]
+    if not summary["runs"] and study is None and adapters is None:
         where = ", ".join(str(p) for p in paths)
-        raise ArchiveError(f"{where}: no run holds a generalisation event; nothing to summarise")
+        raise ArchiveError(f"{where}: no run holds a generalisation event or a trained adapter's comparison; "
+                           "nothing to summarise")
     pooled = [(summary["pooled"], "", "sweep", f"cluster bootstrap by item, {pct}")]
     if (sub := summary["pooled_items"]) is not None:
         where = f"items matching {sub['pattern']!r}"
@@ -137,7 +143,9 @@ def sweep(
             t.add_row(Text(terminal_safe(src)), "0" if sel is None else str(sel["n"]), _diff_cell(sel),
                       "0" if held is None else str(held["n"]), _diff_cell(held))
         console.print(t)
-    transfer_view.print_pooled(console, summary)
+    if summary["runs"]:
+        transfer_view.print_pooled(console, summary)
+    weights_view.print_adapters(console, adapters, level)
     if study is not None:
         study_view.print_study(console, study, study_skipped)
         if html is not None:

@@ -13,8 +13,10 @@ from typing import Any
 
 from evotrainer.archive.locate import ArchiveLocation
 from evotrainer.archive.store import ArchiveStore, open_archive
+from evotrainer.browse.weights_view import adapter_summary, read_adapter_run
 from evotrainer.errors import ArchiveError, EvoTrainerError
 from evotrainer.events.kinds import SetupEvent
+from evotrainer.stats.adapter_pool import AdapterRun
 from evotrainer.stats.generalisation import Generalisation, from_payload, pool, source_of, with_item_ids
 from evotrainer.stats.transfer import TransferReport
 from evotrainer.stats.transfer_pool import pool_transfer, read_run
@@ -76,13 +78,17 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
         pooled_items ({"pattern", "heldout", "selection"} as ``pooled`` on the matching items; None without
         ``items``), and pooled_by_source ({source: {"heldout", "selection"}} as ``pooled`` on each source's items,
         sources by :func:`source_of`; empty unless the runs' items come from two sources or more: a gain pooled
-        over a mixed set can hide a loss on one source).
+        over a mixed set can hide a loss on one source), and adapters (weight-training runs, ``mode=selfevolve`` or
+        ``distill``: each run's adapter − its prompt alone on the transfer items and that difference pooled over
+        them, :func:`~evotrainer.browse.weights_view.adapter_summary`; None without such runs).
     """
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     gens: list[Generalisation] = []
     reports: list[TransferReport] = []  # the runs' transfer reports, pooled like the held-out difference
     seen: dict[str, str] = {}  # run id -> archive: a repeated run (same seed + config) is not a new sample
+    adapters: list[AdapterRun] = []  # weight-training runs (mode=selfevolve / distill): adapter vs its prompt alone
+    adapter_where: list[dict[str, Any]] = []
     for loc in locations:
         base = {"archive": str(loc.path), "job": loc.job, "overrides": list(loc.overrides)}
         try:
@@ -96,6 +102,16 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                     except ArchiveError as exc:
                         skipped.append({**base, "run_id": run.run_id, "reason": str(exc)})
                         continue
+                    if g is None and run.run_id not in seen:
+                        adapter, why = read_adapter_run(store, run)
+                        if adapter is not None:
+                            seen[run.run_id] = str(loc.path)
+                            adapters.append(adapter)
+                            adapter_where.append(base)
+                            continue
+                        if why is not None:
+                            skipped.append({**base, "run_id": run.run_id, "reason": why})
+                            continue
                     if g is None:
                         done = bool(store.events(run.run_id, kind="summary"))
                         reason = ("finished without a generalisation event (made by older code)" if done
@@ -124,7 +140,8 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
     pt = pool_transfer(reports, seed=seed, level=level)
     return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
             "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items,
-            "pooled_by_source": pooled_by_source(gens, seed=seed, level=level)}
+            "pooled_by_source": pooled_by_source(gens, seed=seed, level=level),
+            "adapters": adapter_summary(adapters, adapter_where, seed=seed, level=level)}
 
 
 def _pooled_splits(gens: list[Generalisation], *, seed: int, level: float,
