@@ -43,6 +43,7 @@ from evotrainer.backends.hf_loading import (
     _cache_kwarg,
     _plain_kv_cache,
     _resolve_source,
+    contiguous_head_input,
     load_model,
 )
 from evotrainer.backends.logits import build_processors
@@ -134,6 +135,7 @@ class HFBackend(AdapterSlots):
         self.name = f"hf:{gguf_file or source} ({cfg.dtype})"
         start = time.perf_counter()
         self.tokenizer, self.model = load_model(source, gguf_file, _DTYPES[cfg.dtype])
+        contiguous_head_input(self.model)  # else a frozen head weight is copied per row (PEFT freezes it)
         try:
             self.model.to(cfg.device).eval()
         except (RuntimeError, AssertionError) as exc:  # unknown or unavailable device

@@ -20,7 +20,7 @@ from evotrainer.backends.gguf_rope import gguf_model_config
 from evotrainer.errors import ModelError
 from evotrainer.model_schema import ModelConfig
 
-__all__ = ["load_model"]
+__all__ = ["contiguous_head_input", "load_model"]
 
 log = logging.getLogger(__name__)
 
@@ -131,3 +131,20 @@ def load_model(source: str, gguf_file: str | None, dtype: torch.dtype) -> tuple[
     if converted is not None:
         save_converted(converted, tokenizer, model)
     return tokenizer, model
+
+
+def contiguous_head_input(model: torch.nn.Module) -> None:
+    """Make the output head (``get_output_embeddings()``) read a contiguous input, once per model.
+
+    Generation slices the last position's hidden states, ``(B, 1, H)`` with the stride of the whole prompt. On the CPU,
+    torch 2.13's ``linear`` does not fold such a non-contiguous 3-D input into one matrix product when the weight
+    does not require grad (PEFT freezes every base weight when it injects an adapter): it expands the ``(V, H)``
+    head weight once per row into a batched product, ``B x V x H`` elements (gigabytes for a batch of rows of a
+    150k vocabulary; docs/results.md, "Self-evolution and adapter genes"). A pre-hook copies the ``(B, 1, H)`` input
+    instead. A model without an output head is left as it is.
+    """
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    if head is None or getattr(head, "_evotrainer_contiguous", False):
+        return
+    head.register_forward_pre_hook(lambda _module, args: (args[0].contiguous(), *args[1:]) if args else None)
+    head._evotrainer_contiguous = True

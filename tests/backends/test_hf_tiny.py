@@ -235,3 +235,30 @@ def test_source_resolution_for_gguf_files_and_folders(tmp_path: Path) -> None:
         _resolve_source(ModelConfig(path=str(tmp_path), gguf_file="missing.gguf"))
     with pytest.raises(ModelError, match="does not exist"):
         _resolve_source(ModelConfig(path="./relative/missing"))
+
+
+def test_the_output_head_reads_a_contiguous_input_with_frozen_weights(tiny: HFBackend) -> None:
+    """PEFT freezes the base weights; torch's CPU ``linear`` then expands a frozen head weight per row for a
+    non-contiguous ``(B, 1, H)`` input (gigabytes on a real vocabulary). The backend's head copies its input first."""
+    from evotrainer.backends.hf_loading import contiguous_head_input
+
+    head = tiny.model.get_output_embeddings()
+    seen: list[bool] = []
+    handle = head.register_forward_hook(lambda _m, args, _out: seen.append(args[0].is_contiguous()))
+    flags = {n: p.requires_grad for n, p in tiny.model.named_parameters()}
+    try:
+        for p in tiny.model.parameters():
+            p.requires_grad_(False)  # as after PEFT injects an adapter
+        rows = [GenerationRequest(messages=({"role": "user", "content": f"Note {i}: the budget is due."},),
+                                  params=SamplingParams(max_new_tokens=3)) for i in range(3)]
+        tiny.generate(rows)
+        hidden = torch.randn(3, 5, head.in_features)[:, -1:, :]  # (B, 1, H), the stride of the whole prompt
+        head(hidden)
+    finally:
+        handle.remove()
+        for n, p in tiny.model.named_parameters():
+            p.requires_grad_(flags[n])
+    assert seen and all(seen)
+    hooks = len(head._forward_pre_hooks)
+    contiguous_head_input(tiny.model)  # once per model
+    assert len(head._forward_pre_hooks) == hooks
