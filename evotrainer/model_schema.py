@@ -113,6 +113,10 @@ class LoraSettings:
     # (q/k/v/o_proj on Llama and Qwen2: evotrainer/adapters/targets.py)
     target_modules: list[str] = field(default_factory=list)
     steps: int = 16  # optimiser steps (one batch each), >= 1
+    # the most passes over the new (pool) examples, > 0, or 0 = off: when set, the steps stop at
+    # ceil(max_passes x pool examples / pool rows per batch) if that is fewer than ``steps``, so few examples are
+    # not repeated until memorised (adapters/batches.py, capped_steps)
+    max_passes: float = 0.0
     batch_size: int = 4  # examples per step, >= 1
     replay_ratio: float = 0.3  # share of each batch drawn from the replay buffer, in [0, 1)
     # tokens per example (prompt + answer + end-of-turn), >= 16; a longer prompt loses words from the middle of
@@ -139,6 +143,7 @@ class LoraSettings:
             ("target_modules", all(isinstance(m, str) and m for m in modules),
              "a list of module names (empty = the model's attention projections)"),
             ("steps", self.steps >= 1, ">= 1"),
+            ("max_passes", self.max_passes >= 0 and math.isfinite(self.max_passes), ">= 0 and finite (0 = off)"),
             ("batch_size", self.batch_size >= 1, ">= 1"),
             ("replay_ratio", 0 <= self.replay_ratio < 1, "in [0, 1)"),
             ("max_length", self.max_length >= 16, ">= 16 tokens"),

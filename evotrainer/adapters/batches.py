@@ -13,7 +13,7 @@ import numpy as np
 
 from evotrainer.errors import ConfigError, DataError
 
-__all__ = ["BatchRow", "plan_batches", "replay_share"]
+__all__ = ["BatchRow", "capped_steps", "plan_batches", "replay_share"]
 
 
 @dataclass(frozen=True)
@@ -90,6 +90,28 @@ def plan_batches(
         rows += [BatchRow("pool", i) for i in pool.take(batch_size - k)]
         plan.append([rows[j] for j in rng.permutation(len(rows))])
     return plan
+
+
+def capped_steps(n_pool: int, n_replay: int, *, steps: int, batch_size: int, replay_ratio: float,
+                 max_passes: float) -> int:
+    """The steps to plan: ``steps``, or fewer when ``max_passes`` > 0 and ``steps`` batches would show each pool
+    example more than ``max_passes`` times.
+
+    A batch holds ``batch_size x (1 - replay_ratio)`` pool rows (all ``batch_size`` without replay examples), so
+    ``ceil(max_passes x n_pool / pool rows per batch)`` steps make ``max_passes`` passes over the pool; the
+    result is in ``[1, steps]``.
+
+    Args:
+        n_pool / n_replay: pool and replay examples, >= 0.
+        steps: the configured steps, >= 1.
+        batch_size: rows per batch, >= 1.
+        replay_ratio: share of replay rows, in [0, 1).
+        max_passes: the most passes over the pool, > 0; 0 (or less) leaves ``steps`` as it is.
+    """
+    if max_passes <= 0 or n_pool < 1:
+        return steps
+    pool_rows = batch_size * (1.0 - (replay_ratio if n_replay else 0.0))  # > 0: the ratio is < 1
+    return max(1, min(steps, math.ceil(max_passes * n_pool / pool_rows - 1e-9)))
 
 
 def replay_share(plan: list[list[BatchRow]]) -> float:

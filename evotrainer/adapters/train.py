@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from evotrainer.adapters.batches import BatchRow, plan_batches, replay_share
+from evotrainer.adapters.batches import BatchRow, capped_steps, plan_batches, replay_share
 from evotrainer.adapters.sft_data import IGNORE_INDEX, EncodedExample, collate, encode_chat
 from evotrainer.adapters.targets import attention_projections
 from evotrainer.backends.adapter_files import ADAPTER_META_FILE, check_fits, read_adapter
@@ -181,7 +181,8 @@ def train_lora(
     """Fine-tune a LoRA adapter on ``examples`` (+ replay) and save it to ``out_dir``.
 
     Loss only on the answer tokens and the closing end-of-turn token (see :func:`encode_chat`). Every batch
-    mixes in ``cfg.replay_ratio`` replay rows (see :func:`plan_batches`). The backend's resident inference
+    mixes in ``cfg.replay_ratio`` replay rows (see :func:`plan_batches`); ``cfg.max_passes`` > 0 caps the steps at
+    that many passes over ``examples`` (see :func:`capped_steps`). The backend's resident inference
     adapters are unloaded first; the model is wrapped by PEFT, trained in ``train()`` mode, saved with
     ``save_pretrained``, unwrapped (``unload()``) and put back in ``eval()`` mode, so the base weights, their
     ``requires_grad`` flags and the backend's outputs are exactly as before. Training runs in the model's
@@ -216,7 +217,9 @@ def train_lora(
     old, skipped_replay = _encode_all(tokenizer, replay, cfg, end_id, "replay")
     if not pool:
         raise DataError(f"train_lora: none of the {len(examples)} pool examples could be encoded")
-    plan = plan_batches(len(pool), len(old), steps=cfg.steps, batch_size=cfg.batch_size,
+    steps = capped_steps(len(pool), len(old), steps=cfg.steps, batch_size=cfg.batch_size,
+                         replay_ratio=cfg.replay_ratio, max_passes=cfg.max_passes)
+    plan = plan_batches(len(pool), len(old), steps=steps, batch_size=cfg.batch_size,
                         replay_ratio=cfg.replay_ratio, rng=rng)
     torch_seed = int(rng.integers(2**31 - 1))
 
@@ -240,7 +243,7 @@ def train_lora(
                 raise ModelError(f"LoRA training would update non-adapter weights: {frozen_lora[:3]}")
             step_start = time.perf_counter()
             losses, tokens = _fit(peft_model, plan, {"pool": pool, "replay": old}, cfg, pad_id, end_id)
-            step_seconds = (time.perf_counter() - step_start) / cfg.steps
+            step_seconds = (time.perf_counter() - step_start) / steps
             peft_model.eval()
             out.mkdir(parents=True, exist_ok=True)
             peft_model.save_pretrained(str(out), save_embedding_layers=False)  # only LoRA factors train
@@ -254,7 +257,7 @@ def train_lora(
         losses=tuple(losses),
         seconds=time.perf_counter() - start,
         trainable_params=n_trainable,
-        steps=cfg.steps,
+        steps=steps,
         replay_share=replay_share(plan),
         skipped_examples=skipped_pool + skipped_replay,
         seconds_per_step=step_seconds,

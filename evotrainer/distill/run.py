@@ -28,6 +28,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from evotrainer.adapters.batches import capped_steps
 from evotrainer.adapters.export import export_policy
 from evotrainer.adapters.train import SFTExample, TrainResult, train_lora
 from evotrainer.archive.recorder import RunRecorder
@@ -190,7 +191,9 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
     run_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".distill-train-", dir=run_dir))
     try:
-        with _phase(timings, "train"), task(f"LoRA on {len(examples)} examples", d.lora.steps, console=console,
+        steps = capped_steps(len(examples), 0, steps=d.lora.steps, batch_size=d.lora.batch_size,
+                             replay_ratio=d.lora.replay_ratio, max_passes=d.lora.max_passes)
+        with _phase(timings, "train"), task(f"LoRA on {len(examples)} examples", steps, console=console,
                                             unit="steps"):
             trained = train_lora(backend, examples, [], d.lora, scratch, rng=seeds.numpy("distill/train"))
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from evotrainer.adapters.batches import capped_steps
 from evotrainer.adapters.train import TrainResult
 from evotrainer.archive.schema import PoolTaskRow, RoundRow, SampleRow
 from evotrainer.backends.base import LLM, Embedder, SamplingParams
@@ -238,7 +239,9 @@ def run_round(
         check_items(items, setup.forbidden, "training data")
         check_items(replay, setup.forbidden, "replay data")
         out_dir = setup.adapter_root / f"round_{k:03d}"
-        with timer.phase("train", f"{len(items)} samples + {len(replay)} replay", cfg.lora.steps, "steps"):
+        steps = capped_steps(len(items), len(replay), steps=cfg.lora.steps, batch_size=cfg.lora.batch_size,
+                             replay_ratio=cfg.lora.replay_ratio, max_passes=cfg.lora.max_passes)
+        with timer.phase("train", f"{len(items)} samples + {len(replay)} replay", steps, "steps"):
             try:
                 result = train(models.trainer, to_sft(family, policy, items, "pool"),
                                to_sft(family, policy, replay, "replay"), cfg.lora, out_dir,

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evotrainer.adapters.batches import plan_batches, replay_share
+from evotrainer.adapters.batches import capped_steps, plan_batches, replay_share
 from evotrainer.errors import ConfigError, DataError
 
 
@@ -42,3 +42,20 @@ def test_bad_arguments_raise() -> None:
         plan_batches(3, 3, steps=2, batch_size=2, replay_ratio=1.0, rng=rng)
     with pytest.raises(ConfigError):
         plan_batches(3, 3, steps=0, batch_size=2, replay_ratio=0.3, rng=rng)
+
+
+@pytest.mark.parametrize(("n_pool", "n_replay", "max_passes", "expected"), [
+    (5, 6, 2.0, 8),     # 2 x 1.4 pool rows a batch of 2 at ratio 0.3: ceil(10 / 1.4) = 8
+    (5, 0, 2.0, 5),     # no replay: every row a pool row, ceil(10 / 2)
+    (40, 6, 2.0, 36),   # enough examples: the configured steps stand
+    (5, 6, 0.0, 36),    # 0 = off
+    (1, 0, 0.1, 1),     # at least one step
+])
+def test_capped_steps_stop_at_max_passes_over_the_pool(n_pool: int, n_replay: int, max_passes: float,
+                                                       expected: int) -> None:
+    steps = capped_steps(n_pool, n_replay, steps=36, batch_size=2, replay_ratio=0.3, max_passes=max_passes)
+    assert steps == expected
+    plan = plan_batches(n_pool, n_replay, steps=steps, batch_size=2, replay_ratio=0.3, rng=np.random.default_rng(0))
+    pool_rows = sum(r.source == "pool" for b in plan for r in b)
+    if max_passes > 0 and steps < 36:
+        assert pool_rows <= max_passes * n_pool + 2  # within one batch of max_passes passes

@@ -91,6 +91,14 @@ def test_training_is_reproducible_given_the_rng(tiny_backend: HFBackend, tmp_pat
     assert all(torch.equal(ta[k], tb[k]) for k in ta)
 
 
+def test_max_passes_caps_the_steps(tiny_backend: HFBackend, tmp_path: Path) -> None:
+    cfg = replace(CFG, steps=50, replay_ratio=0.0, max_passes=1.0)
+    result = train_lora(tiny_backend, POOL, [], cfg, tmp_path / "a", rng=np.random.default_rng(0))
+    assert result.steps == len(result.losses) == -(-len(POOL) // cfg.batch_size)  # one pass over the pool
+    with pytest.raises(ConfigError, match="lora.max_passes"):
+        replace(CFG, max_passes=-1.0).check()
+
+
 def test_answer_only_loss_equals_the_plain_labelled_loss(tiny_backend: HFBackend) -> None:
     from peft import LoraConfig, get_peft_model
 
