@@ -124,3 +124,4 @@ def test_the_training_harness_study_composes_two_arms_two_seeds_at_one_training_
     assert cfg.mode == "selfevolve" and cfg.selfevolve.outer_loop and cfg.model.threads == 2
     assert cfg.outer.budget.train_tokens and cfg.outer.budget.seconds is None and cfg.outer.patience >= 100
     assert set(cfg.outer.extras) == {"real_share", "pass_threshold"} and cfg.task.train_path
+    assert cfg.task.validation_path.endswith("qmsum_meetings.jsonl") and not cfg.task.validation_extra  # real race
