@@ -92,3 +92,12 @@ def test_real_training_bundle_trains_on_real_windows_with_the_content_reward() -
     assert not c.outer.evolve_reward_weights and c.outer.seed_screen_size == 18
     assert c.task.validation_path == _compose("meeting_minutes_real").task.validation_path
     assert c.outer.race.survivors >= c.outer.screen_top_k  # no racer is cut for a sibling's early lead
+
+
+def test_adapter_gene_bundle_is_the_real_training_bundle_plus_adapters() -> None:
+    """+experiment=meeting_minutes_real_train_adapters: the prompt-only bundle with the same budget, plus adapter
+    mutations whose threshold a content score on real windows can reach and whose rows keep part of the transcript."""
+    plain, genes = _compose("meeting_minutes_real_train"), _compose("meeting_minutes_real_train_adapters")
+    assert genes.outer.budget == plain.outer.budget and genes.task == plain.task
+    assert plain.inner.adapter_mutation_share == 0 and genes.inner.adapter_mutation_share > 0
+    assert genes.inner.adapter_pass_threshold <= 0.25 and genes.inner.adapter_lora.max_length >= 1024
