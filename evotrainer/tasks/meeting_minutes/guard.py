@@ -28,7 +28,10 @@ Checks, in order (the first that fires names the reason):
    :data:`SPEAKER_LINE_SHARE` of the non-header lines. Calibrated on human references: the 152
    QMSum references and the 100 references of ``validation_set/meeting_minutes.jsonl`` have no
    speaker line at all (their ``- Owner: task`` bullets, up to 69 % of a reference's lines, sit under
-   "## Action items"), tested in ``tests/tasks/meeting_minutes/test_guard_speakers.py``.
+   "## Action items"), tested in ``tests/tasks/meeting_minutes/test_guard_speakers.py``. Nor are lines that
+   narrate in the third person (a reporting verb such as "discussed", "presented", "emphasised" and no
+   first- or second-person word): minutes organised by speaker (``**Professor D:** The meeting began with
+   Professor D presenting the results``), which the 1.5B writes under the plain prompt.
 """
 
 from __future__ import annotations
@@ -104,6 +107,21 @@ _UTTERANCE = re.compile(
     r"so|right|sure|alright|thanks|thank you|hi|hello|hey|good morning|let's)\b", re.I)
 
 
+# A line of minutes organised by speaker narrates in the third person ("**Professor D:** The team discussed ...",
+# "Kirsty Williams AM: Minister of Education, discussing ..."); a turn of dialogue speaks in the first or second.
+_REPORTING = re.compile(  # past and -ing forms only: "notes", "reports", "updates" are nouns too
+    r"\b(?:discuss|present|not|emphasi[sz]|mention|express|highlight|suggest|explain|rais|propos|report|describ|"
+    r"address|outlin|summari[sz]|stat|introduc|conclud|acknowledg|confirm|argu|ask|agre|updat|provid|shar)"
+    r"(?:ed|ing)\b|\b(?:pointed out|talked about)\b", re.I)
+_FIRST_SECOND_PERSON = re.compile(r"\b(?:i|i'm|i'll|i've|i'd|me|my|we|we're|we'll|we've|us|our|you|you're|your)\b",
+                                  re.I)
+
+
+def _narrates(text: str) -> bool:
+    """A third-person account of what a speaker did (a reporting verb, no first or second person), not a turn."""
+    return bool(_REPORTING.search(text)) and not _FIRST_SECOND_PERSON.search(text) and not _UTTERANCE.match(text)
+
+
 def _norm(label: str) -> str:
     return " ".join(label.replace("*", " ").replace("_", " ").split()).casefold()
 
@@ -166,6 +184,8 @@ def speaker_line_share(output: str, transcript: str) -> tuple[int, int]:
         text = match["text"].strip().strip("*_ ")
         if match["bullet"] and not (_UTTERANCE.match(text) or text.endswith("?")):
             continue  # "- Alice: send the report" is an owned action item
+        if _narrates(text):
+            continue  # "Alice: presented the budget" summarises her part: minutes by speaker
         speaker += 1
     return speaker, total
 

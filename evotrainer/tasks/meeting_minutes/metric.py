@@ -60,7 +60,8 @@ __all__ = ["SCORER_VERSION", "SEMANTIC_BASELINE", "content_score", "default_embe
 
 SCORER_VERSION = "mm-5"
 """mm-5: content, not template (module docstring); ROUGE reported only; the guard counts invented speakers in the
-transcript's style ("Grad F" beside "Grad A") as dialogue.
+transcript's style ("Grad F" beside "Grad A") as dialogue, and not third-person speaker lines (minutes organised by
+speaker).
 
 mm-4: the guard's speaker-continuation check; ground-truth items without an owner match on task text.
 mm-3: Unicode tokenizer, ROUGE-Lsum on sentence-split text, owner aliases, Hungarian matching."""

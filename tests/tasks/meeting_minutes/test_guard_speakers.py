@@ -108,3 +108,34 @@ def test_invented_speakers_in_the_transcripts_style_count() -> None:
     assert degenerate_reason(output + "\n\nSummary:\n\nGrad E, Grad A, Grad B", transcript) == "speaker_continuation"
     minutes = "## Action items\n- Grad A: check the budget\n## Topics\n- Grad students' budget: the 2 options"
     assert degenerate_reason(minutes, transcript) is None
+
+
+# Real outputs of the 1.5B under the plain prompt on two transfer windows (cut): minutes organised by speaker, each
+# speaker line a third-person account. Before the narration rule both scored 0 as "speaker_continuation".
+BY_SPEAKER = {
+    "icsi": ("Professor D: so the results from Stephane and Sunil are in.\nPhD A: Yeah, the Danish is lower.\n"
+             "PhD C: The development set is thirty three.",
+             "### Meeting Summary\n\n**Professor D:** The meeting began with Professor D presenting the results from "
+             "Stephane and Sunil. The results showed that the Danish system had a lower overall improvement.\n\n"
+             "**PhD A:** The PhDs discussed the results and the overall improvement.\n\n**PhD C:** The PhD C "
+             "discussed the best system and the development set results."),
+    "committee": ("Helen Mary Jones AM: Good morning, welcome.\nKirsty Williams AM: Thank you, Chair.\n"
+                  "Lynne Neagle AM: Can I ask about youth services?",
+                  "### Meeting Summary\n\n**Helen Mary Jones AM:** Chair of the Education Committee, addressing the "
+                  "mental health and well-being of staff and learners.\n\n**Kirsty Williams AM:** Minister of "
+                  "Education, discussing the importance of youth services.\n\n**Lynne Neagle AM:** Member of the "
+                  "Welsh Parliament, expressing gratitude for the meeting and asking about youth services."),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BY_SPEAKER))
+def test_minutes_organised_by_speaker_do_not_fire(case) -> None:
+    transcript, minutes = BY_SPEAKER[case]
+    assert speaker_line_share(minutes, transcript)[0] == 0
+    assert degenerate_reason(minutes, transcript) is None
+
+
+def test_a_turn_with_a_reporting_verb_still_counts() -> None:
+    turns = ("Ottilie: We discussed the boiler last week.\nBaptiste: I asked for a second quote.\n"
+             "Ottilie: Yeah, and you shared it with Rosalind?\nRosalind: So it was agreed, phase it over two years.")
+    assert degenerate_reason(turns, TASK.transcript) == "speaker_continuation"
