@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.model_schema import LoraSettings
 
 __all__ = ["BatchRow", "capped_steps", "plan_batches", "replay_share"]
 
@@ -92,26 +93,23 @@ def plan_batches(
     return plan
 
 
-def capped_steps(n_pool: int, n_replay: int, *, steps: int, batch_size: int, replay_ratio: float,
-                 max_passes: float) -> int:
-    """The steps to plan: ``steps``, or fewer when ``max_passes`` > 0 and ``steps`` batches would show each pool
-    example more than ``max_passes`` times.
+def capped_steps(n_pool: int, n_replay: int, cfg: LoraSettings) -> int:
+    """The steps to plan: ``cfg.steps``, or fewer when ``cfg.max_passes`` > 0 and ``cfg.steps`` batches would show
+    each pool example more than ``cfg.max_passes`` times.
 
     A batch holds ``batch_size x (1 - replay_ratio)`` pool rows (all ``batch_size`` without replay examples), so
     ``ceil(max_passes x n_pool / pool rows per batch)`` steps make ``max_passes`` passes over the pool; the
-    result is in ``[1, steps]``.
+    result is in ``[1, cfg.steps]``.
 
     Args:
         n_pool / n_replay: pool and replay examples, >= 0.
-        steps: the configured steps, >= 1.
-        batch_size: rows per batch, >= 1.
-        replay_ratio: share of replay rows, in [0, 1).
-        max_passes: the most passes over the pool, > 0; 0 (or less) leaves ``steps`` as it is.
+        cfg: the run's LoRA settings (``steps`` >= 1, ``batch_size`` >= 1, ``replay_ratio`` in [0, 1),
+            ``max_passes``: 0 or less leaves ``steps`` as it is).
     """
-    if max_passes <= 0 or n_pool < 1:
-        return steps
-    pool_rows = batch_size * (1.0 - (replay_ratio if n_replay else 0.0))  # > 0: the ratio is < 1
-    return max(1, min(steps, math.ceil(max_passes * n_pool / pool_rows - 1e-9)))
+    if cfg.max_passes <= 0 or n_pool < 1:
+        return cfg.steps
+    pool_rows = cfg.batch_size * (1.0 - (cfg.replay_ratio if n_replay else 0.0))  # > 0: the ratio is < 1
+    return max(1, min(cfg.steps, math.ceil(cfg.max_passes * n_pool / pool_rows - 1e-9)))
 
 
 def replay_share(plan: list[list[BatchRow]]) -> float:

@@ -217,8 +217,7 @@ def train_lora(
     old, skipped_replay = _encode_all(tokenizer, replay, cfg, end_id, "replay")
     if not pool:
         raise DataError(f"train_lora: none of the {len(examples)} pool examples could be encoded")
-    steps = capped_steps(len(pool), len(old), steps=cfg.steps, batch_size=cfg.batch_size,
-                         replay_ratio=cfg.replay_ratio, max_passes=cfg.max_passes)
+    steps = capped_steps(len(pool), len(old), cfg)
     plan = plan_batches(len(pool), len(old), steps=steps, batch_size=cfg.batch_size,
                         replay_ratio=cfg.replay_ratio, rng=rng)
     torch_seed = int(rng.integers(2**31 - 1))

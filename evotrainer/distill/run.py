@@ -191,8 +191,7 @@ def run_distill(cfg: Config, *, run_dir: str | Path, config_dict: dict | None = 
     run_dir.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".distill-train-", dir=run_dir))
     try:
-        steps = capped_steps(len(examples), 0, steps=d.lora.steps, batch_size=d.lora.batch_size,
-                             replay_ratio=d.lora.replay_ratio, max_passes=d.lora.max_passes)
+        steps = capped_steps(len(examples), 0, d.lora)
         with _phase(timings, "train"), task(f"LoRA on {len(examples)} examples", steps, console=console,
                                             unit="steps"):
             trained = train_lora(backend, examples, [], d.lora, scratch, rng=seeds.numpy("distill/train"))

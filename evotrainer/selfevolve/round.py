@@ -239,8 +239,7 @@ def run_round(
         check_items(items, setup.forbidden, "training data")
         check_items(replay, setup.forbidden, "replay data")
         out_dir = setup.adapter_root / f"round_{k:03d}"
-        steps = capped_steps(len(items), len(replay), steps=cfg.lora.steps, batch_size=cfg.lora.batch_size,
-                             replay_ratio=cfg.lora.replay_ratio, max_passes=cfg.lora.max_passes)
+        steps = capped_steps(len(items), len(replay), cfg.lora)
         with timer.phase("train", f"{len(items)} samples + {len(replay)} replay", steps, "steps"):
             try:
                 result = train(models.trainer, to_sft(family, policy, items, "pool"),

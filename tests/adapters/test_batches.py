@@ -9,6 +9,7 @@ import pytest
 
 from evotrainer.adapters.batches import capped_steps, plan_batches, replay_share
 from evotrainer.errors import ConfigError, DataError
+from evotrainer.model_schema import LoraSettings
 
 
 @pytest.mark.parametrize(("steps", "batch", "ratio"), [(16, 4, 0.3), (96, 8, 0.3), (12, 4, 0.5), (7, 3, 0.25)])
@@ -53,7 +54,8 @@ def test_bad_arguments_raise() -> None:
 ])
 def test_capped_steps_stop_at_max_passes_over_the_pool(n_pool: int, n_replay: int, max_passes: float,
                                                        expected: int) -> None:
-    steps = capped_steps(n_pool, n_replay, steps=36, batch_size=2, replay_ratio=0.3, max_passes=max_passes)
+    cfg = LoraSettings(steps=36, batch_size=2, replay_ratio=0.3, max_passes=max_passes)
+    steps = capped_steps(n_pool, n_replay, cfg)
     assert steps == expected
     plan = plan_batches(n_pool, n_replay, steps=steps, batch_size=2, replay_ratio=0.3, rng=np.random.default_rng(0))
     pool_rows = sum(r.source == "pool" for b in plan for r in b)
