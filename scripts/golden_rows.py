@@ -46,6 +46,7 @@ import argparse
 import hashlib
 import importlib.util
 import json
+import math
 import os
 import re
 import sqlite3
@@ -302,7 +303,8 @@ def _describe(tree: Path) -> str:
 def compare(expected: Mapping[str, Any], actual: Mapping[str, Any], *, config: bool = True) -> list[str]:
     """The differences of two dumps, one readable line each (empty when they are equal).
 
-    The tiny model's fingerprints first (when both dumps have one). Per table: rows only in one dump (by their JSON text), shown with the columns that differ from the
+    The tiny model's fingerprints first (when both dumps have one). Per table: rows only in one dump (by their JSON text, floats within
+    :data:`FLOAT_REL_TOL`), shown with the columns that differ from the
     nearest row of the other dump when the tables have equally many rows; columns added or removed. With
     ``config``: config keys added, removed or changed. The schema version is not compared (a renamed column
     is the only schema change a dump shows, and :data:`COLUMN_RENAMES` maps it).
@@ -341,6 +343,11 @@ def _compare_rows(table: str, a: Sequence[Mapping[str, Any]], b: Sequence[Mappin
     text_a, text_b = {_canonical(r) for r in a}, {_canonical(r) for r in b}
     only_a = [r for r in a if _canonical(r) not in text_b]
     only_b = [r for r in b if _canonical(r) not in text_a]
+    for ra in list(only_a):  # equal but for float rounding: not a difference
+        twin = next((rb for rb in only_b if _same(ra, rb)), None)
+        if twin is not None:
+            only_a.remove(ra)
+            only_b.remove(twin)
     for ra in only_a:
         near = min(only_b, key=lambda rb: len(_differing(ra, rb)), default=None)
         if near is None:
@@ -359,8 +366,26 @@ def _compare_rows(table: str, a: Sequence[Mapping[str, Any]], b: Sequence[Mappin
     return lines
 
 
+FLOAT_REL_TOL = 1e-5
+"""Relative tolerance for floats in two dumps. Values derived from the embedder's float32 vectors (population
+diversity, near-duplicate similarities) differ in their last bits between machines whose kernels sum in another order
+(measured: 0.12019619 vs 0.12019607 for one diversity, a relative 1e-6, on two of the project's machines); a real change of
+what a run writes moves them by far more, or changes a row's other columns."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """``a == b``, floats within :data:`FLOAT_REL_TOL` of each other, through dicts and lists."""
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=FLOAT_REL_TOL, abs_tol=1e-12)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return a == b
+
+
 def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
-    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+    return sorted(k for k in a.keys() | b.keys() if not _same(a.get(k), b.get(k)))
 
 
 _KEY_COLUMNS = ("kind", "policy_id", "harness_id", "child_id", "round", "task_id", "sample_index")

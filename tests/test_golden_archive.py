@@ -123,3 +123,17 @@ def test_the_dump_maps_renamed_columns_and_hides_volatile_values(golden: ModuleT
     changed = {**dump, "tables": {**dump["tables"], "selfevolve_pool": [
         {**dump["tables"]["selfevolve_pool"][0], "reference": "other"}]}}
     assert golden.compare(dump, changed) == ["selfevolve_pool: row {task_id='t1'}: reference: \"ref\" -> \"other\""]
+
+
+def test_floats_compare_within_float32_noise_and_no_further(golden: ModuleType) -> None:
+    """A float that moves in its last float32 bits (another CPU's summation order) is no difference; a real
+    change of the same value is, and is named by its nested key."""
+    row = {"kind": "inner_generation", "payload_json": {"record": {"diversity": 0.12019618600606918, "n": 4}}}
+
+    def dump(diversity: float) -> dict[str, Any]:
+        changed = {**row, "payload_json": {"record": {"diversity": diversity, "n": 4}}}
+        return {"tables": {"events": [changed]}}
+
+    assert golden.compare(dump(0.12019618600606918), dump(0.12019606679677963), config=False) == []
+    diff = golden.compare(dump(0.12019618600606918), dump(0.1205), config=False)
+    assert len(diff) == 1 and "payload_json.record.diversity" in diff[0]
