@@ -8,6 +8,7 @@ DictConfig. :func:`validate` fails early with a :class:`ConfigError` naming the 
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -16,7 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
-from evotrainer.backends.numerics import DTYPES, resolve_dtype
+from evotrainer.backends.numerics import DTYPES, auto_reason, resolve_dtype
 from evotrainer.config_schema import (
     ArchiveConfig,
     BudgetConfig,
@@ -45,6 +46,8 @@ from evotrainer.search.inner_config import (  # the inner loop's own config is t
     STRATEGY_KEYS,
     InnerConfig,
 )
+
+log = logging.getLogger(__name__)
 
 __all__ = ["ArchiveConfig", "Config", "DecodingConfig", "DistillConfig", "EvaluateConfig", "EvaluationConfig",
            "ExecutorConfig", "InnerConfig", "ModelConfig", "OpenAIConfig", "BudgetConfig", "HackCheckConfig",
@@ -103,6 +106,8 @@ def resolve_roles(cfg: Config) -> Config:
     dtype the hardware computes natively (:func:`~evotrainer.backends.numerics.resolve_dtype`), and the
     mutator following the policy model where the user left its keys at their defaults
     (:meth:`~evotrainer.model_schema.ModelConfig.following`). Idempotent."""
+    if cfg.model.dtype == "auto" and cfg.model.backend != "openai":  # which numbers a run computes in is worth a line
+        log.info("model.dtype=auto: %s (%s)", resolve_dtype("auto", cfg.model.device), auto_reason(cfg.model.device))
     cfg.model = replace(cfg.model, dtype=resolve_dtype(cfg.model.dtype, cfg.model.device))
     mutator = cfg.mutator.following(cfg.model)
     cfg.mutator = replace(mutator, dtype=resolve_dtype(mutator.dtype, mutator.device))

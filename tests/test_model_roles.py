@@ -41,6 +41,23 @@ def test_dtype_auto_follows_the_cpu(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     assert numerics.resolve_dtype("float16") == "float16"
 
 
+def test_the_log_says_what_auto_chose_and_why(monkeypatch: pytest.MonkeyPatch,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    """A CPU without native bf16 runs the model in float32, several times slower than one with it: the run's
+    log names the choice and the missing flags, so a slow run on such a machine is explained."""
+    monkeypatch.setattr(numerics, "cpu_bf16_flags", lambda: ())
+    with caplog.at_level("INFO", logger="evotrainer.config"):
+        out = to_config(Config())
+    assert out.model.dtype == "float32"
+    assert "model.dtype=auto: float32 (this CPU lists neither amx_bf16 nor avx512_bf16" in caplog.text
+    monkeypatch.setattr(numerics, "cpu_bf16_flags", lambda: ("avx512_bf16",))
+    assert numerics.auto_reason() == "this CPU lists avx512_bf16"
+    caplog.clear()
+    with caplog.at_level("INFO", logger="evotrainer.config"):
+        resolve_roles(out)  # already resolved: nothing to say
+    assert "model.dtype=auto" not in caplog.text
+
+
 def test_auto_is_resolved_before_the_run_records_its_config() -> None:
     out = to_config(Config())
     assert out.model.dtype in ("float32", "bfloat16") and out.mutator.dtype == out.model.dtype

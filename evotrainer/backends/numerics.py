@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-__all__ = ["DTYPES", "cpu_bf16_flags", "resolve_dtype"]
+__all__ = ["DTYPES", "auto_reason", "cpu_bf16_flags", "resolve_dtype"]
 
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 """Every value ``model.dtype`` takes."""
@@ -51,3 +51,15 @@ def resolve_dtype(dtype: str, device: str = "cpu") -> str:
 
         return "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
     return "bfloat16" if cpu_bf16_flags() else "float32"
+
+
+def auto_reason(device: str = "cpu") -> str:
+    """Why ``auto`` resolves as it does on ``device``: a short clause for the run's log, e.g. ``"this CPU lists
+    avx512_bf16"`` or ``"this CPU lists neither amx_bf16 nor avx512_bf16: emulated bfloat16 is slower than
+    float32"``."""
+    if device.startswith("cuda"):
+        return "the CUDA device's bf16 support"
+    flags = cpu_bf16_flags()
+    if flags:
+        return f"this CPU lists {', '.join(flags)}"
+    return f"this CPU lists neither {' nor '.join(_BF16_FLAGS)}: emulated bfloat16 is slower than float32"

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 from evotrainer.archive import archive_path
 from evotrainer.archive.recorder import RunRecorder
@@ -192,7 +193,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     console.print(f"[bold]evolve[/] run {run_id}: {len(population)} seed policies, {len(val_items)} "
                   f"meta-validation items ({len(selection)} selection of which {len(screen_items)} screen, "
                   f"{len(heldout)} held out), harness of {space.dim} params ({', '.join(space.names)}), "
-                  f"archive {db_path}")
+                  f"model {escape(policy_llm.name)}, archive {escape(str(db_path))}")
     rec.emit(PhaseEvent(name=COMPUTE_PHASE, fields=threads_in_use(policy_llm)))  # a resume reuses the count
     for line in setup_probes.lines() if probes else ():
         console.print(line if setup_probes.ok else f"[red]{line}[/]", highlight=False)
