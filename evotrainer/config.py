@@ -17,6 +17,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from evotrainer.backends import numerics
 from evotrainer.backends.numerics import DTYPES, auto_reason, resolve_dtype
 from evotrainer.config_schema import (
     ArchiveConfig,
@@ -108,6 +109,10 @@ def resolve_roles(cfg: Config) -> Config:
     (:meth:`~evotrainer.model_schema.ModelConfig.following`). Idempotent."""
     if cfg.model.dtype == "auto" and cfg.model.backend != "openai":  # which numbers a run computes in is worth a line
         log.info("model.dtype=auto: %s (%s)", resolve_dtype("auto", cfg.model.device), auto_reason(cfg.model.device))
+    if cfg.model.dtype == "bfloat16" and cfg.model.backend == "hf" and cfg.model.device == "cpu" \
+            and not numerics.cpu_bf16_flags():
+        log.warning("model.dtype=bfloat16 on a CPU that lists neither amx_bf16 nor avx512_bf16: torch emulates it, "
+                    "and its matrix products run far slower than float32 (model.dtype=auto picks float32 here)")
     cfg.model = replace(cfg.model, dtype=resolve_dtype(cfg.model.dtype, cfg.model.device))
     mutator = cfg.mutator.following(cfg.model)
     cfg.mutator = replace(mutator, dtype=resolve_dtype(mutator.dtype, mutator.device))

@@ -56,6 +56,12 @@ def test_the_log_says_what_auto_chose_and_why(monkeypatch: pytest.MonkeyPatch,
     with caplog.at_level("INFO", logger="evotrainer.config"):
         resolve_roles(out)  # already resolved: nothing to say
     assert "model.dtype=auto" not in caplog.text
+    monkeypatch.setattr(numerics, "cpu_bf16_flags", lambda: ())
+    forced = Config()
+    forced.model.dtype = "bfloat16"
+    with caplog.at_level("INFO", logger="evotrainer.config"):
+        assert to_config(forced).model.dtype == "bfloat16"  # the user's choice stands, with a warning
+    assert "torch emulates it" in caplog.text
 
 
 def test_auto_is_resolved_before_the_run_records_its_config() -> None:
