@@ -172,6 +172,8 @@ def validate(cfg: Config) -> None:
            f"increasing item counts above outer.screen_size ({o.screen_size})", list(o.race.sizes))
     _check(o.race.futility is None or -1 <= o.race.futility <= 1, "outer.race.futility",
            "null or an S_val difference in [-1, 1]", o.race.futility)
+    _check(o.race.stratum_level is None or 0.5 < o.race.stratum_level < 1, "outer.race.stratum_level",
+           "null or a one-sided confidence in (0.5, 1)", o.race.stratum_level)
     lo_hi = o.reward_weight_bounds
     _check(len(lo_hi) == 2 and lo_hi[0] < lo_hi[1], "outer.reward_weight_bounds", "[low, high] with low < high",
            lo_hi)

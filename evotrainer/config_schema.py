@@ -145,6 +145,10 @@ class RaceConfig:
     # before the last stage, stop a policy whose paired mean difference is <= this (S_val units; null = never):
     # it points the wrong way, and going on to every selection item would cost a rollout per item
     futility: float | None = 0.0
+    # refuse a promotion when the candidate is confidently worse on one item source (the task id up to its first
+    # '-': qmsum, elitr, ...) of >= 3 selection items: the one-sided paired upper bound at this confidence is below
+    # 0 there (null = no check; e.g. 0.8, the drop level): a pooled gain must not hide a loss on one kind of item
+    stratum_level: float | None = None
 
 
 @dataclass

@@ -271,6 +271,10 @@ class PromotionEvent(Event):
     paired: Mapping[str, Any] | None = None
     """Paired bound of policy - incumbent (``mean``, ``low``, ``high``, ``n``, ``wins``, ``losses``,
     ``ties``); None when no paired vectors were known."""
+    refused_stratum: Mapping[str, Any] | None = field(default=None, metadata=OMIT_NONE)
+    """The item source on which the policy was confidently worse, when that refused a promotion the pooled bound
+    allowed (``outer.race.stratum_level``): ``stratum`` and its paired bound (keys as ``paired``); absent
+    otherwise."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -24,11 +24,14 @@ class FullScore:
         generated_tokens: tokens this scoring generated.
         per_item: the per-item values behind ``s_val`` in a fixed item order (the same for every
             policy of a run), for paired promotions; empty when the objective does not give them.
+        strata: each item's stratum label in the same order (its source, the task id up to the first ``-``),
+            for the promotion's per-stratum check; empty when not known.
     """
 
     s_val: float | None
     generated_tokens: int = 0
     per_item: tuple[float, ...] = ()
+    strata: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

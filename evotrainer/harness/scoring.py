@@ -24,7 +24,8 @@ weights) is scored in these steps, each a member of :class:`ScoringRule`:
 6. **Whole set and promotion**: a candidate whose estimate beats the incumbent's whole-set S_val
    (:meth:`ScoringRule.worth_scoring`) is scored on every selection item and replaces the incumbent only when
    :attr:`ScoringRule.promotion` (:class:`~evotrainer.harness.promotion.PromotionRule` at ``outer.race.level``)
-   says so: a paired lower bound above 0.
+   says so: a paired lower bound above 0, and with ``outer.race.stratum_level`` set, not confidently worse on any
+   item source (the task id's prefix) of 3 or more selection items.
 
 The outer loop (``run/outer_loop.py``) and the race's bookkeeping (``run/screening.py``) both take their rule
 from :meth:`ScoringRule.from_config`; to change how candidates are scored, change this file.
@@ -68,6 +69,7 @@ class ScoringRule:
     fitness_rise: float = 0.01  # outer.hack_check.fitness_rise: reward units
     s_val_drop: float = 0.01  # outer.hack_check.s_val_drop: S_val units
     penalty: float = 0.05  # outer.hack_check.penalty: S_val units
+    stratum_level: float | None = None  # outer.race.stratum_level: None = no "worse on a stratum" check
 
     @classmethod
     def from_config(cls, outer: Any) -> ScoringRule:
@@ -75,7 +77,8 @@ class ScoringRule:
         race, hack = outer.race, outer.hack_check
         return cls(racers=outer.screen_top_k, sizes=tuple(race.sizes), level=race.level, drop_level=race.drop_level,
                    survivors=race.survivors, futility=race.futility, hack_check=hack.enabled,
-                   fitness_rise=hack.fitness_rise, s_val_drop=hack.s_val_drop, penalty=hack.penalty)
+                   fitness_rise=hack.fitness_rise, s_val_drop=hack.s_val_drop, penalty=hack.penalty,
+                   stratum_level=race.stratum_level)
 
     def stages(self, n_items: int, first: int) -> tuple[int, ...]:
         """Cumulative item counts of a race over ``n_items`` selection items whose first ``first`` are the
@@ -116,5 +119,6 @@ class ScoringRule:
 
     @property
     def promotion(self) -> PromotionRule:
-        """When a whole-set scored candidate replaces the incumbent (paired lower bound above 0 at ``level``)."""
-        return PromotionRule(self.level)
+        """When a whole-set scored candidate replaces the incumbent (paired lower bound above 0 at ``level``, and
+        not confidently worse on any item source at ``stratum_level`` when that is set)."""
+        return PromotionRule(self.level, stratum_level=self.stratum_level)

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 
 from evotrainer.archive import HarnessCandidateRow
 from evotrainer.archive.recorder import RunRecorder
@@ -190,6 +191,11 @@ def run_outer_loop(
                 if outcome.promoted:
                     console.print(f"  outer {g} cand {j}: {incumbent.best.id} promoted (whole-set S_val "
                                   f"{incumbent.s_val:.4f}); later candidates race it")
+                elif outcome.refused_stratum is not None:
+                    worse = outcome.refused_stratum
+                    console.print(f"  outer {g} cand {j}: better on the whole selection set but worse on its "
+                                  f"{escape(str(worse['stratum']))} items ({worse['n']}: {worse['mean']:+.4f}, "
+                                  f"bound {worse['high']:+.4f} < 0): not promoted")
         if stop is not None and not outcomes:
             break
         if len(outcomes) == len(xs):
@@ -257,7 +263,8 @@ def run_outer_loop(
 
 @dataclass
 class Outcome:
-    """One evaluated candidate of an outer generation (``full`` and ``promoted`` set by :func:`decide`)."""
+    """One evaluated candidate of an outer generation (``full``, ``promoted`` and ``refused_stratum`` set by
+    :func:`decide`)."""
 
     proposal: np.ndarray
     harness: Harness
@@ -266,6 +273,7 @@ class Outcome:
     score: CandidateScore
     full: FullScore | None = None  # its whole-selection-set score, when its estimate beat the incumbent
     promoted: bool = False
+    refused_stratum: dict | None = None  # the item source that refused a promotion the pooled bound allowed
 
 
 def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tuple[ArchivedPair, ...], g: int,
@@ -279,13 +287,15 @@ def decide(objective: Objective, o: Outcome, incumbent: ArchivedPair, pairs: tup
         return incumbent, pairs
     pair = ArchivedPair(full.s_val, o.harness, tuple(o.result.population), o.result.best, g, o.harness_id,
                         full.per_item)
-    decision = scoring.promotion.decide(incumbent.s_val, pair.s_val, incumbent.per_item, pair.per_item)
+    decision = scoring.promotion.decide(incumbent.s_val, pair.s_val, incumbent.per_item, pair.per_item, full.strata)
     o.promoted = promote = decision.promoted
+    o.refused_stratum = decision.refused_stratum
     evidence = decision.evidence
     rec.emit(PromotionEvent(outer_generation=g, harness_id=o.harness_id, policy_id=pair.best.id,
                             incumbent_policy_id=incumbent.best.id, promoted=promote, s_val=pair.s_val,
                             incumbent_s_val=incumbent.s_val, level=scoring.level,
-                            paired=None if evidence is None else evidence.as_dict()))
+                            paired=None if evidence is None else evidence.as_dict(),
+                            refused_stratum=decision.refused_stratum))
     if promote or pair.s_val <= incumbent.s_val:  # an unpromoted pair never outranks the incumbent
         pairs = archive_pair(pairs, pair, top_k)
     if not promote:

@@ -33,6 +33,7 @@ from evotrainer.progress import task
 from evotrainer.rollout import MetaEvaluation, RolloutEvaluator, batch_id_for
 from evotrainer.run.validation_split import race_order
 from evotrainer.stats.bootstrap import mean_stderr
+from evotrainer.stats.generalisation import source_of
 
 __all__ = ["Screening", "planned_requests"]
 
@@ -139,7 +140,8 @@ class Screening:
         vec = self.vector(policy) or [0.0] * len(self.order)
         whole = self._whole_set(policy, vec)
         self.rec.meta(whole, kind="meta_val", harness_id=harness_id, outer_generation=outer_generation)
-        return FullScore(whole.s_val, self.usage.completion_tokens() - tokens0, tuple(vec))
+        return FullScore(whole.s_val, self.usage.completion_tokens() - tokens0, tuple(vec),
+                         tuple(source_of(t.task_id) for t in self.order))
 
     def _whole_set(self, policy: Policy, vec: Sequence[float]) -> MetaEvaluation:
         """One whole-selection-set evaluation assembled from the per-item values scored so far."""

@@ -84,13 +84,13 @@ def test_race_survivors_cut_and_leader() -> None:
     assert race.leader == 1
 
 
-def _outer(tmp_path, per_item_inc, per_item_cand, level=0.95):
-    """One outer generation with one candidate whose whole-set per-item values are given."""
+def _outer(tmp_path, per_item_inc, per_item_cand, level=0.95, strata=(), stratum_level=None):
+    """One outer generation with one candidate whose whole-set per-item values (and item sources) are given."""
     specs = {"length": KnobSpec(80.0, 900.0, log=True, integer=True)}
     space = space_from_specs(specs, {"length": (80.0, 900.0)}, {"length": 220.0}, {"format": 1.0},
                              knobs=["length"], evolve_reward_weights=False)
     cfg = replace(OuterConfig(), popsize=2, generations=1)
-    cfg.race = replace(cfg.race, level=level)
+    cfg.race = replace(cfg.race, level=level, stratum_level=stratum_level)
     search = CMASearch(space.dim, space.initial_vector(), cfg.sigma0, cfg.popsize, seed=3, sigma_floor=None)
     store = ArchiveStore(tmp_path / "archive.db")
     rec = RunRecorder(store, "run")
@@ -113,7 +113,7 @@ def _outer(tmp_path, per_item_inc, per_item_cand, level=0.95):
             m = float(np.mean(per_item_cand))
             best = P(f"p-{hid}")
             return CandidateResult(best=best, population=(best,), race_estimate=m,
-                                   full_score=lambda: FullScore(m, 0, tuple(per_item_cand)))
+                                   full_score=lambda: FullScore(m, 0, tuple(per_item_cand), tuple(strata)))
 
     out = run_outer_loop(Obj(), start, space.decode(space.initial_vector()), space, search, cfg, rec)
     events = [e.payload for e in store.events("run", kind="promotion")]
@@ -133,6 +133,21 @@ def test_outer_loop_promotes_only_on_a_confident_paired_gain(tmp_path) -> None:
     out, events, told = _outer(tmp_path / "b", inc, clear)
     assert out.incumbent.best.id.startswith("p-") and events[0]["promoted"]
     assert events[0]["paired"]["low"] > 0 and told == ["seed", out.incumbent.best.id]
+
+
+def test_outer_loop_refuses_a_promotion_worse_on_one_item_source(tmp_path) -> None:
+    """``outer.race.stratum_level``: a clear pooled gain made on the short items, with a loss on the long ones."""
+    rng = np.random.default_rng(2)
+    inc = list(rng.uniform(0.2, 0.4, 30)) + list(rng.uniform(0.02, 0.08, 8))
+    cand = [v + 0.05 for v in inc[:30]] + [v - 0.01 - 0.002 * (i % 3) for i, v in enumerate(inc[30:])]
+    strata = ["mv"] * 30 + ["elitr"] * 8
+    out, events, _ = _outer(tmp_path / "a", inc, cand, strata=strata)
+    assert events[0]["promoted"] and "refused_stratum" not in events[0]  # no check unless asked for
+    out, events, told = _outer(tmp_path / "b", inc, cand, strata=strata, stratum_level=0.8)
+    assert out.incumbent.best.id == "seed" and told == ["seed"]
+    assert not events[0]["promoted"] and events[0]["paired"]["low"] > 0  # the pooled bound alone would promote
+    assert events[0]["refused_stratum"]["stratum"] == "elitr" and events[0]["refused_stratum"]["n"] == 8
+    assert events[0]["refused_stratum"]["high"] < 0
 
 
 class _Scripted:
@@ -257,7 +272,8 @@ def test_race_config_is_validated_with_the_key_named() -> None:
     from evotrainer.config import Config, validate
     from evotrainer.errors import ConfigError
 
-    for key, value in (("sizes", [4]), ("sizes", [30, 20]), ("level", 1.5), ("survivors", 0), ("futility", 5.0)):
+    for key, value in (("sizes", [4]), ("sizes", [30, 20]), ("level", 1.5), ("survivors", 0), ("futility", 5.0),
+                       ("stratum_level", 1.0)):
         cfg = Config()
         setattr(cfg.outer.race, key, value)
         with pytest.raises(ConfigError, match=f"outer.race.{key}"):
