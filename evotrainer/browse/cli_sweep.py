@@ -111,6 +111,12 @@ def sweep(
                       "–" if h is None else f"{h['wins']}/{h['losses']}/{h['ties']}", Text(held, style=style),
                       transfer_view.run_cell(r["transfer"]))
         console.print(t)
+    if len(summary["dtypes"]) > 1:
+        formats = ", ".join(f"{d}: {n} run{'s' if n > 1 else ''}" for d, n in sorted(summary["dtypes"].items()))
+        console.print(Text(terminal_safe(
+            f"the runs computed in more than one number format ({formats}; model.dtype): greedy outputs part at "
+            "near-ties between formats, so runs of one seed in two formats are not repeats; pool runs of one "
+            "format"), style="yellow"))
     for s in summary["skipped"]:
         console.print(Text(f"skipped {terminal_safe(s['archive'])}"
                            + (f" run {terminal_safe(s['run_id'])}" if s["run_id"] else "")

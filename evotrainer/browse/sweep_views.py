@@ -6,6 +6,7 @@ archives and returns plain dicts, so tables, ``--json`` and the study page read 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from fnmatch import fnmatchcase
@@ -21,7 +22,7 @@ from evotrainer.stats.generalisation import Generalisation, from_payload, pool, 
 from evotrainer.stats.transfer import TransferReport
 from evotrainer.stats.transfer_pool import pool_transfer, read_run
 
-__all__ = ["pooled_by_source", "run_generalisation", "sweep_summary"]
+__all__ = ["pooled_by_source", "run_dtype", "run_generalisation", "sweep_summary"]
 
 
 def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | None:
@@ -50,6 +51,14 @@ def run_generalisation(store: ArchiveStore, run_id: str) -> Generalisation | Non
     return g
 
 
+def run_dtype(config: Any) -> str | None:
+    """The number format a run's policy model computed in, from its archived config (``model.dtype``, resolved
+    before the run stored it); None when the config does not say."""
+    model = config.get("model") if isinstance(config, dict) else None
+    value = model.get("dtype") if isinstance(model, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _split_row(c: Any) -> dict[str, Any] | None:
     if c is None:
         return None
@@ -72,7 +81,9 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
         dict with runs (archive, job, overrides, run_id, seed, baseline_id, best_id, selection and heldout: n,
         both means, mean/low/high of the difference, wins/losses/ties, or None; held, verdict; transfer, see
         :func:`~evotrainer.stats.transfer_pool.read_run`), skipped (archive, run_id, reason: no summary yet, no
-        generalisation event, a repeated run id, unreadable archive), pooled ({"heldout": ..., "selection": ...},
+        generalisation event, a repeated run id, unreadable archive), dtypes ({model.dtype: runs} over the rows,
+        from each run's archived config: runs computed in different number formats are not repeats of one
+        another, greedy outputs part at near-ties), pooled ({"heldout": ..., "selection": ...},
         each a :class:`~evotrainer.stats.generalisation.PooledDifference` as a dict, or None), pooled_transfer (the
         runs' transfer reports, :func:`~evotrainer.stats.transfer_pool.pool_transfer` as a dict, or None), level,
         pooled_items ({"pattern", "heldout", "selection"} as ``pooled`` on the matching items; None without
@@ -127,7 +138,8 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                     gens.append(g)
                     tr, cell = read_run(store.events(run.run_id, kind="transfer"))
                     reports += [] if tr is None else [tr]
-                    rows.append({**base, "run_id": run.run_id, "seed": run.seed, "baseline_id": g.baseline_id,
+                    rows.append({**base, "run_id": run.run_id, "seed": run.seed, "dtype": run_dtype(run.config),
+                                 "baseline_id": g.baseline_id,
                                  "best_id": g.best_id, "selection": _split_row(g.selection),
                                  "heldout": _split_row(g.heldout), "held": g.held, "verdict": g.verdict,
                                  "transfer": cell})
@@ -139,6 +151,7 @@ def sweep_summary(locations: Iterable[ArchiveLocation], *, seed: int = 0, level:
                                            keep=lambda item_id: fnmatchcase(item_id, items))}
     pt = pool_transfer(reports, seed=seed, level=level)
     return {"runs": rows, "skipped": skipped, "pooled": pooled, "level": level,
+            "dtypes": dict(Counter(r["dtype"] for r in rows if r["dtype"] is not None)),
             "pooled_transfer": None if pt is None else asdict(pt), "pooled_items": pooled_items,
             "pooled_by_source": pooled_by_source(gens, seed=seed, level=level),
             "adapters": adapter_summary(adapters, adapter_where, seed=seed, level=level)}

@@ -27,14 +27,14 @@ def _gen(seed: int, held_diffs: list[float], best: str = "best"):
                    (HELD_BASE, [b + d for b, d in zip(HELD_BASE, held_diffs, strict=True)]), seed=seed)
 
 
-def _job(sweep: Path, name: str, seed: int, held_diffs: list[float] | None) -> Path:
+def _job(sweep: Path, name: str, seed: int, held_diffs: list[float] | None, dtype: str | None = None) -> Path:
     """One Hydra job folder with an archive: a start row, a setup event and (optionally) the event."""
     folder = sweep / name
     (folder / ".hydra").mkdir(parents=True)
     (folder / ".hydra" / "overrides.yaml").write_text(f"- seed={seed}\n- +experiment=meeting_minutes\n")
     with ArchiveStore(folder / "archive.db") as store:
         rec = RunRecorder(store, f"run-s{seed}")
-        rec.start(seed, {"seed": seed})
+        rec.start(seed, {"seed": seed} if dtype is None else {"seed": seed, "model": {"dtype": dtype}})
         rec.event("setup", selection_items=SEL_IDS, heldout_items=HELD_IDS)
         if held_diffs is not None:
             rec.event("generalisation", **to_payload(_gen(seed, held_diffs)))
@@ -93,6 +93,23 @@ def test_sweep_table_shows_rows_skips_and_pooled_verdict(sweep_dir: Path, capsys
     assert "skipped" in out and "2_seed2" in out
     assert "pooled held-out difference over 2 run(s), 6 items" in out
     assert "sweep: undecided: held-out difference" in out
+
+
+def test_sweep_names_runs_of_different_number_formats(tmp_path: Path, capsys) -> None:
+    """Greedy outputs part between float32 and bfloat16: such runs are not repeats, and the table says so."""
+    _job(tmp_path, "0_seed0", 0, [0.04, -0.02, 0.05, 0.01, -0.03, 0.02], dtype="bfloat16")
+    _job(tmp_path, "1_seed0_fp32", 1, [0.02, -0.04, 0.03, 0.03, -0.01, 0.04], dtype="float32")
+    code, out, _ = _cli(capsys, "sweep", tmp_path, "--json")
+    doc = json.loads(out)
+    assert code == 0 and doc["dtypes"] == {"bfloat16": 1, "float32": 1}
+    assert [r["dtype"] for r in doc["runs"]] == ["bfloat16", "float32"]
+    code, out, _ = _cli(capsys, "sweep", tmp_path)
+    assert code == 0 and "more than one number format (bfloat16: 1 run, float32: 1 run" in " ".join(out.split())
+
+
+def test_sweep_of_one_format_says_nothing_about_formats(sweep_dir: Path, capsys) -> None:
+    code, out, _ = _cli(capsys, "sweep", sweep_dir)
+    assert code == 0 and "number format" not in out
 
 
 def test_sweep_without_any_event_exits_2(tmp_path: Path, capsys) -> None:
