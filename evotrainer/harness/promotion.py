@@ -12,8 +12,8 @@ Both ask :meth:`PromotionRule.decide` with the two scores, and per-item scores w
 - with ``stratum_level`` set and a stratum label per item (the item's source, e.g. ``elitr`` or ``qmsum``), a
   candidate the paired bound promotes is still refused when it is confidently worse on one stratum of at least
   ``stratum_min_items`` items: the one-sided upper bound on that stratum's paired difference at ``stratum_level``
-  is below 0. A gain on a pooled mean can come from the short items of a mix while the long ones lose (the
-  long-meeting experiment, docs/results.md); the racing module's drop rule, applied per stratum, catches that.
+  is below 0. A gain on a pooled mean can come from the short items of a mix while the long ones lose
+  (docs/results.md); the racing module's drop rule, applied per stratum, catches that.
 
 Pure: scores in, a :class:`Promotion` out. Scores are higher-is-better (S_val or dev score, in [0, 1]).
 """
