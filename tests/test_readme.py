@@ -9,9 +9,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
 
-from evotrainer.config import PACKAGE_DATA, register_configs, to_config
+from tests._doc_commands import bash_commands, composes
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -30,14 +29,7 @@ def _text() -> str:
 
 def _commands() -> list[str]:
     """The command lines of the README's bash blocks (comments cut, continuation lines joined)."""
-    lines: list[str] = []
-    for block in re.findall(r"```bash\n(.*?)```", _text(), flags=re.S):
-        joined = block.replace("\\\n", " ")
-        for line in joined.splitlines():
-            command = line.split(" #", 1)[0].strip()
-            if command and not command.startswith("#"):
-                lines.append(command)
-    return lines
+    return bash_commands(_text())
 
 
 def _slug(heading: str) -> str:
@@ -98,9 +90,7 @@ def test_each_readme_command_works_as_written(command: str) -> None:
         return
     overrides = _evotrainer_overrides(command)
     if overrides is not None:
-        register_configs()
-        with initialize_config_dir(config_dir=str(PACKAGE_DATA / "conf"), version_base="1.3"):
-            to_config(compose(config_name="config", overrides=overrides))  # ConfigError names a bad key
+        composes(overrides)  # ConfigError names a bad key
         return
     if words[0] == "make" or words[1:3] == ["-m", "evotrainer"]:  # make targets, `--help` (tests/test_docs.py)
         return
