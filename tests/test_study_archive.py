@@ -1,0 +1,113 @@
+"""scripts/study_archive.py: a study's job folders packed into the repository and unpacked where they came from."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sqlite3
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("study_archive", ROOT / "scripts" / "study_archive.py")
+study_archive = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(study_archive)
+
+
+def _archive(path: Path, *, finished: bool, wal_row: bool = False) -> sqlite3.Connection | None:
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute(
+        "CREATE TABLE runs (run_id TEXT, created_at TEXT, seed INTEGER, config_json TEXT, code_version TEXT)"
+    )
+    con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT)")
+    config = {"model": {"dtype": "float32"}, "outer": {"candidate_source": "coevolve"}}
+    con.execute("INSERT INTO runs VALUES ('run-1', '2026-12-06', 0, ?, 'abc1234')", (json.dumps(config),))
+    if finished:
+        con.execute("INSERT INTO events (kind) VALUES ('summary')")
+    con.commit()
+    if wal_row:  # a row still only in the write-ahead log while the connection stays open
+        con.execute("PRAGMA wal_autocheckpoint=0")
+        con.execute("INSERT INTO events (kind) VALUES ('phase')")
+        con.commit()
+        return con
+    con.close()
+
+
+def _sweep(tmp_path: Path) -> Path:
+    sweep = tmp_path / "multirun" / "2026-12-06_00-00-00_abc"
+    for job in ("0_coevolve_seed0", "1_frozen_harness_seed0"):
+        (sweep / job / ".hydra").mkdir(parents=True)
+        (sweep / job / ".hydra" / "config.yaml").write_text("seed: 0\n")
+        (sweep / job / "report.html").write_text("<html>" + "x" * 1000)
+        (sweep / job / ".job.lock").write_text("")
+        _archive(sweep / job / "archive.db", finished=job.startswith("0_"))
+    (sweep / "multirun.yaml").write_text("hydra: {}\n")
+    (sweep / "sweep_index.json").write_text("{}")
+    sqlite3.connect(sweep / "llm_calls.db").execute("CREATE TABLE calls (k TEXT)").connection.commit()
+    return sweep
+
+
+def test_pack_unpack_round_trip(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path)
+    live = _archive(sweep / "0_coevolve_seed0" / "live.db", finished=False, wal_row=True)
+    written = study_archive.pack(sweep, tmp_path / "dest")
+    live.close()
+    assert sorted(p.name for p in written) == [
+        "0_coevolve_seed0.tar.gz",
+        "1_frozen_harness_seed0.tar.gz",
+        "sweep.tar.gz",
+    ]
+    with tarfile.open(tmp_path / "dest" / sweep.name / "0_coevolve_seed0.tar.gz") as tar:
+        names = tar.getnames()
+    assert not any(n.endswith(("report.html", ".lock", "-wal", "-shm")) for n in names)
+    (restored,) = study_archive.unpack(tmp_path / "dest", tmp_path / "root")
+    assert sorted(p.name for p in restored.iterdir()) == [
+        "0_coevolve_seed0",
+        "1_frozen_harness_seed0",
+        "llm_calls.db",
+        "multirun.yaml",
+        "sweep_index.json",
+    ]
+    job = restored / "0_coevolve_seed0"
+    assert (job / ".hydra" / "config.yaml").read_text() == "seed: 0\n"
+    # the backup folded the write-ahead log in: the row written after the last checkpoint is there
+    kinds = [r[0] for r in sqlite3.connect(job / "live.db").execute("SELECT kind FROM events")]
+    assert kinds == ["phase"]
+    rows = {d["job"]: d for d in map(study_archive.describe, study_archive.job_folders(restored))}
+    assert rows["0_coevolve_seed0"] == {
+        "job": "0_coevolve_seed0",
+        "run_id": "run-1",
+        "code_version": "abc1234",
+        "seed": 0,
+        "dtype": "float32",
+        "arm": "coevolve",
+        "finished": True,
+    }
+    assert rows["1_frozen_harness_seed0"]["finished"] is False
+
+
+def test_pack_one_job_and_errors(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path)
+    written = study_archive.pack(sweep, tmp_path / "dest", ["1_frozen_harness_seed0"])
+    assert [p.name for p in written] == ["sweep.tar.gz", "1_frozen_harness_seed0.tar.gz"]
+    with pytest.raises(SystemExit, match="no job folder with an archive.db"):
+        study_archive.pack(sweep, tmp_path / "dest", ["2_random_harness_seed0"])
+    with pytest.raises(SystemExit, match="no such sweep folder"):
+        study_archive.pack(tmp_path / "missing", tmp_path / "dest")
+    with pytest.raises(SystemExit, match="no <sweep>/sweep.tar.gz"):
+        study_archive.unpack(tmp_path / "empty", tmp_path / "root")
+
+
+def test_unpack_refuses_a_path_out_of_the_target(tmp_path: Path) -> None:
+    packed = tmp_path / "dest" / "sweep1"
+    packed.mkdir(parents=True)
+    evil = tmp_path / "evil.txt"
+    evil.write_text("x")
+    with tarfile.open(packed / "sweep.tar.gz", "w:gz") as tar:
+        tar.add(evil, arcname="../../outside.txt")
+    with pytest.raises(tarfile.FilterError):
+        study_archive.unpack(tmp_path / "dest", tmp_path / "root")
+    assert not (tmp_path / "outside.txt").exists()
