@@ -2,8 +2,10 @@
 
 Limits (issue 39, item 3 "Speed against this machine's limits"), measured with the threads torch uses:
 
-- the GEMM peak: ``torch.mm`` of large square matrices (4096 x 4096 x 4096) in bfloat16 and in float32;
-  prefill, which is compute-bound, is compared with the peak of the model's own dtype;
+- the GEMM peak: ``torch.mm`` of large square matrices (4096 x 4096 x 4096) in float32, and in bfloat16 where
+  the CPU lists a native-bf16 flag (``amx_bf16``, ``avx512_bf16``) or the model runs in it (elsewhere torch
+  emulates bf16 at about 1 % of the fp32 rate, so that figure would bound nothing); prefill, which is
+  compute-bound, is compared with the peak of the model's own dtype;
 - the read bandwidth: ``sum`` over a large fp32 tensor (each byte read once, nothing written); a decode step
   reads every weight once, so its limit is ``read bandwidth / weight bytes`` steps per second, whatever the
   batch (the KV cache at these contexts is well under 1 % of the weights, and is left out of the limit).
@@ -23,6 +25,7 @@ from typing import Any
 
 from benchmarks.report import Figure, median
 from benchmarks.workloads import Bench
+from evotrainer.backends.numerics import auto_reason, cpu_bf16_flags
 
 __all__ = ["ModelFacts", "decode_bytes", "gemm_peak", "model_facts", "prefill_flops", "read_bandwidth",
            "roofline_figure"]
@@ -217,6 +220,9 @@ def roofline_figure(bench: Bench) -> Figure:
     dtype_name = str(dtype).removeprefix("torch.")
     engine = f"transformers {transformers.__version__}"
     threads = torch.get_num_threads()
+    # bf16 only where the CPU computes it natively (or the model runs in it): emulated, a 4096^3 bf16 product takes
+    # minutes and bounds nothing the run does
+    native_bf16 = bool(cpu_bf16_flags()) or dtype == torch.bfloat16
     fig = Figure("roofline", f"prefill and decode rates of {backend.name} on {engine} vs this machine's measured "
                              "GEMM peak and read bandwidth")
     fig.workload = (f"model {backend.name}, weights {dtype_name}, engine {engine}, {threads} threads; prefill: "
@@ -224,10 +230,10 @@ def roofline_figure(bench: Bench) -> Figure:
                     f"generate of {z.decode_prompt}-token prompts at batch "
                     f"{' and '.join(str(b) for b in z.decode_batches)}, per-step time = (time of "
                     f"{z.decode_steps + 1} steps - time of 1) / {z.decode_steps}; limits: torch.mm {z.gemm_n}^3 "
-                    f"in bf16 and fp32, sum over {z.read_mib} MiB fp32; median of {bench.repeats}")
+                    f"in {'bf16 and ' if native_bf16 else ''}fp32, sum over {z.read_mib} MiB fp32; median of {bench.repeats}")
 
     bench.log("  roofline: GEMM peaks and read bandwidth ...")
-    peak_dtypes = list(dict.fromkeys([torch.bfloat16, torch.float32, dtype]))  # the model's dtype included
+    peak_dtypes = list(dict.fromkeys([*([torch.bfloat16] if native_bf16 else []), torch.float32, dtype]))
     peaks = {str(d).removeprefix("torch."): [gemm_peak(d, z.gemm_n, z.min_seconds) for _ in range(bench.repeats)]
              for d in peak_dtypes}
     bw = [read_bandwidth(z.read_mib, z.min_seconds) for _ in range(bench.repeats)]
@@ -252,6 +258,8 @@ def roofline_figure(bench: Bench) -> Figure:
     for name, runs in peaks.items():
         fig.add(f"limit: GEMM peak {name} ({z.gemm_n}^3)", peak_m[name] / 1e12, "TFLOP/s",
                 [r / 1e12 for r in runs])
+    if not native_bf16:
+        fig.add("limit: GEMM peak bfloat16", None, "TFLOP/s", note=f"not measured: {auto_reason()}")
     fig.add("limit: read bandwidth", bw_m / 1e9, "GB/s", [b / 1e9 for b in bw])
     fig.add("limit: decode steps/s (bandwidth / weight bytes)", 1.0 / limit_step_s, "steps/s",
             note=f"{1e3 * limit_step_s:.0f} ms per step")
