@@ -8,7 +8,7 @@ short prompt and compares the two (``distill.*``). Errors print one line naming 
 file and exit with status 2; ``debug=true`` shows the full traceback.
 
 ``resume=<run dir>`` (or ``resume=true``: the newest unfinished run of the same config under
-``archive/runs``) continues a killed ``mode=evolve`` run in its own folder (``evotrainer/run/resume.py``);
+``archive/runs``) continues a killed ``mode=evolve`` or ``mode=selfevolve`` run in its own folder (``evotrainer/run/resume.py``);
 ``resume_force=true`` accepts a changed config. A ``STOP`` file in the run folder ends a run at the next
 generation boundary with its summary (``evotrainer/run/control.py``).
 
@@ -38,6 +38,7 @@ from evotrainer.config import CONF_DIR, Config, register_configs, to_config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.flat_keys import migrate_overrides
 from evotrainer.run.resume import (
+    RESUMABLE_MODES,
     find_resumable,
     plan_resume,
     resume_threads,
@@ -62,8 +63,9 @@ def _run(dcfg: DictConfig) -> None:
         refuse_parallel_local_ray(cfg.executor, parallel_jobs(os.cpu_count() or 1))
     plan = None
     if wants_resume(cfg.resume):
-        if cfg.mode != "evolve":
-            raise ConfigError(f"resume: only mode=evolve runs can be resumed, not mode={cfg.mode}")
+        if cfg.mode not in RESUMABLE_MODES:
+            raise ConfigError(f"resume: only {' and '.join(f'mode={m}' for m in RESUMABLE_MODES)} runs can be "
+                              f"resumed, not mode={cfg.mode}")
         if _multirun():
             raise ConfigError("resume: not in a multirun (-m); resume each job with resume=<its folder>")
         plan = plan_resume(cfg.resume, run_config(_plain(dcfg, cfg)), force=cfg.resume_force,
@@ -82,7 +84,7 @@ def _run(dcfg: DictConfig) -> None:
     elif cfg.mode == "selfevolve":
         from evotrainer.selfevolve.run import run_selfevolve
 
-        run_selfevolve(cfg, run_dir=run_dir, config_dict=_plain(dcfg, cfg))
+        run_selfevolve(cfg, run_dir=run_dir, config_dict=run_config(_plain(dcfg, cfg)), resume=plan)
     elif cfg.mode == "distill":
         from evotrainer.distill.run import run_distill
 

@@ -3,7 +3,8 @@
 A resumed run re-runs the engine from its start (``evotrainer/run/resume.py``), so it writes every row the
 killed process wrote, in the same order, before any new one. :class:`ReplayingStore` compares each write,
 table by table and in order, with the rows stored for the run, leaving out what legitimately varies
-between identical runs (timestamps, evaluation ``seconds``, the timings of ``phase`` events). A matching write
+between identical runs (timestamps, evaluation ``seconds``, the timings of ``phase`` events, a self-evolution
+round's phase timings and training seconds). A matching write
 is skipped; past the end of a table's stored rows, writes are inserted as usual; a mismatch raises
 ``ArchiveError("resume diverged at <table> row N: ...")``, which means the code or the config changed
 since the run was written. Nothing stored is rewritten or deleted. The ``runs`` row is reused.
@@ -19,9 +20,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
-from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow
+from evotrainer.archive.schema import EvaluationRow, HarnessCandidateRow, PoolTaskRow, RoundRow, SampleRow
 from evotrainer.archive.store import ArchiveStore, _genome_json
 from evotrainer.archive.values import to_json
 from evotrainer.errors import ArchiveError
@@ -33,7 +35,11 @@ __all__ = ["RESUME_MARKER", "ReplayingStore"]
 RESUME_MARKER = "resume"
 """``name`` of the ``phase`` event written where a resumed process starts adding rows."""
 
-_TABLES = ("policies", "evaluations", "harness_candidates", "events")
+_TABLES = ("policies", "evaluations", "harness_candidates", "events", "selfevolve_pool", "selfevolve_samples",
+           "selfevolve_rounds")
+
+_TRAIN_TIMINGS = ("seconds", "seconds_per_step", "tokens_per_second")
+"""Keys of a round's ``train`` facts that are wall-clock figures (left out of the comparison, as its ``timings``)."""
 
 
 def _policy_key(p: Policy) -> tuple:
@@ -56,6 +62,15 @@ def _candidate_key(r: HarnessCandidateRow) -> tuple:
     return (str(r.harness_id), int(r.outer_generation), int(r.index), [float(v) for v in r.vector],
             json.loads(to_json(dict(r.values), "values")), _opt(r.s_val), _opt(r.race_estimate), r.best_policy_id,
             str(r.status))
+
+
+def _row_key(row: PoolTaskRow | SampleRow | RoundRow) -> tuple:
+    """A self-evolution row as JSON values (tuples as lists), wall-clock figures left out."""
+    data = asdict(row)
+    if isinstance(row, RoundRow):
+        data.pop("timings")
+        data["train"] = {k: v for k, v in data["train"].items() if k not in _TRAIN_TIMINGS}
+    return (json.loads(json.dumps(data, sort_keys=True, default=str)),)
 
 
 def _event_key(kind: str, payload: Mapping[str, Any]) -> tuple:
@@ -117,6 +132,9 @@ class ReplayingStore(ArchiveStore):
                 continue  # an earlier resume's marker: not written again by a replay
             events.append(_event_key(kind, payload) + (payload,))
         stored["events"] = events
+        stored["selfevolve_pool"] = [_row_key(r) for r in self.selfevolve_pool(run_id)]
+        stored["selfevolve_samples"] = [_row_key(r) for r in self.selfevolve_samples(run_id)]
+        stored["selfevolve_rounds"] = [_row_key(r) for r in self.selfevolve_rounds(run_id)]
         self._stored_ids = {row[0] for row in stored["policies"]}
         return stored
 
@@ -187,6 +205,23 @@ class ReplayingStore(ArchiveStore):
         if not self._check("harness_candidates", _candidate_key(row)):
             self._going_live()
             super().add_harness_candidate(run_id, row)
+
+    def add_pool_tasks(self, run_id: str, rows: Sequence[PoolTaskRow]) -> None:
+        new = [r for r in rows if not self._check("selfevolve_pool", _row_key(r))]
+        if new:
+            self._going_live()
+            super().add_pool_tasks(run_id, new)
+
+    def add_samples(self, run_id: str, rows: Sequence[SampleRow]) -> None:
+        new = [r for r in rows if not self._check("selfevolve_samples", _row_key(r))]
+        if new:
+            self._going_live()
+            super().add_samples(run_id, new)
+
+    def add_round(self, run_id: str, row: RoundRow) -> None:
+        if not self._check("selfevolve_rounds", _row_key(row)):
+            self._going_live()
+            super().add_round(run_id, row)
 
     def add_event(self, run_id: str, kind: str, payload: Mapping[str, Any]) -> int:
         if self._check("events", _event_key(kind, payload)):

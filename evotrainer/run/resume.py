@@ -1,10 +1,12 @@
-"""Resuming a killed ``mode=evolve`` run: which run, whether its config matches, how much time it used.
+"""Resuming a killed ``mode=evolve`` or ``mode=selfevolve`` run: which run, whether its config matches, how much
+time it used.
 
 ``resume=<run dir>`` continues the run whose archive is in that folder; ``resume=true`` picks the newest
 resumable run of the same config under ``archive/runs``. The run is re-run from its start by deterministic
 replay: LLM calls from the call log (:mod:`evotrainer.backends.call_log`), archive rows verified and skipped
-(:mod:`evotrainer.archive.replay_store`), stop decisions as stored (:mod:`evotrainer.run.control`); what a user
-sees and the limits (``mode=evolve`` only, no adapter genes, no multirun): docs/runs.md.
+(:mod:`evotrainer.archive.replay_store`), stop decisions as stored (:mod:`evotrainer.run.control`), and in
+self-evolution each round's training loaded from its adapter folder (:mod:`evotrainer.selfevolve.trained`); what a
+user sees and the limits (``mode=evolve`` and ``mode=selfevolve``, no adapter genes, no multirun): docs/runs.md.
 
 Config check: the stored config (``runs.config_json``) is compared with the new one key by key (dotted keys),
 leaving out ``resume``, ``resume_force``, ``debug``, ``model.threads`` / ``mutator.threads`` (checked on their
@@ -40,8 +42,11 @@ from evotrainer.flat_keys import flatten, migrate_config
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run.control import STOP_FILE, RunControl
 
-__all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
+__all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUMABLE_MODES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
            "plan_resume", "resume_threads", "resume_warnings", "run_config", "wants_resume"]
+
+RESUMABLE_MODES = ("evolve", "selfevolve")
+"""The run modes a killed run of can be resumed (``evaluate`` and ``distill`` runs are rerun)."""
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
@@ -176,21 +181,23 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
         archive_name: ``archive.path`` (relative to the run folder unless absolute).
 
     Raises:
-        ConfigError: ``resume``: no such folder or archive; the archive holds no evolve run, several, or a
+        ConfigError: ``resume``: no such folder or archive; the archive holds no run, several, or a
             finished one (its summary is archived); the config differs (the message names the keys) and not
             ``force``; ``resume=true`` found no resumable run of this config.
     """
     if str(value).strip().lower() == "true":
         found = find_resumable(config, runs_root, archive_name)
         if found is None:
-            raise ConfigError(f"resume=true: no resumable run of this config under {runs_root} (an evolve run "
-                              "with the same config and no summary); give the run folder as resume=<dir>")
+            raise ConfigError(f"resume=true: no resumable run of this config under {runs_root} (an evolve or "
+                              "selfevolve run with the same config and no summary); give the run folder as "
+                              "resume=<dir>")
         value = found
     path = Path(str(value)).expanduser()
     run_dir = path.parent if path.is_file() else path
     archive = path if path.is_file() else _archive_of(run_dir, archive_name)
     if not archive.is_file():
-        raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by mode=evolve)")
+        raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by mode=evolve or "
+                          "mode=selfevolve)")
     try:
         with ArchiveStore(archive, read_only=True) as store:
             runs = store.list_runs()
@@ -200,9 +207,9 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
             state = _run_state(store, run_id)
     except ArchiveError as exc:
         raise ConfigError(f"resume: {exc}") from None
-    if state["config"].get("mode", "evolve") != "evolve":
+    if state["config"].get("mode", "evolve") not in RESUMABLE_MODES:
         raise ConfigError(f"resume: run {run_id} in {run_dir} is mode={state['config'].get('mode')}; only "
-                          "mode=evolve runs can be resumed")
+                          f"{' and '.join(f'mode={m}' for m in RESUMABLE_MODES)} runs can be resumed")
     if state["finished"]:
         raise ConfigError(f"resume: run {run_id} in {run_dir} already finished (its summary is archived)")
     if _running(archive, run_id):
@@ -280,7 +287,7 @@ def resume_warnings(plan: ResumePlan) -> list[str]:
 def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
                    archive_name: str = DEFAULT_ARCHIVE_NAME) -> Path | None:
     """The run folder under ``runs_root`` (one level down) holding the newest (by start time) unfinished
-    evolve run whose config equals ``config`` (:func:`config_diff` empty) and that no live process is
+    evolve or selfevolve run whose config equals ``config`` (:func:`config_diff` empty) and that no live process is
     writing, or None."""
     best: tuple[str, Path] | None = None
     for run_dir in sorted(p for p in Path(runs_root).glob("*") if p.is_dir()):
@@ -295,7 +302,8 @@ def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
                 state = _run_state(store, runs[0].run_id)
         except ArchiveError:
             continue
-        if state["finished"] or state["config"].get("mode", "evolve") != "evolve" or _running(archive, runs[0].run_id):
+        if (state["finished"] or state["config"].get("mode", "evolve") not in RESUMABLE_MODES
+                or _running(archive, runs[0].run_id)):
             continue
         if config_diff(state["config"], config):
             continue
@@ -305,8 +313,8 @@ def find_resumable(config: Mapping[str, Any], runs_root: Path = RUNS_ROOT,
 
 
 class RunFiles:
-    """What an evolve run keeps beside its rows for resume and STOP: the LLM call log, the archive (replaying
-    when resuming) and the run's stop control.
+    """What an evolve or selfevolve run keeps beside its rows for resume and STOP: the LLM call log, the archive
+    (replaying when resuming) and the run's stop control.
 
     Args:
         run_dir: the run folder (the ``STOP`` file is looked for there).
@@ -328,9 +336,9 @@ class RunFiles:
         paths under ``run_dir``).
 
         Raises:
-            ConfigError: ``resume`` with adapter genes on (``inner.adapter_mutation_share > 0``).
+            ConfigError: ``resume`` of an evolve run with adapter genes on (``inner.adapter_mutation_share > 0``).
         """
-        adapters = cfg.inner.adapter_mutation_share > 0
+        adapters = getattr(cfg, "mode", "evolve") == "evolve" and cfg.inner.adapter_mutation_share > 0
         if resume is not None and adapters:
             raise ConfigError("resume: runs with adapter genes (inner.adapter_mutation_share > 0) cannot be "
                               "resumed (adapter training is not logged)")
@@ -375,7 +383,7 @@ class RunFiles:
         tokens read so far (``outer.budget.prompt_tokens``)."""
         b = outer.budget
         return RunControl(rec, BudgetLimits(b.seconds, b.tokens, b.evaluations, rollouts=b.rollouts, usd=b.usd,
-                                            prompt_tokens=b.prompt_tokens),
+                                            prompt_tokens=b.prompt_tokens, train_tokens=b.train_tokens),
                           stop_file=self.run_dir / STOP_FILE,
                           elapsed_before_s=self.resume.elapsed_s if self.resume is not None else 0.0,
                           replay=self.replay, cost=cost, prompt_tokens=prompt_tokens)

@@ -39,6 +39,7 @@ from evotrainer.harness import Harness, space_from_specs
 from evotrainer.harness.candidates import candidate_source
 from evotrainer.harness.objective import CandidateResult
 from evotrainer.harness.scoring import ScoringRule
+from evotrainer.run.control import RunControl
 from evotrainer.run.outer_loop import OuterResult, run_outer_loop
 from evotrainer.run.runtime import task_settings
 from evotrainer.run.screening import Screening
@@ -165,11 +166,13 @@ class HarnessSearch:
 def search_harness(cfg: Config, *, policy: Policy, models: RoundModels, family: SelfEvolving, setup: RoundSetup,
                    val: Sequence[Task], difficulty: Mapping[str, float], dev_score: float, real_items: Sequence[Task],
                    seeds: Seeds, rec: RunRecorder, usage: RunUsage, train: TrainFn,
-                   console: Console) -> HarnessSearch:
+                   console: Console, control: RunControl | None = None) -> HarnessSearch:
     """Run the outer loop over the training harness (module docstring); the base policy is generation 0.
 
     Args:
         val: the meta-validation items the race and the whole-set scores use (the selection set; none held out).
+        control: stop decisions at each candidate boundary (budget, STOP file, a resumed run's replay); budget
+            limits alone when None.
         (the rest: as :class:`SelfEvolveObjective`.)
 
     Raises:
@@ -196,7 +199,7 @@ def search_harness(cfg: Config, *, policy: Policy, models: RoundModels, family: 
                   f"generation(s) x {o.popsize} candidates of {cfg.selfevolve.rounds} round(s); harness "
                   f"{', '.join(space.names)}")
     out = run_outer_loop(objective, start, space.decode(space.initial_vector()), space, search, o, rec,
-                         console=console)
+                         console=console, control=control)
     console.print(f"outer loop stopped ({out.stop.key}: {out.stop.detail}); best {out.incumbent.harness_id}: "
                   f"policy {out.incumbent.best.id}, S_val {out.incumbent.s_val:.4f} (base {out.s_val_curve[0]:.4f}); "
                   f"{out.usage.train_tokens} training tokens", markup=False, highlight=False)

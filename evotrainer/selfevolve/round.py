@@ -40,6 +40,7 @@ from evotrainer.selfevolve.display import PhaseTimer
 from evotrainer.selfevolve.examples import TrainItem, check_items, extend_replay, reference_items, to_sft
 from evotrainer.selfevolve.judge import JudgeSettings, Verdict, grade_counts, judge_samples
 from evotrainer.selfevolve.pool import PoolTask, add_to_pool, draw_real, real_count
+from evotrainer.selfevolve.trained import fingerprint, load_trained, save_trained
 from evotrainer.tasks.base import RolloutRequest, SelfEvolving, Task, TaskFamily
 
 __all__ = ["RoundModels", "RoundOutcome", "RoundSetup", "Sample", "SelfEvolveState", "TrainFn", "pool_row",
@@ -81,6 +82,8 @@ class RoundSetup:
         bounds: each difficulty knob's (low, high).
         run_dir: the run's output folder; archived adapter paths are relative to it.
         adapter_root: where round adapters are written (inside ``run_dir``).
+        reuse_trained: a resumed run: a round whose adapter folder holds a kept training of the same examples
+            (:mod:`evotrainer.selfevolve.trained`) loads it instead of training again.
     """
 
     dev: tuple[Task, ...]
@@ -91,6 +94,7 @@ class RoundSetup:
     bounds: Mapping[str, tuple[float, float]]
     run_dir: Path
     adapter_root: Path
+    reuse_trained: bool = False
 
 
 @dataclass(frozen=True)
@@ -242,11 +246,15 @@ def run_round(
         steps = capped_steps(len(items), len(replay), cfg.lora)
         with timer.phase("train", f"{len(items)} samples + {len(replay)} replay", steps, "steps"):
             try:
-                result = train(models.trainer, to_sft(family, policy, items, "pool"),
-                               to_sft(family, policy, replay, "replay"), cfg.lora, out_dir,
-                               rng=train_rng, parent_adapter=policy.adapter)
-                _place_adapter(Path(result.adapter_dir), out_dir)
-                candidate = _candidate(policy, out_dir.resolve(), k)
+                pool_sft, replay_sft = to_sft(family, policy, items, "pool"), to_sft(family, policy, replay, "replay")
+                digest = fingerprint(pool_sft, replay_sft, cfg.lora, policy.adapter)
+                result = load_trained(out_dir, digest) if setup.reuse_trained else None
+                if result is None:
+                    result = train(models.trainer, pool_sft, replay_sft, cfg.lora, out_dir, rng=train_rng,
+                                   parent_adapter=policy.adapter)
+                    _place_adapter(Path(result.adapter_dir), out_dir)
+                    save_trained(out_dir, result, digest)
+                candidate = _candidate(policy, out_dir.resolve(), k, setup.run_dir)
             except (DataError, ModelError) as exc:  # a failed round, not a failed run
                 status, note = "failed", f"training failed: {exc}"
 
@@ -322,9 +330,12 @@ def _sample(llm: LLM, family: TaskFamily, policy: Policy, tasks: Sequence[Task],
     return [(task, i, str(g.text)) for (task, i), g in zip(keys, generations, strict=True)]
 
 
-def _candidate(policy: Policy, adapter: Path, k: int) -> Policy:
-    """The trained policy: same prompt, the new adapter, the input policy as parent."""
-    digest = hashlib.sha256(f"{policy.genome_hash}|{policy.id}|selfevolve|{k}|{adapter}".encode()).hexdigest()
+def _candidate(policy: Policy, adapter: Path, k: int, run_dir: Path) -> Policy:
+    """The trained policy: same prompt, the new adapter, the input policy as parent; its id hashes the adapter's
+    path relative to the run folder, so the same run in another folder gets the same ids."""
+    where = _rel(adapter, run_dir)
+    parent = replace(policy, adapter=_rel(Path(policy.adapter), run_dir) if policy.adapter else None)  # as archived
+    digest = hashlib.sha256(f"{parent.genome_hash}|{policy.id}|selfevolve|{k}|{where}".encode()).hexdigest()
     return replace(policy, id=f"se{k}-{digest[:10]}", parent_ids=(policy.id,), operator="selfevolve_lora",
                    generation=k, root_id=policy.root_id or policy.id, adapter=str(adapter))
 

@@ -14,6 +14,7 @@ refuses a shared ``Task.group``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -26,7 +27,7 @@ from rich.console import Console
 
 from evotrainer.archive.recorder import RunRecorder
 from evotrainer.archive.schema import RoundRow
-from evotrainer.archive.store import ArchiveStore, archive_path
+from evotrainer.archive.store import archive_path
 from evotrainer.backends.usage import RunUsage, describe_backend
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError
@@ -34,6 +35,7 @@ from evotrainer.events.kinds import PhaseEvent, SelfEvolveSetupEvent, SelfEvolve
 from evotrainer.genome import Policy
 from evotrainer.progress import stdout_console
 from evotrainer.rollout import RolloutEvaluator
+from evotrainer.run.resume import ResumePlan, RunFiles, run_config
 from evotrainer.run.runtime import (
     build_family,
     build_llm,
@@ -131,9 +133,12 @@ def held_apart(dev: Sequence[Task], val: Sequence[Task], transfer: Sequence[Task
 
 def run_selfevolve(
     cfg: Config, *, run_dir: str | Path, config_dict: dict | None = None, train: TrainFn | None = None,
-    console: Console | None = None,
+    console: Console | None = None, resume: ResumePlan | None = None,
 ) -> SelfEvolveSummary:
     """Run ``selfevolve.rounds`` self-evolution rounds; archive each; print the per-round table.
+
+    Every model call goes through the run's call log (``llm_calls.db`` beside the archive) and every round's
+    training is kept beside its adapter (:mod:`evotrainer.selfevolve.trained`), so a killed run can be resumed.
 
     Args:
         cfg: the validated config.
@@ -141,17 +146,23 @@ def run_selfevolve(
         config_dict: the resolved config for the archive (``asdict(cfg)`` when None).
         train: the LoRA trainer (default ``evotrainer.adapters.train.train_lora``).
         console: where to print (stdout when None: 200 columns when it is not a terminal).
+        resume: continue this killed run by deterministic replay (``evotrainer/run/resume.py``): model calls from
+            the call log, archived rows verified and skipped, each round's kept training loaded.
 
     Raises:
         ConfigError: bad settings (unknown policy id, a non-hf backend, unknown curriculum knobs).
         DataError / ModelError: missing data or model; a dev/meta-validation/transfer leak; training items of a
             meta-validation or transfer group.
     """
+    with contextlib.ExitStack() as stack:
+        return _selfevolve(cfg, Path(run_dir), config_dict, train, console or stdout_console(), resume, stack)
+
+
+def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: TrainFn | None, console: Console,
+                resume: ResumePlan | None, stack: contextlib.ExitStack) -> SelfEvolveSummary:
     t_run = time.perf_counter()
-    console = console or stdout_console()
     s = cfg.selfevolve
-    config_dict = config_dict if config_dict is not None else asdict(cfg)
-    run_dir = Path(run_dir)
+    config_dict = run_config(config_dict if config_dict is not None else asdict(cfg))
     seeds = Seeds(cfg.seed)
     if cfg.model.backend != "hf":
         raise ConfigError("config key 'model.backend': mode=selfevolve trains LoRA adapters with the 'hf' "
@@ -194,12 +205,14 @@ def run_selfevolve(
     # ---- 2. models ------------------------------------------------------------------------------
     from evotrainer.backends.embedder import shared_embedder
 
+    files = RunFiles.open(cfg, run_dir, resume)  # the call log; the archive and the run's lock below
+    stack.callback(files.close)
     t0 = time.perf_counter()
     usage = RunUsage()  # prompt and completion tokens per role (a selfevolve.judge server's usage)
     backend = build_llm(cfg.model)  # progress: evotrainer.progress tasks around each phase
-    llm = usage.wrap(backend, "model", cfg.model)
-    judge = llm if s.judge is None else usage.wrap(build_llm(s.judge, role="selfevolve.judge"), "selfevolve.judge",
-                                                   s.judge)
+    llm = usage.wrap(files.logged(backend, cfg.model), "model", cfg.model)  # calls logged; training uses backend
+    judge = llm if s.judge is None else usage.wrap(files.logged(build_llm(s.judge, role="selfevolve.judge"), s.judge),
+                                                   "selfevolve.judge", s.judge)
     embedder = shared_embedder()
     load_seconds = time.perf_counter() - t0
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
@@ -207,13 +220,14 @@ def run_selfevolve(
     setup = RoundSetup(
         dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
         decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.spec.space), run_dir=run_dir,
-        adapter_root=run_dir / "adapters",
+        adapter_root=run_dir / "adapters", reuse_trained=resume is not None,
     )
 
     # ---- 3. archive, pool, baseline ---------------------------------------------------------------
-    run_id = _run_id(cfg, config_dict)
+    run_id = resume.run_id if resume is not None else _run_id(cfg, config_dict)
     db_path = archive_path(cfg.archive.path, run_dir)
-    store = ArchiveStore(db_path)
+    store = files.archive(db_path, run_id)
+    stack.callback(store.close)
     rec = RunRecorder(store, run_id)
     rec.start(cfg.seed, config_dict)
     rec.policies([policy])
@@ -247,7 +261,8 @@ def run_selfevolve(
 
         searched = search_harness(cfg, policy=policy, models=models, family=family, setup=setup, val=val,
                                   difficulty=difficulty0, dev_score=baseline_dev, real_items=real_items, seeds=seeds,
-                                  rec=rec, usage=usage, train=train, console=console)
+                                  rec=rec, usage=usage, train=train, console=console,
+                                  control=files.control(rec, cfg.outer))
     state = SelfEvolveState(round=0, policy=policy, pool=seed_pool.pool,
                             replay=reference_items((p.task for p in seed_pool.pool), family), difficulty=difficulty0,
                             dev_score=baseline_dev, val_score=baseline_val, real=real_left)

@@ -61,7 +61,8 @@ def test_stored_rows_are_skipped_and_later_ones_inserted(tmp_path) -> None:
         (run,) = store.list_runs()
     assert run.config == {}
     assert markers == [{"name": "resume", "replayed": {"policies": 2, "evaluations": 2, "harness_candidates": 0,
-                                                       "events": 1}, "elapsed_before_s": 1.5}]
+                                                       "events": 1, "selfevolve_pool": 0, "selfevolve_samples": 0,
+                                                       "selfevolve_rounds": 0}, "elapsed_before_s": 1.5}]
     with ReplayingStore(path, RUN) as store:  # a second resume replays past the first one's marker
         _writes(store)
         assert store.replayed["events"] == 3 and store.replayed["evaluations"] == 3 and not store.replaying
