@@ -58,3 +58,15 @@ def dump_deterministic(store: ArchiveStore, run_id: str, exclude_event_kinds: Se
             ev_sql += f" AND kind NOT IN ({placeholders})"
         out["events"] = [dict(r) for r in conn.execute(ev_sql + " ORDER BY id", (run_id, *exclude_event_kinds))]
     return out
+
+
+def dump_run_folder(run_dir: Any) -> dict[str, Any]:
+    """:func:`dump_deterministic` of the one run in ``run_dir/archive.db``, without its ``code_version`` (the
+    checkout may get commits between two runs a test compares)."""
+    from pathlib import Path
+
+    with ArchiveStore(Path(run_dir) / "archive.db", read_only=True) as store:
+        (run,) = store.list_runs()
+        dump = dump_deterministic(store, run.run_id)
+    dump["run"].pop("code_version")
+    return dump

@@ -32,7 +32,7 @@ from evotrainer.run.resume import (
     resume_threads,
     resume_warnings,
 )
-from tests.archive._dump import dump_deterministic
+from tests.archive._dump import dump_run_folder as _dump
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -56,15 +56,6 @@ def _cli(args: list[str], *, kill_at: str | None = None, cwd: Path = PROJECT_ROO
         env["EVOTRAINER_TEST_KILL_AT"] = kill_at
     return subprocess.run([sys.executable, "-m", "evotrainer", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
-
-
-def _dump(run_dir: Path) -> dict:
-    """The run's deterministic dump without ``code_version`` (the checkout may get commits between runs)."""
-    with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
-        (run,) = store.list_runs()
-        dump = dump_deterministic(store, run.run_id)
-    dump["run"].pop("code_version")
-    return dump
 
 
 def _events(run_dir: Path, kind: str) -> list:

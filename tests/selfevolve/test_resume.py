@@ -19,7 +19,7 @@ import pytest
 from evotrainer.archive import ArchiveStore
 from evotrainer.config import PROJECT_ROOT
 from evotrainer.selfevolve.trained import TRAINED_NAME
-from tests.archive._dump import dump_deterministic
+from tests.archive._dump import dump_run_folder as _dump
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -44,14 +44,6 @@ def _cli(args: list[str], *, kill_at: str | None = None) -> subprocess.Completed
         env["EVOTRAINER_TEST_KILL_AT"] = kill_at
     return subprocess.run([sys.executable, "-m", "evotrainer", *args], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=900)
-
-
-def _dump(run_dir: Path) -> dict:
-    with ArchiveStore(run_dir / "archive.db", read_only=True) as store:
-        (run,) = store.list_runs()
-        dump = dump_deterministic(store, run.run_id)
-    dump["run"].pop("code_version")
-    return dump
 
 
 def _phases(run_dir: Path) -> list[dict]:
