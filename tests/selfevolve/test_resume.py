@@ -60,29 +60,18 @@ def full_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return run_dir, _dump(run_dir)
 
 
-def test_the_same_run_in_another_folder_archives_the_same_rows(full_run, tiny_model_dir: Path,
-                                                               tmp_path: Path) -> None:
+def test_a_killed_selfevolve_run_resumes_to_the_same_archive(full_run, tiny_model_dir: Path, tmp_path: Path) -> None:
+    """Killed at round 2's first model call (its rollout), after round 1 trained; resumed in its folder, it archives
+    what the uninterrupted run archived in another folder (trained policies' ids hash their adapter's path inside
+    the run folder)."""
     full_dir, full = full_run
     assert [r["round"] for r in full["selfevolve_rounds"]] == [1, 2]
-    assert any(r["candidate_id"] for r in full["selfevolve_rounds"])
     for r in full["selfevolve_rounds"]:  # each trained round kept its training beside its adapter
-        if r["adapter_path"]:
-            kept = json.loads((full_dir / r["adapter_path"] / TRAINED_NAME).read_text())
-            assert len(kept["result"]["losses"]) == 2 and len(kept["fingerprint"]) == 64
-    proc = _cli([*_overrides(tiny_model_dir), f"hydra.run.dir={tmp_path}"])
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert _dump(tmp_path) == full  # candidate ids hash the adapter's path inside the run folder
-
-
-@pytest.mark.parametrize("kill_at", [
-    "evaluation:meta_val:2",     # after round 1's meta-validation row, before its round row
-    "evaluation:meta_val:2+1",   # at round 2's first model call (its rollout)
-])
-def test_a_killed_selfevolve_run_resumes_to_the_same_archive(kill_at: str, full_run, tiny_model_dir: Path,
-                                                             tmp_path: Path) -> None:
-    _, full = full_run
+        assert r["candidate_id"] and r["adapter_path"]
+        kept = json.loads((full_dir / r["adapter_path"] / TRAINED_NAME).read_text())
+        assert len(kept["result"]["losses"]) == 2 and len(kept["fingerprint"]) == 64
     args = _overrides(tiny_model_dir)
-    killed = _cli([*args, f"hydra.run.dir={tmp_path}"], kill_at=kill_at)
+    killed = _cli([*args, f"hydra.run.dir={tmp_path}"], kill_at="evaluation:meta_val:2+1")
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     round1 = tmp_path / "adapters" / "round_001"
     kept = (round1 / TRAINED_NAME).read_text()
