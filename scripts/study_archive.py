@@ -34,6 +34,8 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from evotrainer.archive.schema import BUDGET_KINDS
+
 SWEEP_FILES = ("multirun.yaml", "sweep_index.json")
 SKIPPED_NAMES = ("report.html",)
 SKIPPED_SUFFIXES = (".lock", "-wal", "-shm", "-journal")
@@ -140,13 +142,18 @@ def unpack(src: Path, root: Path) -> list[Path]:
 
 
 def describe(job: Path) -> dict:
-    """One row about an unpacked job folder: its run id, code version, dtype, arm, seed and whether it finished."""
+    """One row about an unpacked job folder: its run id, code version, dtype, arm, seed, whether it finished, its
+    harness candidates so far and the rollouts its budget counted (``archive.schema.budget_rollouts``)."""
     con = sqlite3.connect(f"file:{job / 'archive.db'}?mode=ro", uri=True)
     try:
         row = con.execute(
             "SELECT run_id, code_version, seed, config_json FROM runs ORDER BY created_at LIMIT 1"
         ).fetchone()
         finished = con.execute("SELECT COUNT(*) FROM events WHERE kind = 'summary'").fetchone()[0] > 0
+        candidates = con.execute("SELECT COUNT(*) FROM harness_candidates").fetchone()[0]
+        marks = ", ".join("?" for _ in BUDGET_KINDS)
+        rollouts = con.execute(f"SELECT COALESCE(SUM(n_tasks), 0) FROM evaluations WHERE kind IN ({marks}) "
+                               "AND cached = 0", BUDGET_KINDS).fetchone()[0]
     finally:
         con.close()
     if row is None:
@@ -160,6 +167,8 @@ def describe(job: Path) -> dict:
         "dtype": config.get("model", {}).get("dtype"),
         "arm": config.get("outer", {}).get("candidate_source"),
         "finished": finished,
+        "harness_candidates": candidates,
+        "rollouts": rollouts,
     }
 
 
@@ -173,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     p_unpack = sub.add_parser("unpack", help="extract SRC/<sweep>/*.tar.gz into ROOT/<sweep>/")
     p_unpack.add_argument("src", type=Path)
     p_unpack.add_argument("root", type=Path, help="e.g. archive/multirun")
-    p_list = sub.add_parser("list", help="the packed jobs: code version, dtype, arm, seed, finished")
+    p_list = sub.add_parser("list", help="the packed jobs: code version, dtype, arm, seed, finished, candidates, rollouts")
     p_list.add_argument("src", type=Path)
     args = parser.parse_args(argv)
     if args.command == "pack":

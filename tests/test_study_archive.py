@@ -23,6 +23,11 @@ def _archive(path: Path, *, finished: bool, wal_row: bool = False) -> sqlite3.Co
         "CREATE TABLE runs (run_id TEXT, created_at TEXT, seed INTEGER, config_json TEXT, code_version TEXT)"
     )
     con.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT)")
+    con.execute("CREATE TABLE harness_candidates (harness_id TEXT)")
+    con.execute("CREATE TABLE evaluations (kind TEXT, n_tasks INTEGER, cached INTEGER)")
+    con.execute("INSERT INTO harness_candidates VALUES ('g1c0')")
+    con.executemany("INSERT INTO evaluations VALUES (?, ?, ?)",
+                    [("fitness", 3, 0), ("meta_screen", 6, 0), ("meta_screen", 6, 1), ("transfer", 24, 0)])
     config = {"model": {"dtype": "float32"}, "outer": {"candidate_source": "coevolve"}}
     con.execute("INSERT INTO runs VALUES ('run-1', '2026-12-06', 0, ?, 'abc1234')", (json.dumps(config),))
     if finished:
@@ -85,6 +90,8 @@ def test_pack_unpack_round_trip(tmp_path: Path) -> None:
         "dtype": "float32",
         "arm": "coevolve",
         "finished": True,
+        "harness_candidates": 1,
+        "rollouts": 9,  # the cached screen row and the transfer row do not count
     }
     assert rows["1_frozen_harness_seed0"]["finished"] is False
 
