@@ -39,6 +39,7 @@ from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.flat_keys import migrate_overrides
 from evotrainer.run.resume import (
     RESUMABLE_MODES,
+    RESUMABLE_TEXT,
     find_resumable,
     plan_resume,
     resume_threads,
@@ -64,8 +65,7 @@ def _run(dcfg: DictConfig) -> None:
     plan = None
     if wants_resume(cfg.resume):
         if cfg.mode not in RESUMABLE_MODES:
-            raise ConfigError(f"resume: only {' and '.join(f'mode={m}' for m in RESUMABLE_MODES)} runs can be "
-                              f"resumed, not mode={cfg.mode}")
+            raise ConfigError(f"resume: only {RESUMABLE_TEXT} runs can be resumed, not mode={cfg.mode}")
         if _multirun():
             raise ConfigError("resume: not in a multirun (-m); resume each job with resume=<its folder>")
         plan = plan_resume(cfg.resume, run_config(_plain(dcfg, cfg)), force=cfg.resume_force,

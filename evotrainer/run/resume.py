@@ -42,11 +42,14 @@ from evotrainer.flat_keys import flatten, migrate_config
 from evotrainer.harness.stopping import BudgetLimits
 from evotrainer.run.control import STOP_FILE, RunControl
 
-__all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUMABLE_MODES", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
+__all__ = ["IGNORED_KEYS", "IGNORED_PREFIXES", "RESUMABLE_MODES", "RESUMABLE_TEXT", "RESUME_KEYS", "ResumePlan", "RunFiles", "config_diff", "find_resumable", "lock_path",
            "plan_resume", "resume_threads", "resume_warnings", "run_config", "wants_resume"]
 
 RESUMABLE_MODES = ("evolve", "selfevolve")
 """The run modes a killed run of can be resumed (``evaluate`` and ``distill`` runs are rerun)."""
+
+RESUMABLE_TEXT = " and ".join(f"mode={m}" for m in RESUMABLE_MODES)
+"""The resumable modes as the error messages name them: ``mode=evolve and mode=selfevolve``."""
 
 RESUME_KEYS = ("resume", "resume_force")
 """Top-level keys that say how to start, not what to run: never stored in a run's config or its id."""
@@ -196,8 +199,8 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
     run_dir = path.parent if path.is_file() else path
     archive = path if path.is_file() else _archive_of(run_dir, archive_name)
     if not archive.is_file():
-        raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by mode=evolve or "
-                          "mode=selfevolve)")
+        raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by "
+                          f"{RESUMABLE_TEXT.replace(' and ', ' or ')})")
     try:
         with ArchiveStore(archive, read_only=True) as store:
             runs = store.list_runs()
@@ -209,7 +212,7 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
         raise ConfigError(f"resume: {exc}") from None
     if state["config"].get("mode", "evolve") not in RESUMABLE_MODES:
         raise ConfigError(f"resume: run {run_id} in {run_dir} is mode={state['config'].get('mode')}; only "
-                          f"{' and '.join(f'mode={m}' for m in RESUMABLE_MODES)} runs can be resumed")
+                          f"{RESUMABLE_TEXT} runs can be resumed")
     if state["finished"]:
         raise ConfigError(f"resume: run {run_id} in {run_dir} already finished (its summary is archived)")
     if _running(archive, run_id):
