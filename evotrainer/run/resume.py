@@ -200,7 +200,7 @@ def plan_resume(value: Any, config: Mapping[str, Any], *, force: bool = False,
     archive = path if path.is_file() else _archive_of(run_dir, archive_name)
     if not archive.is_file():
         raise ConfigError(f"resume: no archive at {archive} (expected a run folder written by "
-                          f"{RESUMABLE_TEXT.replace(' and ', ' or ')})")
+                          f"{' or '.join(f'mode={m}' for m in RESUMABLE_MODES)})")
     try:
         with ArchiveStore(archive, read_only=True) as store:
             runs = store.list_runs()
