@@ -29,7 +29,8 @@ scored on the held-out items and the transfer items by the same evaluator, and t
     python -m evotrainer.archive sweep archive/multirun/<sweep>/   # the study table with a gepa row
 
 ``--out`` defaults to ``<sweep>/gepa_seed<S>``. Run it once per seed of the study (the pair can be any arm's
-job of that seed: generation 0 is the same in every arm).
+job of that seed: generation 0 is the same in every arm). The arm has no resume of its own: a killed arm started
+again with the same command gets the model calls it already paid for back from the study's call log.
 """
 
 from __future__ import annotations
@@ -345,12 +346,14 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.gepa_arm", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pair", required=True, help="a finished +study=ablation job folder of the seed to run")
     ap.add_argument("--out", default=None, help="the arm's folder (default: <sweep>/gepa_seed<S>)")
     ap.add_argument("--budget", type=int, default=None, help="total rollouts (default: the pair's budget)")
-    ap.add_argument("--train-tasks", type=int, default=12)
-    ap.add_argument("--minibatch", type=int, default=3)
+    ap.add_argument("--train-tasks", type=int, default=12,
+                    help="generated training tasks GEPA draws its minibatches from (default: 12)")
+    ap.add_argument("--minibatch", type=int, default=3, help="GEPA's reflection minibatch size (default: 3)")
     ap.add_argument("--model", default=None, help="another policy model folder than the pair's")
     args = ap.parse_args(argv)
     arm = run_gepa_arm(args.pair, args.out, budget=args.budget, train_tasks=args.train_tasks,
