@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -48,6 +49,9 @@ def _overrides(model_dir: Path) -> list[str]:
     ]
 
 
+INNER_EVALUATION = "event:task_batch:2+1"  # the first candidate's first inner evaluation, at its first model call
+
+
 def _cli(args: list[str], *, kill_at: str | None = None, cwd: Path = PROJECT_ROOT,
          timeout: int = 900) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "EVOTRAINER_TEST_KILL_AT"}
@@ -74,6 +78,16 @@ def full_run(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     return run_dir, _dump(run_dir), seconds
 
 
+@pytest.fixture(scope="module")
+def killed_in_inner_evaluation(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run killed at the first candidate's first inner evaluation; tests resume copies of it."""
+    run_dir = tmp_path_factory.mktemp("killed") / "run"
+    killed = _cli([*_overrides(tiny_model_dir), f"hydra.run.dir={run_dir}"], kill_at=INNER_EVALUATION)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert not _events(run_dir, "summary")
+    return run_dir
+
+
 def _kill_points(full: dict) -> dict[str, str]:
     """Three kill points: generation 0's screening rows (after 2 of the 4 seeds' rows), the first candidate's
     first inner evaluation (at its first model call), and that candidate's race (after its first row)."""
@@ -82,21 +96,24 @@ def _kill_points(full: dict) -> dict[str, str]:
     assert gen0 >= 3 and len(screens) > gen0, "the tiny run must screen seeds and race a candidate"
     return {
         "generation0": "evaluation:meta_screen:2",
-        "inner_evaluation": "event:task_batch:2+1",
+        "inner_evaluation": INNER_EVALUATION,
         "racing": f"evaluation:meta_screen:{gen0 + 1}",
     }
 
 
 @pytest.mark.parametrize("point", ["generation0", "inner_evaluation", "racing"])
-def test_killed_run_resumes_to_the_same_archive(point: str, full_run, tiny_model_dir: Path,
-                                                tmp_path: Path) -> None:
+def test_killed_run_resumes_to_the_same_archive(point: str, full_run, killed_in_inner_evaluation: Path,
+                                                tiny_model_dir: Path, tmp_path: Path) -> None:
     full_dir, full, full_s = full_run
     run_dir = tmp_path / "run"
     args = _overrides(tiny_model_dir)
     t0 = time.perf_counter()
-    killed = _cli([*args, f"hydra.run.dir={run_dir}"], kill_at=_kill_points(full)[point])
+    if point == "inner_evaluation":  # the module's killed run, copied
+        shutil.copytree(killed_in_inner_evaluation, run_dir)
+    else:
+        killed = _cli([*args, f"hydra.run.dir={run_dir}"], kill_at=_kill_points(full)[point])
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     killed_s = time.perf_counter() - t0
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     assert not _events(run_dir, "summary")
     t0 = time.perf_counter()
     resumed = _cli([*args, f"resume={run_dir}"])
@@ -111,12 +128,12 @@ def test_killed_run_resumes_to_the_same_archive(point: str, full_run, tiny_model
           f"{resumed_s:.1f} s")
 
 
-def test_config_change_is_refused_unless_forced(full_run, tiny_model_dir: Path, tmp_path: Path) -> None:
+def test_config_change_is_refused_unless_forced(full_run, killed_in_inner_evaluation: Path, tiny_model_dir: Path,
+                                                tmp_path: Path) -> None:
     full_dir, full, _ = full_run
     run_dir = tmp_path / "run"
     args = _overrides(tiny_model_dir)
-    killed = _cli([*args, f"hydra.run.dir={run_dir}"], kill_at="event:task_batch:2+1")
-    assert killed.returncode == -signal.SIGKILL
+    shutil.copytree(killed_in_inner_evaluation, run_dir)
     changed = [a if not a.startswith("inner.tournament_size") else "inner.tournament_size=3" for a in args]
     refused = _cli([*changed, f"resume={run_dir}"])
     assert refused.returncode == 2
@@ -158,7 +175,7 @@ def test_a_resume_told_another_thread_count_warns_with_the_key_to_pass(full_run,
     run_dir = tmp_path / "run"
     args = _overrides(tiny_model_dir)
     killed = _cli([*args, "model.threads=1", f"hydra.run.dir={run_dir}"],
-                  kill_at="event:task_batch:2+1")
+                  kill_at=INNER_EVALUATION)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
     (compute,) = [e for e in _events(run_dir, "phase") if e.payload.get("name") == "compute"]
     assert compute.payload["threads"] == 1  # recorded with the run, before the first inner evaluation
