@@ -31,6 +31,9 @@ scored on the held-out items and the transfer items by the same evaluator, and t
 ``--out`` defaults to ``<sweep>/gepa_seed<S>``. Run it once per seed of the study (the pair can be any arm's
 job of that seed: generation 0 is the same in every arm). The arm has no resume of its own: a killed arm started
 again with the same command gets the model calls it already paid for back from the study's call log.
+Progress: GEPA's own logger prints one line per iteration (the candidate it picked, the text it proposed, the
+minibatch scores), and the arm reports rollouts spent of the budget, with rate and ETA (a bar on a terminal, a line
+every 30 s in a log), then the held-out and transfer requests the same way.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from evotrainer import progress
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
 from evotrainer.backends.base import GenerationRequest, SamplingParams
@@ -141,6 +145,7 @@ class FamilyAdapter:
                 outputs[i] = e.outputs[j] if j < len(e.outputs) else ""
                 traces[i] = {"task": batch[i].task, "parts": dict(parts[j]) if j < len(parts) else {},
                              "error": e.error}
+        progress.advance(len(batch), unit="rollouts")
         return EvaluationBatch(outputs=outputs, scores=scores, trajectories=traces if capture_traces else None)
 
     def make_reflective_dataset(self, candidate: dict[str, str], eval_batch: Any,
@@ -295,21 +300,24 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
     reflection = ReflectionModel(llm, _mutator_params(cfg), seeds.int("gepa/reflection"))
     seed_candidate = dict(instruction_sections(seed_policy.sections))
     t_search = time.perf_counter()
-    result = gepa.optimize(
-        seed_candidate=seed_candidate, trainset=[_Item("train", t) for t in train],
-        valset=[_Item("val", t) for t in selection], adapter=adapter, reflection_lm=reflection,
-        max_metric_calls=calls, reflection_minibatch_size=minibatch, candidate_selection_strategy="pareto",
-        seed=cfg.seed, display_progress_bar=False, raise_on_exception=False)
+    with progress.task(f"gepa arm (seed {cfg.seed}): search", total=calls, unit="rollouts"):
+        result = gepa.optimize(
+            seed_candidate=seed_candidate, trainset=[_Item("train", t) for t in train],
+            valset=[_Item("val", t) for t in selection], adapter=adapter, reflection_lm=reflection,
+            max_metric_calls=calls, reflection_minibatch_size=minibatch, candidate_selection_strategy="pareto",
+            seed=cfg.seed, display_progress_bar=False, raise_on_exception=False)
     search_seconds = time.perf_counter() - t_search
     search_rollouts = evaluator.rollouts
     best = adapter.policy(result.best_candidate)
 
     # the held-out items and the transfer items: best seed, GEPA's best (and the plain prompt), one call each
     pair_policies = [seed_policy] if best.genome_hash == seed_policy.genome_hash else [seed_policy, best]
-    held = evaluator.meta_evaluate(pair_policies, heldout)
     plain = plain_policy(cfg.task.plain_prompt)
     tr_policies = [*pair_policies, *([plain] if plain is not None else [])]
-    tr = evaluator.meta_evaluate(tr_policies, transfer_items) if transfer_items else []
+    n_final = len(pair_policies) * len(heldout) + (len(tr_policies) * len(transfer_items) if transfer_items else 0)
+    with progress.task(f"gepa arm (seed {cfg.seed}): held-out and transfer items", total=n_final):
+        held = evaluator.meta_evaluate(pair_policies, heldout)
+        tr = evaluator.meta_evaluate(tr_policies, transfer_items) if transfer_items else []
 
     def values(e: Any) -> tuple[float, ...]:
         return tuple(0.0 if v is None else float(v) for v in e.per_item)

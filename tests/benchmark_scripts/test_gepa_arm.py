@@ -4,8 +4,11 @@ study table pools (issue 25)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -34,12 +37,14 @@ def pair_and_arm(tiny_run_config: Callable[[], Config], tmp_path_factory: pytest
     cfg.outer.budget.rollouts = 40
     sweep = tmp_path_factory.mktemp("sweep")
     run_evolve(cfg, run_dir=sweep / "0_frozen_harness_seed0")
-    arm = run_gepa_arm(sweep / "0_frozen_harness_seed0", train_tasks=4, minibatch=2)
-    return sweep, sweep / "0_frozen_harness_seed0" / "archive.db", arm
+    log = io.StringIO()
+    with contextlib.redirect_stdout(log):
+        arm = run_gepa_arm(sweep / "0_frozen_harness_seed0", train_tasks=4, minibatch=2)
+    return sweep, sweep / "0_frozen_harness_seed0" / "archive.db", arm, log.getvalue()
 
 
 def test_the_gepa_arm_spends_the_same_budget_and_writes_its_result(pair_and_arm) -> None:
-    sweep, _, arm = pair_and_arm
+    sweep, _, arm, _ = pair_and_arm
     path = sweep / "gepa_seed0" / "arm_result.json"
     assert arm.source == str(path) and read_arm_result(path).rollouts == arm.rollouts
     assert arm.arm == "gepa" and arm.seed == 0 and arm.budget == 40
@@ -49,8 +54,16 @@ def test_the_gepa_arm_spends_the_same_budget_and_writes_its_result(pair_and_arm)
     assert extra["best_seed_check"] is None or "differently" not in extra["best_seed_check"]
 
 
+def test_the_arm_reports_its_progress(pair_and_arm) -> None:
+    _, _, arm, log = pair_and_arm
+    search = arm.budget - json.loads(Path(arm.source).read_text())["extra"]["generation0_rollouts"]
+    assert f"gepa arm (seed 0): search: started, {search} rollouts" in log
+    assert "Iteration 1:" in log  # GEPA's own line per iteration
+    assert "gepa arm (seed 0): held-out and transfer items: started" in log
+
+
 def test_the_best_seed_scores_as_in_the_paired_run_on_the_same_held_out_items(pair_and_arm) -> None:
-    _, archive, arm = pair_and_arm
+    _, archive, arm, _ = pair_and_arm
     with ArchiveStore(archive, read_only=True) as store:
         g = run_generalisation(store, store.list_runs()[0].run_id)
     assert arm.heldout.item_ids == g.heldout.item_ids
@@ -58,7 +71,7 @@ def test_the_best_seed_scores_as_in_the_paired_run_on_the_same_held_out_items(pa
 
 
 def test_the_study_table_pools_the_gepa_arm_with_the_product_arm(pair_and_arm) -> None:
-    sweep, _, _ = pair_and_arm
+    sweep, _, _, _ = pair_and_arm
     runs, skipped = arm_runs([sweep])
     assert sorted(r.arm for r in runs) == ["frozen_harness", "gepa"] and not skipped
     t = study_table(runs, n_resamples=200)
