@@ -138,7 +138,8 @@ def test_smoke_experiment_against_the_server(served, tmp_path: Path) -> None:
         "backend=openai", f"openai.base_url={url}", f"openai.model={model}", "openai.timeout_s=900")]
     proc = subprocess.run(
         [sys.executable, "-m", "evotrainer", "+experiment=smoke", *roles, "model.openai.concurrency=2",
-         "mutator.openai.concurrency=1", "decoding.no_repeat_ngram_size=0",
+         "mutator.openai.concurrency=1", "decoding.no_repeat_ngram_size=0", "decoding.max_new_tokens=16",
+         "inner.mutator_max_new_tokens=40",  # shorter answers: the same calls in less time
          "outer.budget.rollouts=20",  # generation 0 counts 13, so one harness candidate (mutator calls) runs
          f"hydra.run.dir={tmp_path}"],
         cwd=PROJECT_ROOT, env=dict(os.environ, HF_HUB_OFFLINE="1"), capture_output=True, text=True, timeout=2400)

@@ -161,9 +161,10 @@ def test_resume_true_picks_the_newest_resumable_run_of_the_same_config(tiny_mode
     assert find_resumable({**run.config, "seed": 99}, root) is None
     plan = plan_resume("true", run.config, runs_root=root)
     assert plan.run_dir == new and plan.run_id == run.run_id
+    with pytest.raises(ConfigError, match="no resumable run of this config"):  # force never widens the search
+        plan_resume("true", {**run.config, "outer": {**run.config["outer"], "generations": 2}}, force=True,
+                    runs_root=root)
     # through the CLI, from the launch folder that holds archive/runs
-    proc = _cli([*args, "outer.generations=2", "resume=true", "resume_force=true"], cwd=tmp_path)
-    assert proc.returncode == 2 and "no resumable run of this config" in proc.stderr
     proc = _cli([*args, "resume=true"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert _events(new, "summary") and not _events(old, "summary") and not _events(other, "summary")
