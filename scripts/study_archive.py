@@ -13,13 +13,15 @@ Layout written by ``pack`` (``<dest>`` e.g. ``benchmarks/study_archives/ablation
 
 SQLite files are copied with the online backup API, so a job still running is packed in a consistent state
 (its write-ahead log folded in). Left out: lock files, ``-wal``/``-shm`` files and ``report.html`` (several MB;
-``python -m evotrainer.archive report <job>/archive.db`` writes it again). Unpacking uses tarfile's ``data``
+``python -m evotrainer.archive report <job>/archive.db`` writes it again), and any path matching an ``--exclude``
+glob (relative to the job folder, e.g. a weight-training run's intermediate adapters, tens of MB each). Unpacking uses tarfile's ``data``
 filter: no absolute paths, no links out of the target, no device files.
 
 Usage (from the repository root)::
 
     python scripts/study_archive.py pack archive/multirun/<sweep> benchmarks/study_archives/ablation_float32
     python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --job 0_coevolve_seed0
+    python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --exclude 'adapters/round_1/*'
     python scripts/study_archive.py list benchmarks/study_archives/ablation_float32
     python scripts/study_archive.py unpack benchmarks/study_archives/ablation_float32 archive/multirun
 """
@@ -27,6 +29,7 @@ Usage (from the repository root)::
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import sqlite3
 import sys
@@ -57,14 +60,16 @@ def _copy_sqlite(src: Path, dst: Path) -> None:
         source.close()
 
 
-def _stage(src: Path, dst: Path) -> list[str]:
-    """Copy ``src`` (a file or a folder) into ``dst`` without the skipped files; return the relative names copied."""
+def _stage(src: Path, dst: Path, exclude: tuple[str, ...] = ()) -> list[str]:
+    """Copy ``src`` (a file or a folder) into ``dst`` without the skipped files and the paths (relative to ``src``)
+    matching an ``exclude`` glob; return the relative names copied."""
     copied: list[str] = []
     files = [src] if src.is_file() else sorted(p for p in src.rglob("*") if p.is_file())
     for path in files:
-        if path.name in SKIPPED_NAMES or path.name.endswith(SKIPPED_SUFFIXES):
+        rel = path.name if src.is_file() else path.relative_to(src).as_posix()
+        if (path.name in SKIPPED_NAMES or path.name.endswith(SKIPPED_SUFFIXES)
+                or any(fnmatch.fnmatchcase(rel, pattern) for pattern in exclude)):
             continue
-        rel = path.name if src.is_file() else str(path.relative_to(src))
         out = dst / rel
         out.parent.mkdir(parents=True, exist_ok=True)
         if _is_sqlite(path):
@@ -89,8 +94,9 @@ def job_folders(sweep: Path) -> list[Path]:
     return sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "archive.db").is_file())
 
 
-def pack(sweep: Path, dest: Path, jobs: list[str] | None = None) -> list[Path]:
-    """Pack a sweep's shared files and its job folders (all, or those named in ``jobs``) under ``dest/<sweep>/``.
+def pack(sweep: Path, dest: Path, jobs: list[str] | None = None, exclude: tuple[str, ...] = ()) -> list[Path]:
+    """Pack a sweep's shared files and its job folders (all, or those named in ``jobs``) under ``dest/<sweep>/``,
+    leaving out the job files whose path relative to the job folder matches a glob of ``exclude``.
 
     Returns the tarballs written. Raises ``SystemExit`` with one line when the sweep folder or a named job is
     missing.
@@ -114,7 +120,7 @@ def pack(sweep: Path, dest: Path, jobs: list[str] | None = None) -> list[Path]:
         written.append(out_dir / "sweep.tar.gz")
         for name in names:
             staged = Path(tmp) / name
-            _stage(found[name], staged)
+            _stage(found[name], staged, exclude)
             _write_tar(staged, name, out_dir / f"{name}.tar.gz")
             written.append(out_dir / f"{name}.tar.gz")
     return written
@@ -142,8 +148,10 @@ def unpack(src: Path, root: Path) -> list[Path]:
 
 
 def describe(job: Path) -> dict:
-    """One row about an unpacked job folder: its run id, code version, dtype, arm, seed, whether it finished, its
-    harness candidates so far and the rollouts its budget counted (``archive.schema.budget_rollouts``)."""
+    """One row about an unpacked job folder: its run id, code version, mode, dtype, arm, seed, whether it finished,
+    the harness candidates of its finished outer generations (an outer generation writes its candidates' rows when
+    it ends, so a killed generation's are not counted), the rollouts its budget counted
+    (``archive.schema.budget_rollouts``) and, for a self-evolution run, its rounds archived."""
     con = sqlite3.connect(f"file:{job / 'archive.db'}?mode=ro", uri=True)
     try:
         row = con.execute(
@@ -154,6 +162,9 @@ def describe(job: Path) -> dict:
         marks = ", ".join("?" for _ in BUDGET_KINDS)
         rollouts = con.execute(f"SELECT COALESCE(SUM(n_tasks), 0) FROM evaluations WHERE kind IN ({marks}) "
                                "AND cached = 0", BUDGET_KINDS).fetchone()[0]
+        has_rounds = con.execute("SELECT COUNT(*) FROM sqlite_master WHERE type = 'table' "
+                                 "AND name = 'selfevolve_rounds'").fetchone()[0] > 0
+        rounds = con.execute("SELECT COUNT(*) FROM selfevolve_rounds").fetchone()[0] if has_rounds else 0
     finally:
         con.close()
     if row is None:
@@ -164,11 +175,13 @@ def describe(job: Path) -> dict:
         "run_id": row[0],
         "code_version": row[1],
         "seed": row[2],
+        "mode": config.get("mode"),
         "dtype": config.get("model", {}).get("dtype"),
         "arm": config.get("outer", {}).get("candidate_source"),
         "finished": finished,
-        "harness_candidates": candidates,
+        "harness_candidates_of_finished_generations": candidates,
         "rollouts": rollouts,
+        "selfevolve_rounds": rounds,
     }
 
 
@@ -179,14 +192,18 @@ def main(argv: list[str] | None = None) -> int:
     p_pack.add_argument("sweep", type=Path, help="archive/multirun/<sweep>")
     p_pack.add_argument("dest", type=Path, help="e.g. benchmarks/study_archives/ablation_float32")
     p_pack.add_argument("--job", action="append", help="pack only this job folder (repeatable); default: all")
+    p_pack.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                        help="leave out job files whose path relative to the job folder matches GLOB (repeatable), "
+                             "e.g. 'adapters/round_1/*'")
     p_unpack = sub.add_parser("unpack", help="extract SRC/<sweep>/*.tar.gz into ROOT/<sweep>/")
     p_unpack.add_argument("src", type=Path)
     p_unpack.add_argument("root", type=Path, help="e.g. archive/multirun")
-    p_list = sub.add_parser("list", help="the packed jobs: code version, dtype, arm, seed, finished, candidates, rollouts")
+    p_list = sub.add_parser("list", help="the packed jobs: code version, mode, dtype, arm, seed, finished, the "
+                                         "candidates of finished outer generations, rollouts, self-evolution rounds")
     p_list.add_argument("src", type=Path)
     args = parser.parse_args(argv)
     if args.command == "pack":
-        for path in pack(args.sweep, args.dest, args.job):
+        for path in pack(args.sweep, args.dest, args.job, tuple(args.exclude)):
             print(f"{path}  {path.stat().st_size / 1e3:.0f} kB")
     elif args.command == "unpack":
         for sweep in unpack(args.src, args.root):

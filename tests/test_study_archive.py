@@ -87,11 +87,13 @@ def test_pack_unpack_round_trip(tmp_path: Path) -> None:
         "run_id": "run-1",
         "code_version": "abc1234",
         "seed": 0,
+        "mode": None,
         "dtype": "float32",
         "arm": "coevolve",
         "finished": True,
-        "harness_candidates": 1,
+        "harness_candidates_of_finished_generations": 1,
         "rollouts": 9,  # the cached screen row and the transfer row do not count
+        "selfevolve_rounds": 0,  # no self-evolution table in this archive
     }
     assert rows["1_frozen_harness_seed0"]["finished"] is False
 
@@ -118,3 +120,25 @@ def test_unpack_refuses_a_path_out_of_the_target(tmp_path: Path) -> None:
     with pytest.raises(tarfile.FilterError):
         study_archive.unpack(tmp_path / "dest", tmp_path / "root")
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_pack_leaves_out_excluded_paths_and_lists_rounds(tmp_path: Path) -> None:
+    sweep = _sweep(tmp_path)
+    job = sweep / "0_coevolve_seed0"
+    for name in ("round_1", "round_2", "final"):
+        (job / "adapters" / name).mkdir(parents=True)
+        (job / "adapters" / name / "adapter_model.safetensors").write_bytes(b"w" * 100)
+    con = sqlite3.connect(job / "archive.db")
+    con.execute("CREATE TABLE selfevolve_rounds (round INTEGER)")
+    con.executemany("INSERT INTO selfevolve_rounds VALUES (?)", [(1,), (2,)])
+    con.execute("UPDATE runs SET config_json = ?", (json.dumps({"mode": "selfevolve", "model": {}}),))
+    con.commit()
+    con.close()
+    study_archive.pack(sweep, tmp_path / "dest", ["0_coevolve_seed0"], ("adapters/round_*",))
+    with tarfile.open(tmp_path / "dest" / sweep.name / "0_coevolve_seed0.tar.gz") as tar:
+        names = tar.getnames()
+    assert "0_coevolve_seed0/adapters/final/adapter_model.safetensors" in names
+    assert not any("round_" in n for n in names)
+    (restored,) = study_archive.unpack(tmp_path / "dest", tmp_path / "root")
+    row = study_archive.describe(restored / "0_coevolve_seed0")
+    assert (row["mode"], row["selfevolve_rounds"], row["arm"]) == ("selfevolve", 2, None)
