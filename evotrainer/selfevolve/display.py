@@ -69,16 +69,17 @@ def _f(x: float | None, fmt: str = "{:.3f}") -> str:
     return "–" if x is None else fmt.format(x)
 
 
-def round_table(rows: Sequence[RoundRow], baseline_dev: float | None = None, title: str = "self-evolution rounds"
-                ) -> Table:
+def round_table(rows: Sequence[RoundRow], baseline_dev: float | None = None, title: str = "self-evolution rounds",
+                baseline_val: float | None = None) -> Table:
     """The per-round summary: round, pool size, pass rate, mean judge score, model-judge grades parsed, loss
-    start→end, training tokens/s, dev score, S_val, kept/reverted, the curriculum action, seconds."""
+    start→end, training tokens/s, dev score, S_val, kept/reverted, the curriculum action, seconds; a round-0 row
+    with the start policy's dev score and S_val (in [0, 1], higher is better) when either is given."""
     table = Table(title=title)
     for col in ("round", "pool", "pass rate", "mean judge", "grades parsed", "loss start→end", "train tok/s",
                 "dev score", "S_val", "status", "curriculum", "seconds"):
         table.add_column(col, justify="right" if col not in ("status", "curriculum") else "left")
-    if baseline_dev is not None:
-        table.add_row("0", "–", "–", "–", "–", "–", "–", _f(baseline_dev), "–", "start", "–", "–")
+    if baseline_dev is not None or baseline_val is not None:
+        table.add_row("0", "–", "–", "–", "–", "–", "–", _f(baseline_dev), _f(baseline_val), "start", "–", "–")
     for r in rows:
         loss = f"{r.losses[0]:.3f}→{r.losses[-1]:.3f}" if r.losses else "–"
         rate = r.train.get("tokens_per_second")

@@ -304,7 +304,7 @@ def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: Tra
     if s.judge is not None and s.judge.backend == "openai":  # what the judge's server was sent
         rec.emit(PhaseEvent(name="backend", fields={m.role: describe_backend(m) for m in usage.meters}))
     store.close()
-    console.print(round_table(rows, baseline_dev))
+    console.print(round_table(rows, baseline_dev, baseline_val=baseline_val))
     if comparison is not None:
         console.print(comparison.verdict, markup=False, highlight=False)
     else:

@@ -47,6 +47,8 @@ def test_selfevolve_run_on_tiny_model(tiny_model_dir: Path, tmp_path: Path) -> N
     text = console.export_text()
     assert "self-evolution rounds" in text and "loss start→end" in text
     assert "grades parsed" in text and "train tok/s" in text
+    (start_row,) = [line for line in text.splitlines() if "start" in line and "│" in line]
+    assert f"{summary.baseline_dev:.3f}" in start_row and f"{summary.baseline_val:.3f}" in start_row  # round 0
     assert summary.transfer is None and "no transfer comparison: selfevolve.transfer_limit is 0" in text
     with ArchiveStore(summary.archive, read_only=True) as ro:
         assert ro.selfevolve_rounds(summary.run_id) == list(summary.rounds)
