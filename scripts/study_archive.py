@@ -170,6 +170,8 @@ def describe(job: Path) -> dict:
     if row is None:
         return {"job": job.name, "run_id": None}
     config = json.loads(row[3])
+    # an arm only where an outer loop ran: mode=evolve, or self-evolution's training-harness search
+    searched = config.get("mode") in (None, "evolve") or bool(config.get("selfevolve", {}).get("outer_loop"))
     return {
         "job": job.name,
         "run_id": row[0],
@@ -177,7 +179,7 @@ def describe(job: Path) -> dict:
         "seed": row[2],
         "mode": config.get("mode"),
         "dtype": config.get("model", {}).get("dtype"),
-        "arm": config.get("outer", {}).get("candidate_source"),
+        "arm": config.get("outer", {}).get("candidate_source") if searched else None,
         "finished": finished,
         "harness_candidates_of_finished_generations": candidates,
         "rollouts": rollouts,

@@ -131,7 +131,8 @@ def test_pack_leaves_out_excluded_paths_and_lists_rounds(tmp_path: Path) -> None
     con = sqlite3.connect(job / "archive.db")
     con.execute("CREATE TABLE selfevolve_rounds (round INTEGER)")
     con.executemany("INSERT INTO selfevolve_rounds VALUES (?)", [(1,), (2,)])
-    con.execute("UPDATE runs SET config_json = ?", (json.dumps({"mode": "selfevolve", "model": {}}),))
+    config = {"mode": "selfevolve", "model": {}, "outer": {"candidate_source": "coevolve"}}  # no outer loop ran
+    con.execute("UPDATE runs SET config_json = ?", (json.dumps(config),))
     con.commit()
     con.close()
     study_archive.pack(sweep, tmp_path / "dest", ["0_coevolve_seed0"], ("adapters/round_*",))
