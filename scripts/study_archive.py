@@ -21,7 +21,7 @@ Usage (from the repository root)::
 
     python scripts/study_archive.py pack archive/multirun/<sweep> benchmarks/study_archives/ablation_float32
     python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --job 0_coevolve_seed0
-    python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --exclude 'adapters/round_1/*'
+    python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --exclude 'adapters/*'
     python scripts/study_archive.py list benchmarks/study_archives/ablation_float32
     python scripts/study_archive.py unpack benchmarks/study_archives/ablation_float32 archive/multirun
 """
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p_pack.add_argument("--job", action="append", help="pack only this job folder (repeatable); default: all")
     p_pack.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                         help="leave out job files whose path relative to the job folder matches GLOB (repeatable), "
-                             "e.g. 'adapters/round_1/*'")
+                             "e.g. 'adapters/*'")
     p_unpack = sub.add_parser("unpack", help="extract SRC/<sweep>/*.tar.gz into ROOT/<sweep>/")
     p_unpack.add_argument("src", type=Path)
     p_unpack.add_argument("root", type=Path, help="e.g. archive/multirun")
