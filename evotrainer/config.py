@@ -371,8 +371,9 @@ def _validate_selfevolve(s: SelfEvolveConfig, task: TaskConfig) -> None:
     s.lora.check("selfevolve.lora")
 
 
-DEV_SOURCES = ("generated", "real")
-"""``selfevolve.dev_source`` values: the family's generator, or whole groups of ``task.train_path``."""
+DEV_SOURCES = ("generated", "real", "validation")
+"""``selfevolve.dev_source`` values: the family's generator, whole groups of ``task.train_path``, or the
+meta-validation items the rounds report (``selfevolve.val_limit`` of them)."""
 
 SELFEVOLVE_EXTRAS = ("real_share", "pass_threshold")
 """The ``outer.extras`` a self-evolution harness candidate applies (``selfevolve/objective.py``)."""

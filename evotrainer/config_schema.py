@@ -253,7 +253,8 @@ class SelfEvolveConfig:
     replay_cap: int = 64  # most examples in the replay buffer (seed references + earlier kept samples)
     dev_size: int = 8  # fixed dev-set tasks (drawn once per run, never in the pool)
     # where the dev set comes from: "generated" (the family's generator, its own seed) | "real" (dev_size items of
-    # task.train_path, whole groups held out of the pool, so the keep-or-revert gate reads real items)
+    # task.train_path, whole groups held out of the pool, so the keep-or-revert gate reads real items) |
+    # "validation" (the meta-validation items each round scores, val_limit of them; dev_size unused; scored once)
     dev_source: str = "generated"
     dev_seed_offset: int = 1000  # the dev set's generator stream uses seed + this
     val_limit: int | None = 16  # meta-validation items scored per round (first N); null = all

@@ -17,7 +17,8 @@ How (deterministic: depends only on the input file, no seed):
    (``1 - VAL_SHARE`` of them, offset by half a stride) to transfer, the others to validation, so both sides
    span small and large meetings.
 2. ``out`` (``qmsum_meetings.jsonl``, the meta-validation set): every short window of the validation
-   meetings. A meeting is never split between selection and anything else.
+   meetings, in an order whose every prefix mixes the domains in proportion (``validation_limit`` keeps a prefix).
+   A meeting is never split between selection and anything else.
 3. ``--transfer`` (``qmsum_transfer.jsonl``, the run's transfer report): ``N_TRANSFER`` short windows per
    domain from the transfer meetings only, at evenly spaced length ranks, at most ``MAX_PER_MEETING`` per
    meeting: real meetings that no selection uses.
@@ -85,11 +86,32 @@ def pick_transfer(rows: list[dict], meetings: set[str]) -> list[dict]:
     return sorted(out, key=lambda r: r["id"])
 
 
+def mixed_order(rows: list[dict]) -> list[dict]:
+    """``rows`` in an order whose every prefix spans the domains in proportion and many meetings: within a domain,
+    one window of each meeting in turn (meetings and their windows by id); the domains interleaved, the next window
+    from the domain with the smallest share taken so far (ties: domain name). A config's ``validation_limit`` keeps a
+    prefix, so a file sorted by id would give its first windows from one domain (the ICSI ids sort first)."""
+    queues = []
+    for domain in sorted({r["meta"]["domain"] for r in rows}):
+        meetings: dict[str, list[dict]] = defaultdict(list)
+        for r in sorted((r for r in rows if r["meta"]["domain"] == domain), key=lambda r: r["id"]):
+            meetings[r["meta"]["meeting"]].append(r)
+        lists = [meetings[m] for m in sorted(meetings)]
+        queues.append([ws[i] for i in range(max(map(len, lists))) for ws in lists if i < len(ws)])
+    taken = [0] * len(queues)
+    out = []
+    while len(out) < len(rows):
+        i = min((i for i, q in enumerate(queues) if taken[i] < len(q)), key=lambda i: (taken[i] / len(queues[i]), i))
+        out.append(queues[i][taken[i]])
+        taken[i] += 1
+    return out
+
+
 def build(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:
-    """(validation windows, transfer sample, rest), each sorted by id; no window in two of them and no
-    validation meeting in the other two."""
+    """(validation windows in :func:`mixed_order`, transfer sample, rest sorted by id); no window in two of them and
+    no validation meeting in the other two."""
     val_meetings, transfer_meetings = split_meetings(rows)
-    val = sorted((r for r in rows if r["meta"]["meeting"] in val_meetings and _short(r)), key=lambda r: r["id"])
+    val = mixed_order([r for r in rows if r["meta"]["meeting"] in val_meetings and _short(r)])
     transfer = pick_transfer(rows, transfer_meetings)
     sampled = {r["id"] for r in transfer}
     rest = sorted((r for r in rows if r["meta"]["meeting"] not in val_meetings and r["id"] not in sampled),

@@ -74,7 +74,8 @@ class RoundSetup:
     """What stays fixed over a run's rounds.
 
     Attributes:
-        dev: the dev set (generated once from a separate seed; never in the pool or training data).
+        dev: the dev set (generated once from a separate seed, or real items of groups held out of the pool, or the
+            meta-validation items themselves; never in the pool or training data).
         val: the meta-validation items scored each round (never in the pool or training data).
         forbidden: content hash -> "dev set" / "meta-validation set", for the leak guard.
         reward_weights: rule reward weights of the judge (on the simplex).
@@ -264,9 +265,12 @@ def run_round(
         with timer.phase("dev", f"{len(setup.dev)} tasks", len(setup.dev)):
             dev = score_policy(models.evaluator, candidate, setup.dev)
             dev_score = float(dev.s_val or 0.0)
-        with timer.phase("meta-val", f"{len(setup.val)} items", len(setup.val)):
-            val = score_policy(models.evaluator, candidate, setup.val) if setup.val else None
-            val_score = float(val.s_val or 0.0) if val is not None else None
+        if setup.val and setup.val == setup.dev:  # selfevolve.dev_source=validation: one scoring serves both
+            val = dev
+        else:
+            with timer.phase("meta-val", f"{len(setup.val)} items", len(setup.val)):
+                val = score_policy(models.evaluator, candidate, setup.val) if setup.val else None
+        val_score = float(val.s_val or 0.0) if val is not None else None
         kept_new = PromotionRule(ties=True).decide(state.dev_score, dev_score)  # the dev score did not fall
         status = "kept" if kept_new.promoted else "reverted"
         if status == "reverted":

@@ -190,12 +190,15 @@ def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: Tra
     settings = task_settings(cfg, family)
     difficulty0 = dict(settings.difficulty)
     dev_rng = Seeds(cfg.seed + s.dev_seed_offset).numpy("selfevolve/dev")
-    if real_dev:  # whole groups of the training items; the pool draws from the rest
+    gate_on_val = s.dev_source == "validation"  # the gate reads the meta-validation items; dev_size is unused
+    if gate_on_val:
+        dev = list(val)
+    elif real_dev:  # whole groups of the training items; the pool draws from the rest
         dev, real_rest = split_dev(real_items, s.dev_size, dev_rng)
         real_items = list(real_rest)
     else:
         dev = family.generate(dev_rng, difficulty0, s.dev_size)
-    forbidden = held_apart(dev, val_all, transfer_all)
+    forbidden = held_apart(() if gate_on_val else dev, val_all, transfer_all)
     seed_real, real_left = draw_real(real_items, real_count(s.seed_tasks, s.real_share, len(real_items)),
                                      seeds.numpy("selfevolve/seed_real"))
     seed_tasks = family.generate(seeds.numpy("selfevolve/seed_tasks"), difficulty0, s.seed_tasks - len(seed_real))
@@ -218,7 +221,7 @@ def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: Tra
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
-        dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
+        dev=tuple(dev), val=tuple(dev) if gate_on_val else tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
         decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.spec.space), run_dir=run_dir,
         adapter_root=run_dir / "adapters", reuse_trained=resume is not None,
     )
@@ -247,8 +250,11 @@ def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: Tra
     with PhaseTimer(console, "baseline") as timer:
         with timer.phase("dev", f"{len(dev)} tasks", len(dev)):
             base_dev = score_policy(evaluator, policy, dev)
-        with timer.phase("meta-val", f"{len(val)} items", len(val)):
-            base_val = score_policy(evaluator, policy, val) if val else None
+        if gate_on_val:
+            base_val = base_dev if val else None
+        else:
+            with timer.phase("meta-val", f"{len(val)} items", len(val)):
+                base_val = score_policy(evaluator, policy, val) if val else None
     if base_val is not None:
         rec.meta(base_val, kind="meta_val")
     baseline_dev = float(base_dev.s_val or 0.0)

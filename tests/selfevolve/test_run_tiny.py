@@ -204,3 +204,21 @@ def test_a_real_dev_set_is_held_out_of_the_pool_by_meeting(tiny_model_dir: Path,
     assert not any(train[p.task_id].group == dev.group for p in pool if p.source == "real")
     texts = [m["content"] for examples, replay in trained for e in examples + replay for m in e.messages]
     assert not any(dev.transcript.strip() in x for x in texts)
+
+
+def test_the_gate_can_read_the_meta_validation_items(tiny_model_dir: Path, tmp_path: Path) -> None:
+    """``selfevolve.dev_source=validation``: the dev set is the meta-validation items the rounds report, scored once a
+    round (no separate meta-validation phase, dev score = S_val), and every training item stays in reach of the pool."""
+    data = tmp_path / "data"
+    data.mkdir()
+    overrides = [*_real_overrides(tiny_model_dir, data), "selfevolve.dev_source=validation", "selfevolve.rounds=1",
+                 "selfevolve.transfer_limit=0", "selfevolve.real_share=1.0"]
+    cfg = to_config(OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.from_dotlist(overrides)))
+    summary = run_selfevolve(cfg, run_dir=tmp_path / "run", console=Console(record=True, width=200))
+    with ArchiveStore(summary.archive, read_only=True) as ro:
+        (setup,) = [e.event for e in ro.events(summary.run_id) if e.kind == "setup"]
+    assert setup.dev_tasks == setup.val_items and len(setup.dev_tasks) == 1
+    assert summary.baseline_dev == summary.baseline_val
+    (r,) = summary.rounds
+    assert r.dev_score == r.val_score and "meta-val" not in r.timings and "dev" in r.timings
+    assert setup.dev_tasks[0] not in setup.seed_tasks and len(setup.seed_tasks) == 2
