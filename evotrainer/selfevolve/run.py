@@ -221,7 +221,7 @@ def _selfevolve(cfg: Config, run_dir: Path, config_dict: dict | None, train: Tra
     evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=seeds.int("decoding")))
     models = RoundModels(llm=llm, judge=judge, embedder=embedder, trainer=backend, evaluator=evaluator)
     setup = RoundSetup(
-        dev=tuple(dev), val=tuple(dev) if gate_on_val else tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
+        dev=tuple(dev), val=tuple(val), forbidden=forbidden, reward_weights=dict(settings.reward_weights),
         decoding=sampling_from(cfg.decoding), bounds=curriculum_bounds(family.spec.space), run_dir=run_dir,
         adapter_root=run_dir / "adapters", reuse_trained=resume is not None,
     )
