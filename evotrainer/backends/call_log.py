@@ -215,15 +215,20 @@ class LoggedLLM:
         identity: :func:`model_identity` of ``inner``'s model. When the log holds answers of the same model and
             settings from another server or other served weights (:meth:`CallLog.claim`), a warning line says so:
             those answers are not replayed, the calls run again.
+        log_adapters: False: a request naming an adapter is never served from the log nor written to it (adapter
+            genes train their adapters in the run, so a folder's weights are not fixed by its path); a call holding
+            any such request runs whole on ``inner`` (the batch an unlogged run sends) and only its adapter-free
+            answers are logged. Calls without an adapter are logged and served as usual.
 
     Attributes:
         replayed: requests answered from the log; ``generated``: requests sent to ``inner``.
     """
 
-    def __init__(self, inner: LLM, log: CallLog, identity: str) -> None:
+    def __init__(self, inner: LLM, log: CallLog, identity: str, *, log_adapters: bool = True) -> None:
         self.inner = inner
         self.log = log
         self.identity = identity
+        self.log_adapters = log_adapters
         other = log.claim(identity)
         if other is not None:
             logger.warning("call log %s: the answers it holds for %s came from another server (%s); they are not "
@@ -235,6 +240,8 @@ class LoggedLLM:
     def generate(self, requests: Sequence[GenerationRequest]) -> list[Generation]:
         """Every answer from the log, or the whole call on ``inner`` when any is missing (module docstring)."""
         keys = [call_key(self.identity, r) for r in requests]
+        if not self.log_adapters and any(r.adapter is not None for r in requests):
+            return self._with_adapters(requests, keys)
         logged = self.log.get_many(keys)
         if all(k in logged for k in keys):
             self.replayed += len(keys)
@@ -246,6 +253,17 @@ class LoggedLLM:
         self.generated += len(keys)
         new = {k: g for k, g in zip(keys, fresh, strict=True) if k not in logged}
         self.log.put_many(list(new.items()))
+        return [logged.get(k, g) for k, g in zip(keys, fresh, strict=True)]
+
+    def _with_adapters(self, requests: Sequence[GenerationRequest], keys: list[str]) -> list[Generation]:
+        """The whole call on ``inner``; adapter-free answers already logged are kept, new ones logged."""
+        plain = [k for k, r in zip(keys, requests, strict=True) if r.adapter is None]
+        logged = self.log.get_many(plain) if plain else {}
+        testhooks.reached("llm_call")
+        fresh = self.inner.generate(requests)
+        self.generated += len(keys)
+        self.log.put_many([(k, g) for k, g, r in zip(keys, fresh, requests, strict=True)
+                           if r.adapter is None and k not in logged])
         return [logged.get(k, g) for k, g in zip(keys, fresh, strict=True)]
 
     def _missing_only(self, requests: Sequence[GenerationRequest], keys: list[str],

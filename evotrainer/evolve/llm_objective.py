@@ -37,7 +37,7 @@ import numpy as np
 from rich.console import Console
 
 from evotrainer.archive.recorder import RunRecorder
-from evotrainer.backends.usage import RunUsage
+from evotrainer.backends.usage import RunUsage, unwrap
 from evotrainer.config import Config
 from evotrainer.errors import ConfigError, EvoTrainerError
 from evotrainer.events.kinds import InnerGenerationEvent, OperatorStatsEvent, PhaseEvent, TaskBatchEvent
@@ -203,9 +203,7 @@ class LLMObjective:
             if not isinstance(family, SelfEvolving):
                 raise ConfigError(f"config key 'inner.adapter_mutation_share': the {family.name!r} family gives no "
                                   "training chats (the SelfEvolving capability); set it to 0")
-            backend = evaluator.llm
-            while (inner := getattr(backend, "wrapped", None)) is not None:  # the UsageMeter
-                backend = inner
+            backend = unwrap(evaluator.llm)  # under the usage meter and the call log
             self.adapter_backend = backend
             self.adapters_root = Path(adapters_root) if adapters_root is not None else (
                 Path(rec.store.path).resolve().parent / "adapters")

@@ -322,13 +322,17 @@ class RunFiles:
     Args:
         run_dir: the run folder (the ``STOP`` file is looked for there).
         resume: the run being resumed, or None for a fresh run.
-        calls: the call log, or None (adapter genes: not logged, not resumable).
+        calls: the call log, or None (nothing logged).
+        log_adapters: whether requests naming an adapter are logged (False with adapter genes, whose adapters are
+            trained in the run: :class:`~evotrainer.backends.call_log.LoggedLLM`).
     """
 
-    def __init__(self, run_dir: str | Path, resume: ResumePlan | None, calls: CallLog | None) -> None:
+    def __init__(self, run_dir: str | Path, resume: ResumePlan | None, calls: CallLog | None, *,
+                 log_adapters: bool = True) -> None:
         self.run_dir = Path(run_dir)
         self.resume = resume
         self.calls = calls
+        self.log_adapters = log_adapters
         self.started_at = now()
         self.replay: ReplayingStore | None = None
         self._lock: int | None = None
@@ -336,7 +340,8 @@ class RunFiles:
     @classmethod
     def open(cls, cfg: Any, run_dir: str | Path, resume: ResumePlan | None) -> RunFiles:
         """Open the call log: ``cfg.archive.call_log``, or ``llm_calls.db`` beside ``cfg.archive.path`` (relative
-        paths under ``run_dir``).
+        paths under ``run_dir``). With adapter genes on, only calls that name no adapter are logged (generation 0's
+        seeds, the mutator's calls, adapter-free policies), so runs sharing a log serve each other those.
 
         Raises:
             ConfigError: ``resume`` of an evolve run with adapter genes on (``inner.adapter_mutation_share > 0``).
@@ -348,8 +353,7 @@ class RunFiles:
         shared = cfg.archive.call_log
         log_path = (archive_path(shared, run_dir) if shared else
                     archive_path(cfg.archive.path, run_dir).parent / CALL_LOG_NAME)
-        calls = None if adapters else CallLog(log_path)
-        return cls(run_dir, resume, calls)
+        return cls(run_dir, resume, CallLog(log_path), log_adapters=not adapters)
 
     def logged(self, llm: Any, model_cfg: Any) -> Any:
         """``llm`` answering through the call log (as is without one), keyed by ``model_cfg``'s identity and, for
@@ -357,7 +361,7 @@ class RunFiles:
         if self.calls is None:
             return llm
         served = llm.served_model() if isinstance(llm, ReportsServedModel) else None
-        return LoggedLLM(llm, self.calls, model_identity(model_cfg, served))
+        return LoggedLLM(llm, self.calls, model_identity(model_cfg, served), log_adapters=self.log_adapters)
 
     def archive(self, path: str | Path, run_id: str) -> ArchiveStore:
         """The archive for writing (a :class:`ReplayingStore` when resuming), after taking the run's lock

@@ -4,12 +4,13 @@
   (screening, promotion, rollback, early stopping) ever sees them. It splits whole *groups*: items with
   the same ``Task.group`` (e.g. windows of one long document) form one group, every other item is a group
   of its own, and a group lies on one side only, so none straddles selection and held-out. The
-  split is stratified by source (hand-written and real items each keep their share in both parts) and,
-  within a source, by size: groups are ranked by (total ``Task.size``, smallest task id) and walked in
+  split is stratified by source (hand-written and real items each keep their share in both parts), by
+  ``meta["domain"]`` within a source whose labels group its items (:func:`_by_stratum`), and, within a
+  stratum, by size: groups are ranked by (total ``Task.size``, smallest task id) and walked in
   that order; a group is held out when that brings the count held so far
   nearer to ``round(n * share) * walked / n`` (systematic sampling by error diffusion). On groups of one
   item this is the earlier per-item rule: every ``1/share``-th rank, offset by half a stride (with 44
-  items and share 0.25: ranks 2, 6, 10, ..., 42); with larger groups a source's held-out count misses
+  items and share 0.25: ranks 2, 6, 10, ..., 42); with larger groups a stratum's held-out count misses
   ``round(n * share)`` by at most half the last group's items. It depends only on the items, never on a
   seed or the file order.
 * :func:`screening_subset` picks a fixed subset of the selection items, stratified the same way, on
@@ -38,12 +39,36 @@ def _ranked(items: Sequence[Task]) -> list[Task]:
     return sorted(items, key=lambda t: (t.size, t.task_id))
 
 
-def _by_source(items: Sequence[Task]) -> list[list[Task]]:
-    """Items grouped by ``source``, groups in order of first appearance."""
-    groups: dict[str, list[Task]] = {}
+def _label(t: Task) -> str:
+    """The item's ``meta["domain"]`` as text ("" when absent)."""
+    value = t.meta.get("domain") if t.meta else None
+    return str(value) if value else ""
+
+
+def _by_stratum(items: Sequence[Task]) -> list[list[Task]]:
+    """Items grouped by stratum, groups in order of first appearance.
+
+    A stratum is a ``source``, split further by ``meta["domain"]`` where those labels group the source's items:
+    every item labelled, at least two labels, each on at least two groups (``Task.group``, or an item alone), and
+    no group under two labels (so a group still lies in one stratum). A dataset mixing two kinds of document keeps
+    each kind's share; a source labelled one domain per item (the hand-written set) stays whole.
+    """
+    sources: dict[str, list[Task]] = {}
     for t in items:
-        groups.setdefault(t.source, []).append(t)
-    return list(groups.values())
+        sources.setdefault(t.source, []).append(t)
+    groups: list[list[Task]] = []
+    for source in sources.values():
+        by_label: dict[str, list[Task]] = {}
+        labels_of: dict[tuple[str, str], set[str]] = {}  # group key -> labels of its items
+        for t in source:
+            by_label.setdefault(_label(t), []).append(t)
+            labels_of.setdefault(("group", t.group) if t.group is not None else ("item", t.task_id), set()).add(
+                _label(t))
+        groups_per_label = [sum(1 for labels in labels_of.values() if label in labels) for label in by_label]
+        grouped = (len(by_label) >= 2 and "" not in by_label and min(groups_per_label) >= 2
+                   and all(len(labels) == 1 for labels in labels_of.values()))
+        groups.extend(by_label.values() if grouped else [source])
+    return groups
 
 
 def _allocate(sizes: Sequence[int], k: int) -> list[int]:
@@ -75,8 +100,8 @@ def split_validation(
 
     Args:
         items: the meta-validation set; items with the same ``Task.group`` are kept together.
-        heldout_share: in [0, 1); about ``round(n * share)`` items of each source are held out (exactly that
-            many when every item is its own group; 0 -> none).
+        heldout_share: in [0, 1); about ``round(n * share)`` items of each stratum (:func:`_by_stratum`) are held
+            out (exactly that many when every item is its own group; 0 -> none).
 
     Raises:
         ConfigError: the share is outside [0, 1) or leaves no selection item (key
@@ -85,8 +110,8 @@ def split_validation(
     if not (math.isfinite(heldout_share) and 0 <= heldout_share < 1):
         raise ConfigError(f"config key 'outer.heldout_share': expected a value in [0, 1), got {heldout_share!r}")
     held_ids: set[int] = set()
-    for source in _by_source(items):
-        n = len(source)
+    for stratum in _by_stratum(items):
+        n = len(stratum)
         n_held = int(math.floor(n * heldout_share + 0.5))
         if n_held == 0:
             continue
@@ -94,7 +119,7 @@ def split_validation(
             raise ConfigError(f"config key 'outer.heldout_share': {heldout_share} of {n} item(s) leaves no "
                               "item to select on")
         walked = held = 0
-        for group in _by_group(source):
+        for group in _by_group(stratum):
             walked += len(group)
             # hold the group out when that brings `held` nearer to the target n_held * walked / n (ties: keep)
             if (2 * held + len(group)) * n < 2 * n_held * walked:
@@ -107,14 +132,14 @@ def split_validation(
 
 
 def screening_subset(items: Sequence[Task], k: int) -> list[Task]:
-    """A fixed subset of ``k`` items stratified by source (shares in proportion) and, within a source,
-    by size (evenly spaced ranks).
+    """A fixed subset of ``k`` items stratified like the held-out split (:func:`_by_stratum`; shares in
+    proportion) and, within a stratum, by size (evenly spaced ranks); in input order, or by size for one source.
 
     Deterministic: depends only on the items, so every candidate is screened on the same items.
     """
     if k >= len(items):
         return list(items)
-    groups = _by_source(items)
+    groups = _by_stratum(items)
     picked: set[int] = set()
     for group, m in zip(groups, _allocate([len(g) for g in groups], k), strict=True):
         if m == 0:
@@ -122,7 +147,7 @@ def screening_subset(items: Sequence[Task], k: int) -> list[Task]:
         ranked = _ranked(group)
         idx = np.linspace(0, len(ranked) - 1, m).round().astype(int)
         picked |= {id(ranked[i]) for i in sorted(set(idx.tolist()))}
-    if len(groups) == 1:  # one source: by length rank
+    if len({t.source for t in items}) == 1:  # one source: by length rank
         ranked = _ranked(items)
         return [t for t in ranked if id(t) in picked]
     return [t for t in items if id(t) in picked]
@@ -154,14 +179,14 @@ def _spread(items: Sequence[Task]) -> list[Task]:
 def race_order(items: Sequence[Task], first: Sequence[Task] = ()) -> list[Task]:
     """``items`` in racing order: ``first`` (e.g. the screening subset) as given, then the rest.
 
-    The rest are stratified by source and, within a source, by length (:func:`_spread`); sources are
-    interleaved so that each prefix holds every source in proportion (the next item comes from the
-    source with the smallest share taken so far; ties: the source seen first). Depends only on the
-    items, never on a seed.
+    The rest are stratified like the held-out split (:func:`_by_stratum`) and, within a stratum, by length
+    (:func:`_spread`); strata are interleaved so that each prefix holds every stratum in proportion (the next
+    item comes from the stratum with the smallest share taken so far; ties: the stratum seen first). Depends
+    only on the items, never on a seed.
     """
     chosen = {id(t) for t in first}
     head = [t for t in first if any(t is s for s in items)]
-    queues = [_spread(g) for g in _by_source([t for t in items if id(t) not in chosen])]
+    queues = [_spread(g) for g in _by_stratum([t for t in items if id(t) not in chosen])]
     taken = [0] * len(queues)
     order: list[Task] = []
     while any(taken[i] < len(q) for i, q in enumerate(queues)):

@@ -128,3 +128,39 @@ def test_runs_naming_one_call_log_share_it(tmp_path) -> None:
     assert a.calls.path.resolve() == b.calls.path.resolve() == (tmp_path / "shared_calls.db").resolve()
     for files in (own, a, b):
         files.calls.close()
+
+
+def test_with_adapter_genes_only_adapter_free_calls_are_logged(tmp_path) -> None:
+    """Adapter genes train their adapters in the run, so a request naming one is never served from the log; a
+    call holding one runs whole (the batch an unlogged run sends), and its adapter-free answers are logged for
+    runs sharing the file."""
+    from dataclasses import replace as with_
+
+    ident = model_identity(ModelConfig(path="m"))
+    log = CallLog(tmp_path / "llm_calls.db")
+    backend = Counting()
+    llm = LoggedLLM(backend, log, ident, log_adapters=False)
+    tuned = with_(_req("b"), adapter=str(tmp_path / "adapter"))
+    out = llm.generate([_req("a"), tuned])
+    assert backend.calls == [["a", "b"]] and len(log) == 1  # "a" logged, the adapter's answer not
+    again = llm.generate([_req("a"), tuned])
+    assert backend.calls == [["a", "b"]] * 2 and again[0] == out[0]  # whole call again; a's logged answer kept
+    assert llm.generate([_req("a")]) == [out[0]] and llm.replayed == 1 and len(backend.calls) == 2
+    log.close()
+
+
+def test_an_adapter_run_opens_a_call_log_of_its_adapter_free_calls(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from evotrainer.errors import ConfigError
+    from evotrainer.run.resume import RunFiles
+
+    cfg = SimpleNamespace(mode="evolve", inner=SimpleNamespace(adapter_mutation_share=0.3),
+                          archive=SimpleNamespace(path="archive.db", call_log=None))
+    files = RunFiles.open(cfg, tmp_path / "run", None)
+    assert files.calls is not None and files.logged(Counting(), ModelConfig(path="m")).log_adapters is False
+    files.close()
+    with pytest.raises(ConfigError, match="adapter genes"):
+        RunFiles.open(cfg, tmp_path / "run", SimpleNamespace())

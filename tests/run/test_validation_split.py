@@ -87,3 +87,36 @@ def test_items_of_one_group_stay_on_one_side() -> None:
     items = [_Part(f"d{d}-{p}", 100 + 50 * d, group=f"D{d}") for d in range(8) for p in range(2)]
     sel, held = split_validation(items, 0.25)
     assert held and not {t.group for t in sel} & {t.group for t in held}
+
+
+def test_domain_labels_that_group_a_source_split_it_further() -> None:
+    """24 windows of 12 two-window documents, 8 documents of one kind listed first: by source alone the held-out
+    walk ranks by size only; with the ``domain`` labels each kind keeps its share in both parts and the screen."""
+    kinds = ["A"] * 8 + ["B"] * 4
+    items = [_Part(f"d{d:02d}-{p}", 100 + 10 * d, group=f"D{d}", meta={"domain": kinds[d]})
+             for d in range(12) for p in range(2)]
+    sel, held = split_validation(items, 0.25)
+    assert sorted(t.meta["domain"] for t in held) == ["A", "A", "A", "A", "B", "B"]
+    assert not {t.group for t in sel} & {t.group for t in held}
+    assert sorted(t.meta["domain"] for t in screening_subset(sel, 3)) == ["A", "A", "B"]
+
+
+@pytest.mark.parametrize("labels", [
+    [f"k{d}" for d in range(12)],                 # one label per document: labels that do not group
+    ["A"] * 11 + ["B"],                           # a label on one document only
+    ["A"] * 6 + [""] * 6,                         # unlabelled items
+])
+def test_labels_that_do_not_group_leave_the_source_whole(labels: list[str]) -> None:
+    items = [_Part(f"d{d:02d}-{p}", 100 + 10 * d, group=f"D{d}", meta={"domain": labels[d]} if labels[d] else {})
+             for d in range(12) for p in range(2)]
+    plain = [_Part(t.task_id, t.size, group=t.group) for t in items]
+    assert ([t.task_id for t in split_validation(items, 0.25)[1]]
+            == [t.task_id for t in split_validation(plain, 0.25)[1]])
+
+
+def test_a_group_under_two_labels_leaves_the_source_whole() -> None:
+    items = [_Part(f"d{d:02d}-{p}", 100 + 10 * d, group=f"D{d}", meta={"domain": "AB"[(d + p) % 2]})
+             for d in range(12) for p in range(2)]
+    plain = [_Part(t.task_id, t.size, group=t.group) for t in items]
+    assert ([t.task_id for t in split_validation(items, 0.25)[1]]
+            == [t.task_id for t in split_validation(plain, 0.25)[1]])
