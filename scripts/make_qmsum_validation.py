@@ -36,6 +36,8 @@ from collections import defaultdict
 
 import numpy as np
 
+from evotrainer.run.validation_split import interleave
+
 MAX_WORDS = 1600
 VAL_SHARE = 0.6  # of each domain's meetings; 0.6 gives 64 windows (33 Academic, 31 Committee)
 N_TRANSFER = 12  # windows per domain
@@ -98,13 +100,7 @@ def mixed_order(rows: list[dict]) -> list[dict]:
             meetings[r["meta"]["meeting"]].append(r)
         lists = [meetings[m] for m in sorted(meetings)]
         queues.append([ws[i] for i in range(max(map(len, lists))) for ws in lists if i < len(ws)])
-    taken = [0] * len(queues)
-    out = []
-    while len(out) < len(rows):
-        i = min((i for i, q in enumerate(queues) if taken[i] < len(q)), key=lambda i: (taken[i] / len(queues[i]), i))
-        out.append(queues[i][taken[i]])
-        taken[i] += 1
-    return out
+    return interleave(queues)
 
 
 def build(rows: list[dict]) -> tuple[list[dict], list[dict], list[dict]]:

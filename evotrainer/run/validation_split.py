@@ -26,13 +26,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TypeVar
 
 import numpy as np
 
 from evotrainer.errors import ConfigError
 from evotrainer.tasks.base import Task
 
-__all__ = ["race_order", "screening_subset", "split_validation"]
+__all__ = ["interleave", "race_order", "screening_subset", "split_validation"]
+
+T = TypeVar("T")
 
 
 def _ranked(items: Sequence[Task]) -> list[Task]:
@@ -186,11 +189,17 @@ def race_order(items: Sequence[Task], first: Sequence[Task] = ()) -> list[Task]:
     """
     chosen = {id(t) for t in first}
     head = [t for t in first if any(t is s for s in items)]
-    queues = [_spread(g) for g in _by_stratum([t for t in items if id(t) not in chosen])]
+    return head + interleave([_spread(g) for g in _by_stratum([t for t in items if id(t) not in chosen])])
+
+
+def interleave(queues: Sequence[Sequence[T]]) -> list[T]:
+    """Every item of ``queues``, each queue in its own order, interleaved so that every prefix takes from each queue
+    in proportion to its length: the next item comes from the queue with the smallest share taken so far (ties: the
+    earlier queue). Empty queues are skipped."""
     taken = [0] * len(queues)
-    order: list[Task] = []
+    order: list[T] = []
     while any(taken[i] < len(q) for i, q in enumerate(queues)):
         i = min((i for i, q in enumerate(queues) if taken[i] < len(q)), key=lambda i: (taken[i] / len(queues[i]), i))
         order.append(queues[i][taken[i]])
         taken[i] += 1
-    return head + order
+    return order
