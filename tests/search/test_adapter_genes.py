@@ -364,7 +364,9 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
 
     from evotrainer.archive import ArchiveStore
     from evotrainer.archive.recorder import RunRecorder
+    from evotrainer.backends.call_log import CallLog, LoggedLLM, model_identity
     from evotrainer.backends.usage import RunUsage
+    from evotrainer.config import ModelConfig
     from evotrainer.evolve.llm_objective import LLMObjective
     from evotrainer.harness.space import Harness
     from evotrainer.seeding import Seeds
@@ -373,7 +375,8 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
     cfg.inner.population_size, cfg.inner.generations, cfg.inner.elites, cfg.inner.tournament_size = 4, 1, 1, 2
     cfg.inner.cx_prob, cfg.inner.mut_prob, cfg.inner.adapter_mutation_share = 0.0, 1.0, 1.0
     usage = RunUsage()
-    llm = usage.wrap(backend, "model")
+    log = CallLog(tmp_path / "llm_calls.db")  # as a run opens it: adapter-free calls only
+    llm = usage.wrap(LoggedLLM(backend, log, model_identity(ModelConfig(path="tiny")), log_adapters=False), "model")
     family = AnyOutputFamily()
     store = ArchiveStore(tmp_path / "archive.db")
     rec = RunRecorder(store, "run-a")
@@ -389,5 +392,7 @@ def test_objective_wires_adapter_genes_into_the_inner_loop(backend, tmp_path: Pa
     assert children and all(Path(p.adapter) == (tmp_path / "adapters" / p.id).resolve() for p in children)
     archived = {p.id: p for p in store.policies("run-a")}
     assert all(archived[c.id].adapter == c.adapter for c in children)
+    assert len(log) == len(pop) * len(TASKS)  # the seeds' rollouts; the adapter children's answers are not logged
     backend.unload_adapters()
     store.close()
+    log.close()
