@@ -102,8 +102,10 @@ def job_figures(archive_file: str | Path) -> dict[str, Any]:
         dict with run_id, mode ("evolve" or "selfevolve"), s_val (the final best's S_val on the selection
         items), initial_s_val (the best seed's), heldout_s_val, heldout_diff ({"mean", "low", "high",
         "n"}: final best minus best seed on the held-out items, paired), held (True/False/None) and
-        stop_reason, each None where the run has none; for selfevolve s_val is the last round's
-        validation score and initial_s_val the baseline's. An empty dict when there is no archive.
+        stop_reason, each None where the run has none; for selfevolve s_val is the final policy's
+        validation score (that of the last round not reverted: a reverted round's score is its discarded
+        adapter's; the baseline's when every round was reverted) and initial_s_val the baseline's. An empty
+        dict when there is no archive.
 
     Raises:
         EvoTrainerError: the archive is unreadable or its generalisation event malformed.
@@ -128,7 +130,8 @@ def job_figures(archive_file: str | Path) -> dict[str, Any]:
                            "heldout_s_val": _number(co.heldout_s_val), "heldout_diff": None, "held": None,
                            "stop_reason": co.stop_reason}
     if isinstance(s, SelfEvolveSummaryEvent):
-        out["s_val"] = _number(s.rounds[-1][3]) if s.rounds else None
+        current = [val for _, status, _, val in s.rounds if status != "reverted"]
+        out["s_val"] = _number(current[-1] if current else s.baseline_val)
         out["initial_s_val"] = _number(s.baseline_val)
     if g is not None:
         out["held"] = g.held

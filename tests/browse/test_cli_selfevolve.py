@@ -209,3 +209,11 @@ def test_a_selfevolve_archive_of_the_previous_release_reads_read_only(tmp_path: 
     code, out, _ = _cli(capsys, "harness", copy)
     assert code == 0 and "has no harness" in out
     assert copy.read_bytes() == before
+
+
+def test_a_sweep_job_of_a_selfevolve_run_reports_its_final_policys_s_val(archive) -> None:
+    """The last round was reverted: its score is the discarded adapter's, so the job's S_val is round 1's (kept)."""
+    from evotrainer.app.sweep_callback import job_figures
+
+    figures = job_figures(archive[0])
+    assert figures["mode"] == "selfevolve" and figures["s_val"] == 0.35 and figures["initial_s_val"] == 0.30
