@@ -42,6 +42,11 @@ def _ranked(items: Sequence[Task]) -> list[Task]:
     return sorted(items, key=lambda t: (t.size, t.task_id))
 
 
+def _group_key(t: Task) -> tuple[str, str]:
+    """What keeps items together: their ``Task.group``, or the item alone when it has none."""
+    return ("group", t.group) if t.group is not None else ("item", t.task_id)
+
+
 def _label(t: Task) -> str:
     """The item's ``meta["domain"]`` as text ("" when absent)."""
     value = t.meta.get("domain") if t.meta else None
@@ -65,8 +70,7 @@ def _by_stratum(items: Sequence[Task]) -> list[list[Task]]:
         labels_of: dict[tuple[str, str], set[str]] = {}  # group key -> labels of its items
         for t in source:
             by_label.setdefault(_label(t), []).append(t)
-            labels_of.setdefault(("group", t.group) if t.group is not None else ("item", t.task_id), set()).add(
-                _label(t))
+            labels_of.setdefault(_group_key(t), set()).add(_label(t))
         groups_per_label = [sum(1 for labels in labels_of.values() if label in labels) for label in by_label]
         grouped = (len(by_label) >= 2 and "" not in by_label and min(groups_per_label) >= 2
                    and all(len(labels) == 1 for labels in labels_of.values()))
@@ -92,7 +96,7 @@ def _by_group(items: Sequence[Task]) -> list[list[Task]]:
     """Items grouped by ``Task.group`` (None: an item alone), groups ranked by (total size, smallest task id)."""
     groups: dict[tuple[str, str], list[Task]] = {}
     for t in items:
-        groups.setdefault(("group", t.group) if t.group is not None else ("item", t.task_id), []).append(t)
+        groups.setdefault(_group_key(t), []).append(t)
     return sorted(groups.values(), key=lambda g: (sum(t.size for t in g), min(t.task_id for t in g)))
 
 
