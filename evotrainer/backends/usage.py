@@ -117,6 +117,10 @@ class RunUsage:
         """US dollars of every priced role so far (0.0 when none is priced)."""
         return sum(m.cost_usd or 0.0 for m in self.meters)
 
+    def requests(self) -> int:
+        """Generation requests of every role so far (a long input read in windows: each window and the merge)."""
+        return sum(m.requests for m in self.meters)
+
     def prompt_tokens(self) -> int:
         """Prompt tokens read by every role so far (``outer.budget.prompt_tokens``)."""
         return sum(m.prompt_tokens for m in self.meters)
@@ -129,7 +133,7 @@ class RunUsage:
         """``roles`` (each :meth:`UsageMeter.as_dict`), the totals, and ``cost_usd`` (None when unpriced)."""
         priced = any(m.prices.priced for m in self.meters)
         return {"roles": {m.role: m.as_dict() for m in self.meters},
-                "requests": sum(m.requests for m in self.meters),
+                "requests": self.requests(),
                 "prompt_tokens": self.prompt_tokens(),
                 "completion_tokens": self.completion_tokens(),
                 "cost_usd": self.cost_usd() if priced else None}

@@ -10,8 +10,11 @@ call's measured rate and prints one warning line when generation 0 alone is expe
 :data:`WARN_SHARE` of the budget.
 
 The estimate: the seconds spent so far (model load, set-up, the first call), plus, for each request still
-to come, the first call's seconds per request, scaled by how much longer the inputs to come are
-(mean words; never scaled down: prefill dominates the cost, see the README's speed section). It is
+to come, the first call's seconds per model call, scaled by how much longer the inputs to come are
+(mean words per call; never scaled down: prefill dominates the cost, see the README's speed section). A
+training meeting too long for the model's context is read in windows and merged (one request, several model
+calls), so the first call is counted in model calls: counting its requests made one windowed meeting raise the
+rate of every selection item (they fit the context whole, one call each). It is
 rough: a batch whose policies share inputs reuses their prefix, so the per-request rate of the
 first call (14 seeds on each input) is lower than that of the selection scoring (one policy per
 input), and the estimate runs low on the main job (the README's speed section gives the check
@@ -44,9 +47,10 @@ class Gen0Estimate:
     Attributes:
         seconds: expected seconds from the run's start to the end of generation 0 (>= ``elapsed``).
         elapsed: seconds spent so far: model load, set-up and the measured first call.
-        per_request: the first call's seconds per generation request (> 0).
-        length_factor: mean input words of the requests to come over those of the measured call,
+        per_request: the first call's seconds per model call (> 0).
+        length_factor: mean input words per request to come over the measured call's words per model call,
             at least 1.
+        batch_calls: model calls the measured call made (windows and merges each count; >= its requests).
         remaining_requests: generation requests still to come in generation 0 (>= 0).
         budget: ``outer.budget.seconds`` (> 0).
         share: ``seconds / budget`` (1.0 = all of it).
@@ -61,10 +65,12 @@ class Gen0Estimate:
     budget: float
     share: float
     warn: bool
+    batch_calls: int = 0
 
 
 def estimate_gen0(*, elapsed: float, batch_seconds: float, batch_requests: int, batch_words: int,
-                  remaining_requests: int, remaining_words: int, budget: float) -> Gen0Estimate:
+                  remaining_requests: int, remaining_words: int, budget: float,
+                  batch_calls: int | None = None) -> Gen0Estimate:
     """The estimate of the module docstring, from counts.
 
     Args:
@@ -72,17 +78,21 @@ def estimate_gen0(*, elapsed: float, batch_seconds: float, batch_requests: int, 
         batch_seconds: wall-clock seconds of the measured call (> 0).
         batch_requests: generation requests it made (>= 1).
         batch_words: input words over those requests (an input counted once per request).
-        remaining_requests: requests generation 0 still makes (>= 0).
+        remaining_requests: requests generation 0 still makes (>= 0), each taken as one model call.
         remaining_words: input words over those requests.
         budget: ``outer.budget.seconds`` (> 0).
+        batch_calls: model calls the measured call made (a windowed input: its windows and the merge);
+            None or fewer than ``batch_requests``: one call per request.
     """
-    per_request = batch_seconds / batch_requests
-    measured = batch_words / batch_requests if batch_words else 0.0
+    calls = max(batch_calls or 0, batch_requests)
+    per_request = batch_seconds / calls
+    measured = batch_words / calls if batch_words else 0.0
     coming = remaining_words / remaining_requests if remaining_requests else 0.0
     factor = max(1.0, coming / measured) if measured > 0 else 1.0
     seconds = elapsed + per_request * factor * remaining_requests
     share = seconds / budget
-    return Gen0Estimate(seconds, elapsed, per_request, factor, remaining_requests, budget, share, share > WARN_SHARE)
+    return Gen0Estimate(seconds, elapsed, per_request, factor, remaining_requests, budget, share, share > WARN_SHARE,
+                        calls)
 
 
 def _requests(policies: Sequence[Policy], items: Sequence[Task]) -> tuple[int, int]:
@@ -94,7 +104,7 @@ def _requests(policies: Sequence[Policy], items: Sequence[Task]) -> tuple[int, i
 def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed: float,
                       batch_seconds: float, seeds: Sequence[Policy], tasks: Sequence[Task],
                       screened: Sequence[Policy], screen_items: Sequence[Task],
-                      selection: Sequence[Task]) -> Gen0Estimate | None:
+                      selection: Sequence[Task], batch_calls: int | None = None) -> Gen0Estimate | None:
     """Estimate generation 0 after its first call; warn (one logged line, on the console and in the run's
     log) when it would use most of the budget.
 
@@ -112,6 +122,7 @@ def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed
         screened: the seeds generation 0 screens next (empty without ``outer.seed_screen``).
         screen_items: the screening items.
         selection: the selection items; the best seed is scored on those not screened.
+        batch_calls: model calls the first call made (windows and merges each count); None: one per request.
 
     Returns:
         The estimate, or None without a seconds budget or a measured request.
@@ -125,12 +136,14 @@ def check_gen0_budget(rec: RunRecorder, budget_seconds: float | None, *, elapsed
     rest_words = sum(t.size for t in rest)
     est = estimate_gen0(elapsed=elapsed, batch_seconds=batch_seconds, batch_requests=batch_requests,
                         batch_words=batch_words, remaining_requests=screen_requests + len(rest),
-                        remaining_words=screen_words + rest_words, budget=float(budget_seconds))
+                        remaining_words=screen_words + rest_words, budget=float(budget_seconds),
+                        batch_calls=batch_calls)
     rec.emit(PhaseEvent(name="gen0_estimate", fields=asdict(est)))
     if est.warn:
         line = (f"budget: generation 0 alone is expected to take about {est.seconds:,.0f} s of the "
                 f"{est.budget:,.0f} s budget ({est.share:.0%}, outer.budget.seconds): {batch_requests} requests "
-                f"measured at {est.per_request:.2f} s each, {est.remaining_requests} more to come; few or no "
+                f"({est.batch_calls} model calls) measured at {est.per_request:.2f} s a call, "
+                f"{est.remaining_requests} more to come; few or no "
                 "harness candidates will run")
         log.warning(line)
     return est

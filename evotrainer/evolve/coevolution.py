@@ -212,7 +212,7 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     # ---- 2. generation 0 ------------------------------------------------------------------------
     harness0 = space.decode(space.initial_vector())
     tasks0 = objective.draw_tasks(harness0, "h0", 0)
-    t0 = time.perf_counter()
+    t0, calls0 = time.perf_counter(), usage.requests()
     with task(f"gen 0: scoring {len(population)} seeds on {len(tasks0)} tasks", planned_requests(population, tasks0),
               console=console):
         evals0 = evaluator.evaluate(population, tasks0, harness0.reward_weights)
@@ -224,7 +224,8 @@ def _evolve(cfg: Config, run_dir: str | Path, config_dict: dict | None, resume: 
     check_gen0_budget(rec, o.budget.seconds, elapsed=time.perf_counter() - t_run,
                       batch_seconds=timings["inner: evaluate"], seeds=population, tasks=tasks0, selection=selection,
                       screen_items=seed_items,
-                      screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [])
+                      screened=[population[i] for _, i in scored] if o.seed_screen and len(population) > 1 else [],
+                      batch_calls=usage.requests() - calls0)
     keep = [population[i] for _, i in sorted(scored, key=lambda s: (-s[0], s[1]))[: cfg.inner.population_size]]
     if o.seed_screen and len(population) > 1:
         keep = _screened_start(population, keep, scored, seed_items, objective, console)

@@ -33,6 +33,21 @@ def test_estimate_scales_up_for_longer_transcripts_never_down() -> None:
     assert shorter.length_factor == 1.0 and shorter.seconds == pytest.approx(10.0)
 
 
+def test_a_windowed_training_meeting_counts_as_its_model_calls() -> None:
+    # 6 seeds x 3 tasks, one of them read in 3 windows + a merge: 36 model calls, not 18 requests
+    by_calls = estimate_gen0(elapsed=0.0, batch_seconds=360.0, batch_requests=18, batch_words=18000,
+                             remaining_requests=60, remaining_words=30000, budget=2400.0, batch_calls=36)
+    assert by_calls.per_request == pytest.approx(10.0) and by_calls.batch_calls == 36
+    assert by_calls.length_factor == 1.0 and by_calls.seconds == pytest.approx(600.0)
+    by_requests = estimate_gen0(elapsed=0.0, batch_seconds=360.0, batch_requests=18, batch_words=18000,
+                                remaining_requests=60, remaining_words=30000, budget=2400.0)
+    assert by_requests.per_request == pytest.approx(20.0) and by_requests.batch_calls == 18
+    # fewer calls than requests (a call log served some) reads as one call per request
+    assert estimate_gen0(elapsed=0.0, batch_seconds=360.0, batch_requests=18, batch_words=18000,
+                         remaining_requests=60, remaining_words=30000, budget=2400.0,
+                         batch_calls=4).per_request == pytest.approx(20.0)
+
+
 def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
         tiny_run_config: Callable[[], Config], tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     cfg = tiny_run_config()
@@ -51,5 +66,6 @@ def test_a_tiny_budget_warns_before_generation_0_with_the_estimate(
     est = event.payload
     assert est["warn"] is True and est["budget"] == 1e-6 and est["share"] > WARN_SHARE
     assert est["seconds"] >= est["elapsed"] > 0 and est["per_request"] > 0
+    assert est["batch_calls"] >= 3 * 2  # the tiny run's seeds x tasks, each at least one model call
     # 3 seeds screened on 2 items, then the best seed on the selection items not screened
     assert est["remaining_requests"] >= 3 * 2
