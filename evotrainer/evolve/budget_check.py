@@ -12,9 +12,9 @@ call's measured rate and prints one warning line when generation 0 alone is expe
 The estimate: the seconds spent so far (model load, set-up, the first call), plus, for each request still
 to come, the first call's seconds per model call, scaled by how much longer the inputs to come are
 (mean words per call; never scaled down: prefill dominates the cost, see the README's speed section). A
-training meeting too long for the model's context is read in windows and merged (one request, several model
-calls), so the first call is counted in model calls: counting its requests made one windowed meeting raise the
-rate of every selection item (they fit the context whole, one call each). It is
+training input too long for the model's context may be read in windows and merged by its family (one request,
+several model calls), so the first call is counted in model calls: counting its requests made one windowed input
+raise the rate of every selection item (read whole, one call each). It is
 rough: a batch whose policies share inputs reuses their prefix, so the per-request rate of the
 first call (14 seeds on each input) is lower than that of the selection scoring (one policy per
 input), and the estimate runs low on the main job (the README's speed section gives the check
