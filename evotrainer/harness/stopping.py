@@ -60,9 +60,24 @@ class StopReason:
     detail: str
 
 
-def budget_stop(usage: Usage, limits: BudgetLimits) -> StopReason | None:
+def budget_stop(usage: Usage, limits: BudgetLimits, *, seconds_ahead: float = 0.0,
+                ahead_basis: str = "") -> StopReason | None:
     """The first limit reached (usage >= limit), checked in the order seconds, tokens, prompt tokens,
-    evaluations, rollouts, usd, training tokens."""
+    evaluations, rollouts, usd, training tokens.
+
+    Args:
+        usage: what the run has spent.
+        limits: the hard limits.
+        seconds_ahead: seconds the next step is expected to take, >= 0; the seconds limit counts as reached
+            once ``usage.seconds + seconds_ahead > limit``, so a step that would end past the limit does not
+            start. 0 = check the seconds spent only.
+        ahead_basis: how ``seconds_ahead`` was measured, for the reason's detail.
+    """
+    if limits.seconds is not None and seconds_ahead > 0 and usage.seconds < limits.seconds < (
+            usage.seconds + seconds_ahead):
+        return StopReason("outer.budget.seconds",
+                          f"{usage.seconds:g} s used + {seconds_ahead:g} s expected for the next step"
+                          f"{f' ({ahead_basis})' if ahead_basis else ''} > limit {limits.seconds:g}")
     for name, unit in (("seconds", "s"), ("tokens", "tokens"), ("prompt_tokens", "prompt tokens"),
                        ("evaluations", "evaluations"),
                        ("rollouts", "rollouts"), ("usd", "USD"), ("train_tokens", "training tokens")):

@@ -2,7 +2,9 @@
 
 The outer loop asks :meth:`RunControl.check` before each harness candidate (the budget limits and the
 ``STOP`` file) and the inner loop asks :meth:`RunControl.inner_boundary` after each inner generation (the
-``STOP`` file only). A decision to stop is archived as a ``stop`` event (``key``, ``detail``, where), and the
+``STOP`` file only). The seconds budget looks ahead: a candidate starts only when the seconds left cover
+the median candidate of this process so far (the seconds between two checks, measured past any replay);
+before the first such measurement, only the seconds spent count. A decision to stop is archived as a ``stop`` event (``key``, ``detail``, where), and the
 run then ends the usual way: the candidates already scored are told and promoted, the final best is
 compared with the best seed, and the summary is printed and archived with the reason.
 
@@ -19,6 +21,7 @@ boundary. It is left in place; remove it before starting another run in that fol
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
@@ -64,6 +67,9 @@ class RunControl:
         self.stop_file = None if stop_file is None else Path(stop_file)
         self.elapsed_before_s = float(elapsed_before_s)
         self.replay = replay
+        self.candidate_seconds: list[float] = []
+        """Seconds between consecutive live checks of this process (one harness candidate each)."""
+        self._last_check_s: float | None = None
 
     def _stored(self) -> tuple[bool, StopReason | None]:
         """``(replaying, the stored run's decision here)``."""
@@ -89,20 +95,28 @@ class RunControl:
         """The reason to stop before the next harness candidate (budget first, then the STOP file), or None.
 
         Args:
-            usage: this process's usage since it started (seconds, generated tokens, candidates); the
+            usage: this process's usage since it started (seconds, generated tokens, candidates; the
+                seconds of consecutive calls measure the candidates for the look-ahead); the
                 rollouts are the recorder's count of the rows it archived (``RunRecorder.rollouts``), the
                 same count a reader of the archive gets (``archive.schema.budget_rollouts``).
             where: boundary fields for the ``stop`` event (``outer_generation``, ``harness_id``).
         """
         replaying, stored = self._stored()
         if replaying:
+            self._last_check_s = None
             return self._record(stored, where)
+        if self._last_check_s is not None:
+            self.candidate_seconds.append(max(0.0, usage.seconds - self._last_check_s))
+        self._last_check_s = usage.seconds
+        ahead = statistics.median(self.candidate_seconds) if self.candidate_seconds else 0.0
+        basis = f"median of {len(self.candidate_seconds)} candidate(s) so far"
         total = Usage(usage.seconds + self.elapsed_before_s, usage.tokens, usage.evaluations,
                       int(getattr(self.rec, "rollouts", usage.rollouts)),
                       self.cost() if self.cost is not None else usage.usd,
                       self.prompt_tokens() if self.prompt_tokens is not None else usage.prompt_tokens,
                       usage.train_tokens)
-        return self._record(budget_stop(total, self.limits) or self._file(), where)
+        return self._record(budget_stop(total, self.limits, seconds_ahead=ahead, ahead_basis=basis)
+                            or self._file(), where)
 
     def inner_boundary(self, **where: Any) -> None:
         """After an inner generation: raises :class:`StopRequested` when the STOP file exists (or, replaying,
