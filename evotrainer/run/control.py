@@ -4,9 +4,10 @@ The outer loop asks :meth:`RunControl.check` before each harness candidate (the 
 ``STOP`` file) and the inner loop asks :meth:`RunControl.inner_boundary` after each inner generation (the
 ``STOP`` file only). The seconds budget looks ahead: a candidate starts only when the seconds left cover
 the median candidate of this process so far (the seconds between two checks, measured past any replay);
-before the first such measurement, only the seconds spent count. A decision to stop is archived as a ``stop`` event (``key``, ``detail``, where), and the
-run then ends the usual way: the candidates already scored are told and promoted, the final best is
-compared with the best seed, and the summary is printed and archived with the reason.
+before the first such measurement, only the seconds spent count. A decision to stop is archived as a
+``stop`` event (``key``, ``detail``, where), and the run then ends the usual way: the candidates already
+scored are told and promoted, the final best is compared with the best seed, and the summary is printed and
+archived with the reason.
 
 While a resumed run replays (:class:`~evotrainer.archive.replay_store.ReplayingStore`), decisions follow the
 stored run: it stops at a boundary exactly when the next stored event is that boundary's ``stop`` event.
