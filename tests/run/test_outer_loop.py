@@ -119,7 +119,8 @@ def test_regression_triggers_rollback_with_cause(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("limit", "value", "evaluations"), [
-    ("evaluations", 3, 3), ("tokens", 250, 3), ("seconds", 25.0, 3), ("train_tokens", 250, 3),
+    ("evaluations", 3, 3), ("tokens", 250, 3), ("seconds", 30.0, 3), ("train_tokens", 250, 3),
+    ("seconds", 35.0, 3),  # candidates of 10 s: a fourth, started at 30 s, would end past 35 s
 ])
 def test_budget_limits_stop_at_the_right_point(tmp_path: Path, limit: str, value, evaluations: int) -> None:
     clock = FakeClock()
