@@ -301,7 +301,8 @@ class ArchiveConfig:
     path: str = "archive.db"  # relative paths are under the Hydra run dir
     # the LLM call log (resume replays from it); null = llm_calls.db beside the archive. Runs that name one file
     # share its answers: a study's runs (`../llm_calls.db` = the sweep folder) then pay once for the greedy calls
-    # they all make (generation 0's screen, the seeds' held-out and transfer scores). Relative = under the run dir
+    # they all make (generation 0's screen, the seeds' held-out and transfer scores). Relative = under the run dir.
+    # mode=evaluate logs nothing unless this names a file; then each policy whose answers it holds is served from it
     call_log: str | None = None
     # mode=evolve: rewrite report.html beside the archive after generation 0, each outer generation and at the
     # end, so a long run can be watched in a browser (evotrainer/browse/live_report.py)

@@ -24,7 +24,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from evotrainer.archive.store import archive_path
 from evotrainer.backends.base import LLM, Embedder
+from evotrainer.backends.call_log import CallLog, LoggedLLM, ReportsServedModel, model_identity
 from evotrainer.backends.embedder import shared_embedder
 from evotrainer.config import Config, resolve_path
 from evotrainer.errors import ConfigError, DataError
@@ -172,6 +174,21 @@ def _run_dir(run_dir: str | Path | None) -> Path | None:
         return None
 
 
+def _call_log(cfg: Config, folder: Path | None) -> CallLog | None:
+    """The call log ``archive.call_log`` names (relative: under the run folder, else the current folder), or None
+    without the key: evaluate mode logs nothing unless asked."""
+    if not cfg.archive.call_log:
+        return None
+    return CallLog(archive_path(cfg.archive.call_log, folder if folder is not None else Path.cwd()))
+
+
+def _logged(llm: LLM, calls: CallLog, model_cfg: Any) -> LoggedLLM:
+    """``llm`` answering from ``calls`` where it can; requests naming an adapter are neither served nor logged
+    (an adapter folder's weights are not fixed by its path)."""
+    served = llm.served_model() if isinstance(llm, ReportsServedModel) else None
+    return LoggedLLM(llm, calls, model_identity(model_cfg, served), log_adapters=False)
+
+
 def run_evaluate(
     cfg: Config, *, run_dir: str | Path | None = None, llm: LLM | None = None, embedder: Embedder | None = None,
     console: Console | None = None,
@@ -179,7 +196,8 @@ def run_evaluate(
     """Score policies on a dataset and print overall, per-source, per-length (and comparison) tables.
 
     Args:
-        cfg: the run config (``evaluate.*``, ``task.*``, ``evaluation.*``, ``decoding.*``, ``model``).
+        cfg: the run config (``evaluate.*``, ``task.*``, ``evaluation.*``, ``decoding.*``, ``model``; with
+            ``archive.call_log`` set, answers are served from and written to that call log, one call per policy).
         run_dir: where result files go (default: the Hydra run folder; none outside Hydra).
         llm: the policy model (built from ``cfg.model`` when None).
         embedder: the meta metric's embedder when ``inner.use_embedder`` is true and the family takes one for
@@ -217,12 +235,24 @@ def run_evaluate(
 
     policies = [r.policy for r in refs]
     check_policy_backend(llm, cfg, policies)  # a server that cannot honour a policy's genes: refused here
-    evaluator = RolloutEvaluator(llm, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
+    calls = _call_log(cfg, folder := _run_dir(run_dir))
+    logged = llm if calls is None else _logged(llm, calls, cfg.model)
+    evaluator = RolloutEvaluator(logged, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
     t0 = time.perf_counter()
-    with task(f"evaluate: {len(refs)} policies on {len(items)} items",
-              len({p.genome_hash for p in policies}) * len(items), console=console):
-        evaluations: list[MetaEvaluation] = evaluator.meta_evaluate(policies, items)
+    try:
+        with task(f"evaluate: {len(refs)} policies on {len(items)} items",
+                  len({p.genome_hash for p in policies}) * len(items), console=console):
+            # with a call log, one call per policy, so a policy whose answers are all logged is served whole
+            evaluations: list[MetaEvaluation] = (
+                evaluator.meta_evaluate(policies, items) if calls is None else
+                [e for p in policies for e in evaluator.meta_evaluate([p], items)])
+    finally:
+        if calls is not None:
+            calls.close()
     wall = time.perf_counter() - t0
+    if calls is not None:
+        console.print(f"call log {escape(str(calls.path))}: {logged.replayed} answers served from it, "
+                      f"{logged.generated} generated")
 
     stats = {"seed": cfg.seed, "n_resamples": e.bootstrap, "level": e.level}
     results = summarise(refs, evaluations, items, strata=strata, **stats)
@@ -246,7 +276,6 @@ def run_evaluate(
         console.print(best.evaluation.outputs[0], markup=False, highlight=False)
 
     files: tuple[Path, ...] = ()
-    folder = _run_dir(run_dir)
     if folder is not None:
         header = {"dataset": str(path), "format": shape, "seed": cfg.seed, "bootstrap": e.bootstrap,
                   "level": e.level, "model": getattr(llm, "name", cfg.model.path),

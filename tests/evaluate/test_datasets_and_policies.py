@@ -196,6 +196,27 @@ def test_run_evaluate_on_a_folder_with_comparison_and_files(tmp_path: Path) -> N
     assert again.comparison == out.comparison  # same seed, same intervals
 
 
+def test_a_call_log_serves_a_second_evaluation_policy_by_policy(tmp_path: Path) -> None:
+    data = _folder_dataset(tmp_path / "meetings")
+    cfg = _cfg(data, policies=["terse", "secretary_markdown"])
+    cfg.archive.call_log = str(tmp_path / "calls.db")
+    first = MinutesLLM()
+    out = run_evaluate(cfg, run_dir=tmp_path / "run", llm=first, embedder=FakeEmbedder(),
+                       console=Console(record=True, width=200))
+    assert first.requests == 2 * 3
+    cfg.evaluate.policies = ["terse", "secretary_markdown", "no_role"]
+    second, console = MinutesLLM(), Console(record=True, width=200)
+    again = run_evaluate(cfg, run_dir=tmp_path / "run2", llm=second, embedder=FakeEmbedder(), console=console)
+    assert second.requests == 3  # only the new policy's items reach the model
+    assert "6 answers served from it, 3 generated" in console.export_text()
+    assert [r.values for r in again.results[:2]] == [r.values for r in out.results]
+    cfg.archive.call_log = None  # without the key nothing is logged or served
+    third = MinutesLLM()
+    run_evaluate(cfg, run_dir=tmp_path / "run3", llm=third, embedder=FakeEmbedder(),
+                 console=Console(record=True, width=200))
+    assert third.requests == 3 * 3
+
+
 def test_defaults_keep_the_old_behaviour(tmp_path: Path) -> None:
     cfg = Config(mode="evaluate")
     cfg.task.validation_limit = 2
