@@ -24,9 +24,9 @@ At the end the best seed, GEPA's best candidate (highest mean on its validation 
 scored on the held-out items and the transfer items by the same evaluator, and the arm writes an
 ``arm_result.json`` (:func:`evotrainer.stats.ablation.write_arm_result`) that ``archive sweep`` pools with the other arms:
 
-    pip install -e '.[peers]'      # the gepa package (no dependencies of its own)
-    python -m benchmarks.gepa_arm --pair archive/multirun/<sweep>/0_coevolve_seed0
-    python -m evotrainer.archive sweep archive/multirun/<sweep>/   # the study table with a gepa row
+    make install                   # the gepa package comes with the dev extra ('.[peers]' alone: pip install -e '.[peers]')
+    .venv/bin/python -m benchmarks.gepa_arm --pair archive/multirun/<sweep>/0_coevolve_seed0
+    .venv/bin/python -m evotrainer.archive sweep archive/multirun/<sweep>/   # the study table with a gepa row
 
 ``--out`` defaults to ``<sweep>/gepa_seed<S>``. Run it once per seed of the study (the pair can be any arm's
 job of that seed: generation 0 is the same in every arm). The arm has no resume of its own: a killed arm started
@@ -50,6 +50,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from evotrainer import progress
+from evotrainer.archive.recorder import code_version
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
 from evotrainer.backends.base import GenerationRequest, SamplingParams
@@ -348,7 +349,8 @@ def run_gepa_arm(pair: str | Path, out: str | Path | None = None, *, budget: int
              "candidates": len(result.candidates), "val_scores": list(result.val_aggregate_scores),
              "best_idx": result.best_idx, "best_candidate": dict(result.best_candidate),
              "seed_policy": seed_policy.id, "best_is_seed": best.genome_hash == seed_policy.genome_hash,
-             "train_tasks": train_tasks, "minibatch": minibatch, "best_seed_check": check}
+             "train_tasks": train_tasks, "minibatch": minibatch, "best_seed_check": check,
+             "code_version": code_version(), "dtype": cfg.model.dtype}
     path = write_arm_result(folder, arm, extra=extra)
     return replace(arm, source=str(path))
 

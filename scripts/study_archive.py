@@ -9,7 +9,8 @@ with ``resume=<its folder>`` and the table can be printed over jobs run in sever
 Layout written by ``pack`` (``<dest>`` e.g. ``benchmarks/study_archives/ablation_float32``)::
 
     <dest>/<sweep>/sweep.tar.gz    multirun.yaml, sweep_index.json, llm_calls.db (the shared call log)
-    <dest>/<sweep>/<job>.tar.gz    the job folder: archive.db, .hydra/, its log, any arm_result.json
+    <dest>/<sweep>/<job>.tar.gz    the job folder: archive.db, .hydra/, its log, any arm_result.json; a peer arm's
+                                   folder (``gepa_seed0/``: an arm_result.json, no archive.db) is a job too
 
 SQLite files are copied with the online backup API, so a job still running is packed in a consistent state
 (its write-ahead log folded in). Left out: lock files, ``-wal``/``-shm`` files and ``report.html`` (several MB;
@@ -19,11 +20,11 @@ filter: no absolute paths, no links out of the target, no device files.
 
 Usage (from the repository root)::
 
-    python scripts/study_archive.py pack archive/multirun/<sweep> benchmarks/study_archives/ablation_float32
-    python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --job 0_coevolve_seed0
-    python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --exclude 'adapters/*'
-    python scripts/study_archive.py list benchmarks/study_archives/ablation_float32
-    python scripts/study_archive.py unpack benchmarks/study_archives/ablation_float32 archive/multirun
+    .venv/bin/python scripts/study_archive.py pack archive/multirun/<sweep> benchmarks/study_archives/ablation_float32
+    .venv/bin/python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --job 0_coevolve_seed0
+    .venv/bin/python scripts/study_archive.py pack archive/multirun/<sweep> <dest> --exclude 'adapters/*'
+    .venv/bin/python scripts/study_archive.py list benchmarks/study_archives/ablation_float32
+    .venv/bin/python scripts/study_archive.py unpack benchmarks/study_archives/ablation_float32 archive/multirun
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import tempfile
 from pathlib import Path
 
 from evotrainer.archive.schema import BUDGET_KINDS
+from evotrainer.stats.ablation import ARM_RESULT_NAME
 
 SWEEP_FILES = ("multirun.yaml", "sweep_index.json")
 SKIPPED_NAMES = ("report.html",)
@@ -90,8 +92,10 @@ def _write_tar(staged: Path, arcname: str, target: Path) -> None:
 
 
 def job_folders(sweep: Path) -> list[Path]:
-    """The job folders of a sweep folder: its subfolders holding an ``archive.db``, sorted by name."""
-    return sorted(p for p in sweep.iterdir() if p.is_dir() and (p / "archive.db").is_file())
+    """The job folders of a sweep folder: its subfolders holding an ``archive.db``, or an ``arm_result.json`` (a
+    peer arm's result, e.g. ``gepa_seed0/`` of ``benchmarks/gepa_arm.py``), sorted by name."""
+    return sorted(p for p in sweep.iterdir()
+                  if p.is_dir() and ((p / "archive.db").is_file() or (p / ARM_RESULT_NAME).is_file()))
 
 
 def pack(sweep: Path, dest: Path, jobs: list[str] | None = None, exclude: tuple[str, ...] = ()) -> list[Path]:
@@ -107,7 +111,7 @@ def pack(sweep: Path, dest: Path, jobs: list[str] | None = None, exclude: tuple[
     names = jobs or list(found)
     for name in names:
         if name not in found:
-            raise SystemExit(f"study_archive: {sweep / name}: no job folder with an archive.db")
+            raise SystemExit(f"study_archive: {sweep / name}: no job folder with an archive.db or {ARM_RESULT_NAME}")
     out_dir = dest / sweep.name
     written: list[Path] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -151,7 +155,14 @@ def describe(job: Path) -> dict:
     """One row about an unpacked job folder: its run id, code version, mode, dtype, arm, seed, whether it finished,
     the harness candidates of its finished outer generations (an outer generation writes its candidates' rows when
     it ends, so a killed generation's are not counted), the rollouts its budget counted
-    (``archive.schema.budget_rollouts``) and, for a self-evolution run, its rounds archived."""
+    (``archive.schema.budget_rollouts``) and, for a self-evolution run, its rounds archived. A peer arm's folder
+    (an ``arm_result.json``, no archive) gives its arm, seed and rollouts; it is finished by construction."""
+    if not (job / "archive.db").is_file():
+        doc = json.loads((job / ARM_RESULT_NAME).read_text())
+        return {"job": job.name, "run_id": doc.get("run_id"), "code_version": doc.get("extra", {}).get("code_version"),
+                "seed": doc.get("seed"), "mode": None, "dtype": doc.get("extra", {}).get("dtype"),
+                "arm": doc.get("arm"), "finished": True, "harness_candidates_of_finished_generations": 0,
+                "rollouts": doc.get("rollouts"), "selfevolve_rounds": 0}
     con = sqlite3.connect(f"file:{job / 'archive.db'}?mode=ro", uri=True)
     try:
         row = con.execute(

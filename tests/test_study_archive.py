@@ -143,3 +143,19 @@ def test_pack_leaves_out_excluded_paths_and_lists_rounds(tmp_path: Path) -> None
     (restored,) = study_archive.unpack(tmp_path / "dest", tmp_path / "root")
     row = study_archive.describe(restored / "0_coevolve_seed0")
     assert (row["mode"], row["selfevolve_rounds"], row["arm"]) == ("selfevolve", 2, None)
+
+
+def test_a_peer_arm_folder_is_packed_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sweep = _sweep(tmp_path)
+    doc = {"version": 1, "arm": "gepa", "seed": 0, "run_id": "gepa-s0-x", "rollouts": 301, "budget": 300,
+           "extra": {"code_version": "def5678", "dtype": "bfloat16"}}
+    (sweep / "gepa_seed0").mkdir()
+    (sweep / "gepa_seed0" / "arm_result.json").write_text(json.dumps(doc))
+    (sweep / "notes").mkdir()  # neither an archive nor an arm result: not a job
+    written = study_archive.pack(sweep, tmp_path / "dest")
+    assert "gepa_seed0.tar.gz" in [p.name for p in written] and "notes.tar.gz" not in [p.name for p in written]
+    assert study_archive.main(["list", str(tmp_path / "dest")]) == 0
+    rows = [json.loads(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    gepa = next(r for r in rows if r["job"] == "gepa_seed0")
+    assert (gepa["arm"], gepa["seed"], gepa["rollouts"], gepa["finished"]) == ("gepa", 0, 301, True)
+    assert (gepa["code_version"], gepa["dtype"]) == ("def5678", "bfloat16")
