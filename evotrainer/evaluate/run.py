@@ -235,7 +235,8 @@ def run_evaluate(
 
     policies = [r.policy for r in refs]
     check_policy_backend(llm, cfg, policies)  # a server that cannot honour a policy's genes: refused here
-    calls = _call_log(cfg, folder := _run_dir(run_dir))
+    folder = _run_dir(run_dir)
+    calls = _call_log(cfg, folder)
     logged = llm if calls is None else _logged(llm, calls, cfg.model)
     evaluator = RolloutEvaluator(logged, family, sampling=sampling_from(cfg.decoding, seed=cfg.seed))
     t0 = time.perf_counter()
