@@ -3,7 +3,7 @@
 The main job's seeds are scored on one generated training batch (their worst task feeds reflective mutation),
 then every seed is mutated ``--per-seed`` times by each LLM operator (rewrite, reflective rewrite, merge with a
 random other seed), all plans answered in one batched mutator call, and each answer judged by the inner loop's
-own checks (an answer cut at the token limit is rejected, then ``apply_plan``: cleaning, growth, on-topic
+own checks (``search.inner_loop.plan_verdict``: an answer cut at the token limit is rejected, then ``apply_plan``: cleaning, growth, on-topic
 share, leak guard, genome validity). Prints accepted shares
 per operator and style with the rejection reasons, and writes every answer to ``--out`` (JSON) for reading.
 
@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> dict:
         sampling_from,
         task_settings,
     )
+    from evotrainer.search.inner_loop import plan_verdict
     from evotrainer.search.phrases import PhraseBank
     from evotrainer.search.toolbox import build_toolbox
     from evotrainer.seeding import Seeds
@@ -89,9 +90,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_mut = time.perf_counter() - t0
     rows, by_op, by_kind = [], defaultdict(Counter), defaultdict(Counter)
     for plan, answer in zip(plans, answers, strict=True):
-        # the inner loop's order: an answer cut at the token limit is no instruction, whatever it holds
-        cut = getattr(answer, "finish_reason", None) == "length"
-        verdict = "cut at the token limit" if cut else tb.apply_plan(plan, answer.text)
+        verdict = plan_verdict(tb, plan, answer.text, getattr(answer, "finish_reason", None))
         reason = "accepted" if not isinstance(verdict, str) else verdict.split(" (")[0].split(":")[0]
         kind = plan.operator.split("/")[0]
         by_op[plan.operator][reason] += 1

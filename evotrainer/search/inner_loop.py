@@ -29,7 +29,7 @@ from evotrainer.search.operators import MutationPlan, validity_problem
 from evotrainer.search.operators_registry import Operator, crossover_probabilities, mutation_probabilities
 from evotrainer.search.toolbox import GenomeHallOfFame, InnerToolbox
 
-__all__ = ["GenerationReport", "InnerResult", "initial_population", "run_inner_loop"]
+__all__ = ["GenerationReport", "InnerResult", "initial_population", "plan_verdict", "run_inner_loop"]
 
 logger = logging.getLogger(__name__)
 
@@ -316,12 +316,7 @@ def _vary(
         order = sorted(plans)
         texts, mutator_error = _generate(mutator, [plans[i].request for i in order])
         for i, (text, finish) in zip(order, texts, strict=True):
-            if text is None:
-                verdict = "no answer"
-            elif finish == "length":  # a rewrite cut mid-sentence (or mid-reasoning) is no instruction
-                verdict = "cut at the token limit"
-            else:
-                verdict = toolbox.apply_plan(plans[i], text)
+            verdict = "no answer" if text is None else plan_verdict(toolbox, plans[i], text, finish)
             if verdict is None or isinstance(verdict, str):  # the slot keeps its pre-plan content
                 rejections.append(f"{plans[i].operator}: {verdict or 'rejected'}")
                 if verdict and verdict.startswith("leak:"):
@@ -397,6 +392,15 @@ def _parent_best(
         if scores and child.id not in out:
             out[child.id] = max(scores)
     return out
+
+
+def plan_verdict(toolbox: InnerToolbox, plan: MutationPlan, text: str, finish: str | None) -> Policy | str | None:
+    """The inner loop's judgement of a mutator answer to ``plan``: an answer cut at the token limit (``finish ==
+    "length"``) is rejected, as mid-sentence text is no instruction; else ``toolbox.apply_plan``'s verdict (the
+    child, or a rejection reason)."""
+    if finish == "length":
+        return "cut at the token limit"
+    return toolbox.apply_plan(plan, text)
 
 
 def _generate(mutator: LLM | None, requests: list) -> tuple[list[tuple[str | None, str | None]], str | None]:
