@@ -4,8 +4,9 @@ Every finished ``mode=evolve`` run below the given folders becomes an :class:`~e
 is its config's ``outer.candidate_source`` (``coevolve`` for runs made before the key existed; :func:`arm_name`), with
 ``_strategy`` appended when the run evolved strategy knobs (``outer.strategy``), its budget
 ``outer.budget.rollouts``, its rollouts the sum of :func:`~evotrainer.archive.schema.budget_rollouts` over its
-evaluation rows (the count its own stopping rule used), its wall time the ``totals`` phase, and its per-item
-scores the ``generalisation`` event (held-out items) and the ``transfer`` event. Peer arms come from their
+evaluation rows (the count its own stopping rule used), its wall time the ``totals`` phase plus the time a resume
+carried over from earlier processes, and its per-item scores the ``generalisation`` event (held-out items) and the
+``transfer`` event. Peer arms come from their
 :data:`~evotrainer.stats.ablation.ARM_RESULT_NAME` files. :func:`write_study_report` writes the table and its figure
 as a self-contained HTML page (plotly, as the run report; text escaped).
 """
@@ -23,6 +24,7 @@ from rich.console import Console
 from rich.text import Text
 
 from evotrainer.archive.locate import find_archives
+from evotrainer.archive.replay_store import RESUME_MARKER
 from evotrainer.archive.schema import budget_rollouts
 from evotrainer.archive.store import open_archive
 from evotrainer.browse.page import esc, page_head, plot_div, write_page
@@ -70,11 +72,19 @@ def arm_name(config: dict[str, Any]) -> str:
     return f"{source}_strategy" if _config(config, "outer", "strategy") else source
 
 
-def _seconds(store: Any, run_id: str) -> float | None:
-    totals = [e.event for e in store.events(run_id, kind="phase")
-              if isinstance(e.event, PhaseEvent) and e.event.name == "totals"]
-    value = totals[-1].fields.get("seconds") if totals else None
+def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _seconds(store: Any, run_id: str) -> float | None:
+    """The run's wall time over all its processes: the last process's ``totals`` plus the time its latest
+    ``resume`` marker carried over from the earlier processes (``elapsed_before_s``); None without ``totals``."""
+    phases = [e.event for e in store.events(run_id, kind="phase") if isinstance(e.event, PhaseEvent)]
+    totals = [p for p in phases if p.name == "totals"]
+    value = _number(totals[-1].fields.get("seconds")) if totals else None
+    resumes = [p for p in phases if p.name == RESUME_MARKER]
+    before = _number(resumes[-1].fields.get("elapsed_before_s")) if resumes else None
+    return None if value is None else value + (before or 0.0)
 
 
 def _archive_runs(path: Path, skipped: list[dict[str, Any]]) -> list[ArmRun]:

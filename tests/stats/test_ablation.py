@@ -281,6 +281,9 @@ def test_runs_with_strategy_knobs_are_their_own_arm_and_pool_with_the_ablation_s
             rec.event("setup", selection_items=HELD[6:], heldout_items=HELD[:6])
             g = compare("no_role", f"best{seed}", (base[:4], base[:4]), (base, [v + gain for v in base]), seed=seed)
             rec.event("generalisation", **to_payload(g))
+            if seed == 1:  # a resumed run: its wall time is the last process's plus what the resume carried over
+                rec.event("phase", name="resume", elapsed_before_s=600.0, process_started_at="2026-12-07T00:00:00")
+            rec.event("phase", name="totals", seconds=300.0)
 
     ablation, strategy = tmp_path / "ablation", tmp_path / "strategy"
     for seed in (0, 1):
@@ -289,6 +292,8 @@ def test_runs_with_strategy_knobs_are_their_own_arm_and_pool_with_the_ablation_s
     runs, table, skipped = load_study([ablation, strategy])
     assert skipped == [] and sorted((r.arm, r.seed) for r in runs) == [
         ("coevolve_strategy", 0), ("coevolve_strategy", 1), ("frozen_harness", 0), ("frozen_harness", 1)]
+    assert {(r.arm, r.seed): r.seconds for r in runs}[("coevolve_strategy", 1)] == 900.0
+    assert {(r.arm, r.seed): r.seconds for r in runs}[("coevolve_strategy", 0)] == 300.0
     assert table.arms == ("coevolve_strategy", "frozen_harness")
     vs = _row(table, "coevolve_strategy − frozen_harness")
     assert vs.seeds == (0, 1) and vs.heldout.diff.mean == pytest.approx(0.02)
