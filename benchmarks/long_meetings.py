@@ -9,14 +9,16 @@ Runs ``python -m evotrainer mode=evaluate`` twice on a long-meeting file (``task
   the reference content aligned to the transcript's last third), each as ``window - cut`` with a paired
   percentile bootstrap interval over items (:func:`evotrainer.stats.bootstrap.paired_difference`) and
   wins / losses / ties;
-- per mode: how items were read (whole / windowed into N / cut with the share of words seen), seconds and CPU
-  seconds per meeting, peak RSS.
+- per mode: how items were read (whole / windowed into N / cut with the share of words seen), the mean words of
+  the final answer (a longer merge budget writes longer minutes, which the content score can reward), seconds and
+  CPU seconds per meeting, peak RSS.
 
 The parts are recomputed from the outputs each run stored (``items[].outputs``) with the family's own
 ``meta_score``, so ``--from`` recomputes every figure from two earlier result files without the model.
 
     python -m benchmarks.long_meetings --data ../shared/data/elitr_long.jsonl --policy terse
     python -m benchmarks.long_meetings --data ../shared/data/elitr_long.jsonl --limit 3   # a quick check
+    python -m benchmarks.long_meetings --policy terse task.options.long.merge_max_new_tokens=256  # a longer merge
     python -m benchmarks.long_meetings --from window.json cut.json                        # rescore, no model
 
 The ELITR meetings are CC BY-NC-SA: the result files hold model outputs on them, so they stay outside the
@@ -81,7 +83,8 @@ def item_parts(result: dict[str, Any], data: Path) -> dict[str, dict[str, float 
         parts = score.parts
         out[item["id"]] = {"s_val": float(item["scores"][label]), "rouge_lsum": float(parts.get("rouge_lsum", 0.0)),
                            "late_coverage": float(parts.get("late_coverage", 0.0)),
-                           "handling": item["handling"][label], "words": float(item["size"])}
+                           "handling": item["handling"][label], "words": float(item["size"]),
+                           "answer_words": float(len(item["outputs"][label].split()))}
     return out
 
 
@@ -101,7 +104,9 @@ def compare(window: dict[str, Any], cut: dict[str, Any], data: Path, seed: int =
     windows = [int(str(b[i]["handling"]).split(":")[1]) for i in ids if str(b[i]["handling"]).startswith("windowed")]
     return {"n": len(ids), "rows": rows, "cut_share_seen_median": statistics.median(seen) if seen else None,
             "cut_items": len(seen), "windows_median": statistics.median(windows) if windows else None,
-            "windowed_items": len(windows), "words_median": statistics.median(float(a[i]["words"]) for i in ids)}
+            "windowed_items": len(windows), "words_median": statistics.median(float(a[i]["words"]) for i in ids),
+            "answer_words": {"cut": statistics.fmean(float(a[i]["answer_words"]) for i in ids) if ids else 0.0,
+                             "window": statistics.fmean(float(b[i]["answer_words"]) for i in ids) if ids else 0.0}}
 
 
 def render(table: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
@@ -113,6 +118,9 @@ def render(table: dict[str, Any], runs: dict[str, dict[str, Any]]) -> str:
     for part, r in table["rows"].items():
         lines.append(f"| {part} | {r['cut']:.4f} | {r['window']:.4f} | {r['diff']:+.4f} [{r['low']:+.4f}, "
                      f"{r['high']:+.4f}] | {r['wins']}/{r['losses']}/{r['ties']} |")
+    words = table.get("answer_words")
+    if words:
+        lines.append(f"| words per answer (mean) | {words['cut']:.0f} | {words['window']:.0f} | | |")
     if runs:
         lines += ["", "| mode | wall s | s per meeting | CPU s per meeting | peak RSS GiB |", "|---|---|---|---|---|"]
         for mode, r in runs.items():

@@ -38,4 +38,6 @@ def test_window_minus_cut_is_paired_by_item() -> None:
     assert s["window"] > s["cut"] and s["wins"] == 3 and s["low"] > 0
     text = render(table, {"window": {"wall_s": 30.0, "cpu_s": 50.0, "peak_rss_gib": 2.0}})
     assert "| s_val |" in text and "| window | 30 | 10.0 | 16.7 | 2.00 |" in text
+    words = table["answer_words"]
+    assert words["window"] > words["cut"] > 0 and "| words per answer (mean) |" in text
     json.dumps(table)  # the table is plain JSON
